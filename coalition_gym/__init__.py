@@ -1,0 +1,20 @@
+"""coalition-gym: multi-LLM collaboration protocols as Gymnasium/PettingZoo environments.
+
+Importing the package registers every environment id with Gymnasium (``coalition_gym/Debate-v0`` ...).
+"""
+
+from .agents import AgentProfile, Generator, Pool, SimulatedAgent, load_pool
+from .envs import (ENV_IDS, CollaborationEnv, CollaborationParallelEnv, make_protocol, parallel_env,
+                   register_envs, run_episodes)
+from .errors import CoalitionGymError
+from .tasks import make as make_task
+from .types import Ask, EpisodeResult, Item, Message, Outcome, Sample, SamplingParams
+
+register_envs()
+
+__version__ = "0.1.0"
+
+__all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "ENV_IDS", "CollaborationEnv",
+           "CollaborationParallelEnv", "make_protocol", "parallel_env", "register_envs", "run_episodes",
+           "CoalitionGymError", "make_task", "Ask", "EpisodeResult", "Item", "Message", "Outcome", "Sample",
+           "SamplingParams", "__version__"]

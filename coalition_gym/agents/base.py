@@ -1,0 +1,44 @@
+"""The one interface every text-writing backend implements."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+from ..types import Ask, Message, Sample
+
+
+class Generator(ABC):
+    """Turns a batch of Asks into one Sample per Ask, in order.
+
+    A backend should make one batched call for the whole list; results for an Ask must depend only
+    on that Ask (its messages, params and seed), never on what else is in the batch.
+    """
+
+    #: Stable identity of the model behind the backend (used as part of generation-cache keys).
+    identity: str = "generator"
+
+    @abstractmethod
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        """Return one Sample per Ask, in the same order."""
+
+
+def stable_hash(*parts: object) -> int:
+    """A 63-bit integer hash of ``parts`` that is the same in every process and Python version."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def derive_seed(episode_seed: int, item_id: str, member: str, round_: int, index: int = 0,
+                role: str = "") -> int:
+    """The seed of one Ask. It depends on who is asked and when, never on the rest of the coalition,
+    so the same member asked the same prompt in two coalitions draws the same sample."""
+    return stable_hash("ask", episode_seed, item_id, member, round_, index, role)
+
+
+def render_plain(messages: Sequence[Message]) -> str:
+    """A chat as one plain string: the bare content for a single user message, else role headers."""
+    if len(messages) == 1 and messages[0].role == "user":
+        return messages[0].content
+    return "\n\n".join(f"<|{m.role}|>\n{m.content}" for m in messages)

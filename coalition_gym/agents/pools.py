@@ -1,0 +1,68 @@
+"""Pools: names bound to Generators, plus the fixed helpers (ranker, fuser ...) protocols use.
+
+Helpers are never coalition members. Presets are addressed by name: ``sim:demo``,
+``sim:independent``, ``sim:specialists``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from ..errors import ConfigError, UnknownNameError
+from .base import Generator
+from .simulated import SIM_PRESETS, SimulatedAgent
+
+DEFAULT_POOL = "sim:demo"
+
+
+@dataclass
+class Pool:
+    members: dict[str, Generator]
+    helpers: dict[str, Generator] = field(default_factory=dict)
+    styles: dict[str, str] = field(default_factory=dict)  # prompt style per name; "chat" if absent
+    dev_scores: dict[str, float] = field(default_factory=dict)  # for tie-breaking, when measured
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        clash = set(self.members) & set(self.helpers)
+        if clash:
+            raise ConfigError(f"pool {self.name!r}: names {sorted(clash)} are both members and helpers")
+
+    @property
+    def member_names(self) -> list[str]:
+        return list(self.members)
+
+    def backends(self) -> dict[str, Generator]:
+        return {**self.members, **self.helpers}
+
+    def select(self, names: Sequence[str]) -> list[str]:
+        """Validate a coalition drawn from this pool, keeping the caller's order."""
+        unknown = [n for n in names if n not in self.members]
+        if unknown:
+            raise UnknownNameError(f"member of pool {self.name!r}", unknown[0], self.members)
+        if len(set(names)) != len(names):
+            raise ConfigError(f"coalition {list(names)} names a member twice")
+        return list(names)
+
+
+def pool_names() -> list[str]:
+    return [f"sim:{name}" for name in SIM_PRESETS]
+
+
+def load_pool(spec: "str | Pool | Mapping[str, Generator]") -> Pool:
+    """A Pool from a preset name, an existing Pool, or a plain mapping of names to Generators."""
+    if isinstance(spec, Pool):
+        return spec
+    if isinstance(spec, Mapping):
+        return Pool(members=dict(spec))
+    if not isinstance(spec, str):
+        raise ConfigError(f"a pool is a preset name, a Pool or a mapping of names to Generators, "
+                          f"not {type(spec).__name__}")
+    kind, _, preset = spec.partition(":")
+    if kind == "sim" and preset in SIM_PRESETS:
+        groups = SIM_PRESETS[preset]
+        return Pool(members={n: SimulatedAgent(p) for n, p in groups["members"].items()},
+                    helpers={n: SimulatedAgent(p) for n, p in groups["helpers"].items()},
+                    name=spec)
+    raise UnknownNameError("pool preset", spec, pool_names())

@@ -1,0 +1,265 @@
+"""Seeded simulated collaborators: fast, controllable stand-ins for language models.
+
+Each agent has a *knowledge state* per item, fixed for the (agent, item) pair: it either knows the
+answer or it does not. Knowledge is drawn from a Gaussian copula, so agents in the same
+``error_group`` fail on the same items with a tunable ``correlation``; when they fail they also
+tend to give the same wrong answer (a shared distractor). Sampling then adds temperature-driven
+noise: an agent that knows rarely slips, an agent that does not know scatters its guesses as the
+temperature rises, so self-consistency (SLM-MUX) carries real signal. In debate rounds an agent may
+adopt its peers' majority (``conformity``) or recognise a correct peer answer (``recognition``).
+
+Replies are ordinary text ending with ``Answer: ...``, the same format the tasks ask real models
+for, and are a pure function of (profile, item, role, ask seed).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
+from typing import Mapping, Sequence
+
+from ..errors import BackendError, ConfigError
+from ..scorers.answers import normalize_answer
+from ..types import Ask, Item, Sample
+from .base import Generator, stable_hash
+
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    """Behaviour of one simulated agent. Probabilities are in [0, 1]."""
+
+    name: str
+    skill: float = 0.6  # P(knows the answer) on an item of unknown or medium difficulty
+    category_skill: Mapping[str, float] = field(default_factory=dict)  # overrides per item category
+    difficulty_slope: float = 3.0  # logit drop per unit of item difficulty above 0.5
+    error_group: str | None = None  # agents of one group share their hard items and wrong answers
+    # Weight of the group's shared latent in knowledge, in [-1, 1]. Positive: the agent fails where its
+    # group fails and tends to pick the group's wrong answer. Negative: it tends to know what the
+    # group does not (a complementary model); its wrong answers are its own.
+    correlation: float = 0.0
+    diversity: float = 0.8  # P(a not-knowing agent re-guesses) per unit of temperature
+    slip: float = 0.04  # P(a knowing agent writes a wrong answer) per unit of temperature
+    conformity: float = 0.3  # P(adopting the peers' majority in a debate round); halved when it knows
+    recognition: float = 0.3  # P(a not-knowing agent adopts a correct answer it sees from a peer)
+    judge_skill: float = 0.75  # ranker/fuser roles: P(preferring the correct candidate)
+    format_error: float = 0.0  # P(a reply without a parseable final answer)
+    world_seed: int = 0
+
+    def __post_init__(self) -> None:
+        probs = {k: v for k, v in asdict(self).items()
+                 if k in ("skill", "slip", "conformity", "recognition",
+                          "judge_skill", "format_error")}
+        probs.update({f"category_skill[{k}]": v for k, v in self.category_skill.items()})
+        for key, value in probs.items():
+            if not 0.0 <= float(value) <= 1.0:
+                raise ConfigError(f"agent {self.name!r}: {key}={value} must be in [0, 1]")
+        if not -1.0 <= self.correlation <= 1.0:
+            raise ConfigError(f"agent {self.name!r}: correlation={self.correlation} must be in [-1, 1]")
+        if self.diversity < 0:
+            raise ConfigError(f"agent {self.name!r}: diversity={self.diversity} must be >= 0")
+
+
+def _uniform(*parts: object) -> float:
+    return (stable_hash(*parts) + 0.5) / 2.0**63
+
+
+def plausible_wrong_answers(item: Item, k: int = 4) -> list[str]:
+    """``k`` deterministic, distinct wrong answers that look like the gold one."""
+    given = item.meta.get("distractors") if item.meta else None
+    if given:
+        return [str(d) for d in given][:k]
+    gold = item.gold
+    rng = random.Random(stable_hash("distractors", item.id, gold))
+    if item.choices:
+        letters = [chr(ord("A") + i) for i in range(len(item.choices))]
+        return [c for c in letters if c != gold][:k] or ["Z"]
+    candidates: list[str] = []
+    try:
+        value = float(gold)
+    except ValueError:
+        value = None
+    if value is not None and math.isfinite(value):
+        integral = value == int(value)
+        offsets = [1, -1, 2, -2, 10, -10, 3, 5]
+        rng.shuffle(offsets)
+        raw = [value + o if integral else value * (1 + o / 20) for o in offsets]
+        raw += [-value, value * 2]
+        candidates = [normalize_answer(str(int(x)) if integral else f"{x:.6g}") for x in raw]
+    else:
+        word = gold or "none"
+        candidates = [word[::-1], word[:-1] or word + "s", word + word[-1], word.swapcase(),
+                      word[1:] + word[0], "".join(sorted(word)), word.upper() + "!"]
+        rng.shuffle(candidates)
+    unique: list[str] = []
+    for c in candidates:
+        if c != gold and c not in unique:
+            unique.append(c)
+    while len(unique) < k:
+        unique.append(f"{gold}~{len(unique)}")
+    return unique[:k]
+
+
+class SimulatedAgent(Generator):
+    """A Generator that answers protocol Asks according to an :class:`AgentProfile`."""
+
+    def __init__(self, profile: AgentProfile):
+        self.profile = profile
+        self.identity = f"sim:{profile.name}:{stable_hash(repr(profile)):x}"
+
+    # -- latent, per (agent, item) ------------------------------------------------------------
+    def p_knows(self, item: Item) -> float:
+        p = self.profile.category_skill.get(item.category, self.profile.skill)
+        if item.difficulty is not None and 0.0 < p < 1.0:
+            logit = math.log(p / (1 - p)) - self.profile.difficulty_slope * (item.difficulty - 0.5)
+            p = 1.0 / (1.0 + math.exp(-logit))
+        return p
+
+    def knows(self, item: Item) -> bool:
+        prof = self.profile
+        z_own = _NORMAL.inv_cdf(_uniform("know", prof.world_seed, prof.name, item.id))
+        rho = prof.correlation if prof.error_group else 0.0
+        z = math.sqrt(1 - abs(rho)) * z_own
+        if rho:
+            # Knowing is z < threshold, so a shared low z means shared knowledge.
+            z += math.copysign(math.sqrt(abs(rho)), rho) * _NORMAL.inv_cdf(_uniform("know-group", prof.world_seed,
+                                                           prof.error_group, item.id))
+        return _NORMAL.cdf(z) < self.p_knows(item)
+
+    def favourite_wrong_answer(self, item: Item) -> str:
+        prof = self.profile
+        wrong = plausible_wrong_answers(item)
+        shared = prof.error_group and prof.correlation > 0 and _uniform("dist", prof.world_seed, prof.name, item.id) < prof.correlation
+        key = ("dist-group", prof.world_seed, prof.error_group) if shared else ("dist-own", prof.world_seed, prof.name)
+        return wrong[stable_hash(*key, item.id) % len(wrong)]
+
+    # -- one sample ------------------------------------------------------------------------------
+    def _fresh_answer(self, item: Item, knows: bool, temperature: float, rng: random.Random) -> str:
+        prof = self.profile
+        t = max(0.0, temperature)
+        if knows:
+            if rng.random() < prof.slip * min(t, 1.0):
+                return rng.choice(plausible_wrong_answers(item))
+            return item.gold
+        if rng.random() < min(1.0, prof.diversity * t):
+            options = plausible_wrong_answers(item) + [item.gold]
+            return rng.choice(options)
+        return self.favourite_wrong_answer(item)
+
+    def _debate_answer(self, ask: Ask, item: Item, knows: bool, rng: random.Random) -> str:
+        prof = self.profile
+        own = self._fresh_answer(item, knows, ask.params.temperature, rng)
+        previous = ask.info.get("own_previous")
+        peers = [a for a in ask.info.get("peer_answers", ()) if a is not None]
+        if not peers:
+            return own
+        counts = Counter(peers).most_common()
+        majority = counts[0][0] if len(counts) == 1 or counts[0][1] > counts[1][1] else None
+        if not knows and item.gold in peers and rng.random() < prof.recognition:
+            return item.gold
+        adopt = prof.conformity * (0.5 if knows else 1.0)
+        if majority is not None and majority != own and rng.random() < adopt:
+            return majority
+        return own if knows or previous is None else previous
+
+    def _pairwise_verdict(self, ask: Ask, item: Item, rng: random.Random) -> str:
+        a, b = ask.info["answers"]
+        a_ok, b_ok = a == item.gold, b == item.gold
+        if a_ok != b_ok:
+            right = "A" if a_ok else "B"
+            return right if rng.random() < self.profile.judge_skill else ("B" if right == "A" else "A")
+        return "A" if rng.random() < 0.5 else "B"
+
+    def _listwise_ranking(self, ask: Ask, item: Item, rng: random.Random) -> list[int]:
+        # Noise chosen so that a correct candidate outranks a wrong one with P = judge_skill.
+        skill = min(max(self.profile.judge_skill, 0.501), 0.999)
+        sigma = 1.0 / (math.sqrt(2.0) * _NORMAL.inv_cdf(skill))
+        scores = [(a == item.gold) + rng.gauss(0.0, sigma) for a in ask.info["answers"]]
+        return sorted(range(len(scores)), key=lambda i: -scores[i])
+
+    def _fused_answer(self, ask: Ask, item: Item, knows: bool, rng: random.Random) -> str:
+        answers = [a for a in ask.info["answers"] if a is not None]
+        if item.gold in answers and rng.random() < self.profile.judge_skill:
+            return item.gold
+        if knows or not answers:
+            return self._fresh_answer(item, knows, ask.params.temperature, rng)
+        counts = Counter(answers)
+        best = max(counts.values())
+        return next(a for a in answers if counts[a] == best)  # plurality, best-ranked first
+
+    def reply(self, ask: Ask) -> str:
+        item = ask.item
+        if item is None:
+            raise BackendError(f"simulated agent {self.profile.name!r} got an Ask without its item; "
+                               "simulated agents answer protocol Asks only")
+        rng = random.Random(ask.seed ^ stable_hash(self.identity))
+        knows = self.knows(item)
+        if ask.role == "rank_pair":
+            verdict = self._pairwise_verdict(ask, item, rng)
+            if rng.random() < self.profile.format_error:
+                return "Both responses have merits; it is hard to say."
+            return f"Having compared both responses, Response {verdict} is more accurate.\n[[{verdict}]]"
+        if ask.role == "rank_list":
+            order = self._listwise_ranking(ask, item, rng)
+            return "Ranking: " + " > ".join(f"[{i + 1}]" for i in order)
+        if ask.role == "fuse":
+            answer = self._fused_answer(ask, item, knows, rng)
+            lead = "Combining the strongest candidate responses"
+        elif ask.role == "debate" and (ask.info.get("peer_answers") or ask.info.get("own_previous")):
+            answer = self._debate_answer(ask, item, knows, rng)
+            lead = "After weighing the other agents' solutions"
+        else:
+            answer = self._fresh_answer(item, knows, ask.params.temperature, rng)
+            lead = "Let me work through this step by step"
+        if rng.random() < self.profile.format_error:
+            return f"{lead}, I am not sure how to finish this one."
+        return f"{lead}, I get {answer}.\nAnswer: {answer}"
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        return [Sample(text=self.reply(ask)) for ask in asks]
+
+
+# -- presets -------------------------------------------------------------------------------------
+
+def _profiles(*profiles: AgentProfile) -> dict[str, AgentProfile]:
+    return {p.name: p for p in profiles}
+
+
+#: Named simulated pools: members, then the fixed helpers protocols use (never coalition members).
+SIM_PRESETS: dict[str, dict[str, dict[str, AgentProfile]]] = {
+    # The paper's phenomenon: the individually strongest model (atlas) shares its blind spots and
+    # its wrong answers with two siblings, so the system barely misses it; the weakest (delta)
+    # tends to know what the siblings do not, and is the one the system can least do without.
+    "demo": {
+        "members": _profiles(
+            AgentProfile("atlas", skill=0.72, error_group="siblings", correlation=0.9),
+            AgentProfile("borealis", skill=0.68, error_group="siblings", correlation=0.9),
+            AgentProfile("cirrus", skill=0.64, error_group="siblings", correlation=0.9),
+            AgentProfile("delta", skill=0.5, error_group="siblings", correlation=-0.5, diversity=0.9),
+        ),
+        "helpers": _profiles(
+            AgentProfile("judge", skill=0.5, judge_skill=0.8),
+            AgentProfile("fuser", skill=0.1, judge_skill=0.85),
+        ),
+    },
+    # Four agents of equal skill with independent errors: classic wisdom-of-crowds.
+    "independent": {
+        "members": _profiles(*(AgentProfile(f"agent{i}", skill=0.6) for i in range(1, 5))),
+        "helpers": _profiles(AgentProfile("judge", skill=0.5, judge_skill=0.8),
+                             AgentProfile("fuser", skill=0.1, judge_skill=0.85)),
+    },
+    # Specialists: each strong on one reasoning-gym category, weak elsewhere.
+    "specialists": {
+        "members": _profiles(
+            AgentProfile("mathy", skill=0.35, category_skill={"arithmetic": 0.9, "algebra": 0.85}),
+            AgentProfile("wordy", skill=0.35, category_skill={"algorithmic": 0.9, "cognition": 0.8}),
+            AgentProfile("logician", skill=0.35, category_skill={"logic": 0.9, "games": 0.8}),
+        ),
+        "helpers": _profiles(AgentProfile("judge", skill=0.5, judge_skill=0.8),
+                             AgentProfile("fuser", skill=0.1, judge_skill=0.85)),
+    },
+}

@@ -1,0 +1,121 @@
+"""CollaborationEnv: a Gymnasium environment with one policy seat inside a collaboration protocol.
+
+``reset()`` draws an item and runs the frozen collaborators until the policy is asked; the
+observation is the policy's prompt as plain text (the chat messages are in ``info["messages"]``).
+``step(text)`` feeds the policy's reply and runs on until the policy is asked again or the protocol
+ends. The reward is the *system's* score at the end and 0 before. The final ``info`` also carries the
+policy's own answer and its score, so solo and system outcomes can be compared.
+
+The policy sits after the frozen members (coalition order matters for "first" tie-breaks and for
+the A/B order of pairwise rankings). If a protocol ends without ever asking the policy, ``reset``
+returns an empty observation with ``info["policy_asked"] = False`` and the next step, whatever its
+action, ends the episode with the system's reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import gymnasium as gym
+
+from ..agents.base import render_plain
+from ..agents.pools import DEFAULT_POOL
+from ..errors import ActionError, ConfigError, EpisodeStateError
+from ..tasks import DEFAULT_TASK
+from ..tasks.base import check_style
+from ..types import Sample
+from .protocols import EpisodeContext
+from .runner import RunStats
+from .seated import SeatedEpisode, final_info, messages_info, own_answer
+from .spaces import UnicodeText
+from .system import build_system
+
+
+class CollaborationEnv(gym.Env[str, str]):
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(self, protocol: str = "debate", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
+                 members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
+                 split: str = "test", task_kwargs: dict[str, Any] | None = None,
+                 max_prompt_chars: int = 1 << 20, max_action_chars: int = 1 << 16,
+                 render_mode: str | None = None, **protocol_settings: Any):
+        check_style(policy_style)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode={render_mode!r}; use one of {self.metadata['render_modes']} or None")
+        self.system = build_system(protocol, task, collaborators, members, split, task_kwargs,
+                                   protocol_settings, reserved_names=[policy_name])
+        self.policy_name = policy_name
+        self.coalition = tuple(self.system.members) + (policy_name,)
+        self.styles = {**self.system.pool.styles, policy_name: policy_style}
+        self.observation_space = UnicodeText(max_prompt_chars)
+        self.action_space = UnicodeText(max_action_chars)
+        self.render_mode = render_mode
+        self.stats = RunStats()
+        self._episode: SeatedEpisode | None = None
+        self._ctx: EpisodeContext | None = None
+        self._finished = False
+        self._last_obs = ""
+
+    # -- gymnasium API --------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        if "item_id" in options:
+            item = self.system.item(options["item_id"])
+        else:
+            item = self.system.items[int(self.np_random.integers(len(self.system.items)))]
+        episode_seed = int(options.get("episode_seed", self.np_random.integers(2**31)))
+        self._ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
+                                   styles=self.styles, dev_scores=self.system.pool.dev_scores)
+        program = self.system.protocol.start(self._ctx)
+        self._episode = SeatedEpisode(program, [self.policy_name], self.system.backends, self.stats)
+        self._finished = False
+        return self._observe()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._episode is None:
+            raise EpisodeStateError("step() before reset(): call reset() to start an episode")
+        if self._finished:
+            raise EpisodeStateError("step() after the episode ended: call reset() to start a new one")
+        if not isinstance(action, str):
+            raise ActionError(f"an action is the policy's reply as a str, not {type(action).__name__}")
+        if len(action) > self.action_space.max_length:
+            raise ActionError(f"action of {len(action)} characters exceeds max_action_chars="
+                              f"{self.action_space.max_length}; raise it in gym.make(...)")
+        if self._episode.pending(self.policy_name) is not None:
+            self._episode.answer(self.policy_name, Sample(text=action))
+        if not self._episode.done:
+            obs, info = self._observe()
+            return obs, 0.0, False, False, info
+        self._finished = True
+        info = final_info(self.system, self._ctx, self._episode)  # type: ignore[arg-type]
+        info["policy_answer"], info["policy_score"] = own_answer(self.system, self._ctx, self._episode,
+                                                                 self.policy_name)  # type: ignore[arg-type]
+        self._last_obs = ""
+        if self.render_mode == "human":
+            self.render()
+        return "", float(info["system_score"]), True, False, info
+
+    def render(self) -> str | None:
+        text = self._last_obs if not self._finished else "[episode finished]"
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _observe(self) -> tuple[str, dict[str, Any]]:
+        assert self._episode is not None and self._ctx is not None
+        ask = self._episode.pending(self.policy_name)
+        info: dict[str, Any] = {"item_id": self._ctx.item.id, "policy_asked": ask is not None}
+        if ask is None:  # the protocol ended without asking the policy
+            self._last_obs = ""
+            return "", info
+        obs = render_plain(ask.messages)
+        limit = self.observation_space.max_length
+        info.update(messages=messages_info(ask), round=ask.round, role=ask.role,
+                    prompt_clipped=len(obs) > limit)
+        self._last_obs = obs[-limit:]
+        if self.render_mode == "human":
+            self.render()
+        return self._last_obs, info

@@ -1,0 +1,36 @@
+"""Protocol registry: every collaboration method by name."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ...errors import ConfigError, UnknownNameError
+from .base import EpisodeContext, ProgramGen, Protocol
+from .debate import Debate
+from .llm_blender import LLMBlender
+from .majority_vote import MajorityVote
+from .slm_mux import SLMMux
+
+PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in (Debate, LLMBlender, SLMMux, MajorityVote)}
+
+
+def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
+    """A protocol by name with its settings; unknown names or settings get a clear error."""
+    if isinstance(name, Protocol):
+        if settings:
+            return dataclasses.replace(name, **settings)
+        return name
+    if name not in PROTOCOLS:
+        raise UnknownNameError("protocol", name, PROTOCOLS)
+    cls = PROTOCOLS[name]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(settings) - fields)
+    if unknown:
+        raise ConfigError(f"protocol {name!r} has no setting {unknown[0]!r}; its settings are: "
+                          f"{', '.join(sorted(fields))}")
+    return cls(**settings)
+
+
+__all__ = ["PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext", "ProgramGen",
+           "Debate", "LLMBlender", "MajorityVote", "SLMMux"]

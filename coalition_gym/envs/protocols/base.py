@@ -1,0 +1,96 @@
+"""What every protocol program shares: the episode context and the Protocol base class.
+
+A protocol program is a generator: it yields ``list[Ask]``, receives ``list[Sample]`` (same order)
+and finally returns an :class:`Outcome`. It never calls a model itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generator as PyGenerator, Mapping
+
+from ...agents.base import derive_seed
+from ...errors import ConfigError, EmptyCoalitionError
+from ...tasks.base import Task
+from ...types import Ask, Item, Message, Outcome, Sample, SamplingParams, Turn
+
+ProgramGen = PyGenerator[list[Ask], list[Sample], Outcome]
+
+
+@dataclass(frozen=True)
+class EpisodeContext:
+    """Everything a protocol program may read about one execution."""
+
+    item: Item
+    task: Task
+    members: tuple[str, ...]
+    seed: int
+    styles: Mapping[str, str] = field(default_factory=dict)
+    dev_scores: Mapping[str, float] = field(default_factory=dict)
+
+    def style(self, member: str) -> str:
+        return self.styles.get(member, "chat")
+
+    def question(self, member: str) -> list[Message]:
+        return self.task.prompt(self.item, self.style(member))
+
+    def seed_for(self, member: str, round_: int, index: int = 0, role: str = "") -> int:
+        return derive_seed(self.seed, self.item.id, member, round_, index, role)
+
+    def ask(self, member: str, messages: list[Message], params: SamplingParams, *, round_: int,
+            role: str = "answer", index: int = 0, seed_role: str = "", **info: Any) -> Ask:
+        return Ask(member=member, messages=tuple(messages), params=params,
+                   seed=self.seed_for(member, round_, index, seed_role), role=role, round=round_,
+                   item=self.item, info=info)
+
+
+@dataclass
+class Protocol(ABC):
+    """A collaboration method. Subclasses are dataclasses whose fields are the method's settings."""
+
+    name: ClassVar[str] = "protocol"
+    description: ClassVar[str] = ""
+    #: The fields naming fixed helper backends (never coalition members).
+    helper_fields: ClassVar[tuple[str, ...]] = ()
+
+    temperature: float = 0.7
+    max_new_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ConfigError(f"{self.name}: temperature={self.temperature} must be >= 0")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"{self.name}: max_new_tokens={self.max_new_tokens} must be >= 1")
+
+    @property
+    def params(self) -> SamplingParams:
+        return SamplingParams(temperature=self.temperature, max_new_tokens=self.max_new_tokens)
+
+    def helper_names(self) -> list[str]:
+        return [v for v in (getattr(self, f) for f in self.helper_fields) if v]
+
+    def start(self, ctx: EpisodeContext) -> ProgramGen:
+        """The program for one execution; refuses an empty coalition up front."""
+        if not ctx.members:
+            raise EmptyCoalitionError(f"{self.name}: the coalition is empty; give at least one member")
+        if len(set(ctx.members)) != len(ctx.members):
+            raise ConfigError(f"{self.name}: coalition {list(ctx.members)} names a member twice")
+        clash = set(ctx.members) & set(self.helper_names())
+        if clash:
+            raise ConfigError(f"{self.name}: {sorted(clash)} cannot be both a member and a fixed helper")
+        return self.program(ctx)
+
+    @abstractmethod
+    def program(self, ctx: EpisodeContext) -> ProgramGen:
+        """The protocol program (a generator function)."""
+
+    def settings(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def answer_turns(ctx: EpisodeContext, asks: list[Ask], samples: list[Sample]) -> list[Turn]:
+    """Transcript lines for a wave, each with the task's extraction of the reply."""
+    return [Turn(a.member, a.role, a.round, s.text, ctx.task.extract(s.text))
+            for a, s in zip(asks, samples)]

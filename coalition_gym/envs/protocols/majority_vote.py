@@ -1,0 +1,34 @@
+"""Majority vote: every member answers once; the most frequent extracted answer wins.
+
+Ties follow ``tie_break`` (see ``voting``). A coalition of one is that member's solo answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ...types import Outcome
+from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
+from .voting import check_tie_break, plurality
+
+
+@dataclass
+class MajorityVote(Protocol):
+    name: ClassVar[str] = "majority_vote"
+    description: ClassVar[str] = "Majority vote: each member answers once; the most frequent answer wins"
+
+    tie_break: str = "dev"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_tie_break(self.tie_break)
+
+    def program(self, ctx: EpisodeContext) -> ProgramGen:
+        asks = [ctx.ask(m, ctx.question(m), self.params, round_=0) for m in ctx.members]
+        samples = yield asks
+        transcript = answer_turns(ctx, asks, samples)
+        final, votes = plurality([(t.member, t.answer) for t in transcript], self.tie_break,
+                                 ctx.dev_scores, seed=ctx.seed_for("tie-break", 0))
+        text = next((t.text for t in transcript if t.answer == final), "")
+        return Outcome(answer=final, text=text, transcript=tuple(transcript), details={"votes": votes})

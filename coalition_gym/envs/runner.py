@@ -1,0 +1,175 @@
+"""Drives many protocol programs at once, one batched ``generate`` call per backend per wave.
+
+A *wave* collects the pending Asks of every live program, groups them by backend (the Generator
+object a name is bound to, so two names on one backend share a call) and sends each group in one
+call. A failing batch is retried one Ask at a time so that only the programs whose own Ask fails
+are lost; a failed program is recorded, never raised, and the others go on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+from ..agents.base import Generator, stable_hash
+from ..errors import BackendError, CoalitionGymError
+from ..tasks.base import Task
+from ..types import Ask, EpisodeResult, Item, Outcome, Sample
+from .protocols.base import EpisodeContext, ProgramGen, Protocol
+
+
+@dataclass
+class RunStats:
+    waves: int = 0
+    backend_calls: int = 0
+    asks: int = 0
+    backend_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    per_backend: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def batching_factor(self) -> float:
+        """Mean number of Asks per backend call."""
+        return self.asks / self.backend_calls if self.backend_calls else 0.0
+
+    def record(self, backend: Generator, n_asks: int, seconds: float) -> None:
+        self.backend_calls += 1
+        self.asks += n_asks
+        self.backend_seconds += seconds
+        row = self.per_backend.setdefault(backend.identity, {"calls": 0, "asks": 0, "seconds": 0.0})
+        row["calls"] += 1
+        row["asks"] += n_asks
+        row["seconds"] += seconds
+
+
+def _checked(backend: Generator, name: str, asks: Sequence[Ask], samples: object) -> list[Sample]:
+    if not isinstance(samples, list) or len(samples) != len(asks):
+        got = len(samples) if isinstance(samples, list) else type(samples).__name__
+        raise BackendError(f"backend {backend.identity!r} (for {name!r}) returned {got} samples "
+                           f"for {len(asks)} asks")
+    return samples
+
+
+def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator],
+             stats: RunStats | None = None) -> list[Sample | BaseException]:
+    """Answer ``asks`` with one call per backend; a slot holds the exception if its Ask failed."""
+    out: list[Sample | BaseException | None] = [None] * len(asks)
+    groups: dict[int, tuple[Generator, list[int]]] = {}
+    for k, ask in enumerate(asks):
+        backend = backends.get(ask.member)
+        if backend is None:
+            out[k] = BackendError(f"no backend is bound to {ask.member!r}; bound names: "
+                                  f"{', '.join(sorted(backends))}")
+            continue
+        groups.setdefault(id(backend), (backend, []))[1].append(k)
+    for backend, idx in groups.values():
+        batch = [asks[k] for k in idx]
+        start = time.perf_counter()
+        try:
+            samples = _checked(backend, batch[0].member, batch, backend.generate(batch))
+            results: list[Sample | BaseException] = list(samples)
+        except Exception as batch_error:  # isolate the Asks that fail on their own
+            results = []
+            for ask in batch:
+                try:
+                    results.append(_checked(backend, ask.member, [ask], backend.generate([ask]))[0])
+                except Exception as exc:
+                    results.append(exc if len(batch) > 1 else batch_error)
+        if stats is not None:
+            stats.record(backend, len(batch), time.perf_counter() - start)
+        for k, result in zip(idx, results):
+            out[k] = result
+    return out  # type: ignore[return-value]
+
+
+class ProgramFailed(CoalitionGymError):
+    """Why one program could not finish (kept in results, never raised by the runner)."""
+
+
+def run_programs(programs: Sequence[ProgramGen], backends: Mapping[str, Generator],
+                 stats: RunStats | None = None,
+                 on_done: Callable[[int, "Outcome | ProgramFailed"], None] | None = None
+                 ) -> list["Outcome | ProgramFailed"]:
+    """Run every program to completion, batching their Asks wave by wave."""
+    stats = stats if stats is not None else RunStats()
+    start = time.perf_counter()
+    results: list[Outcome | ProgramFailed | None] = [None] * len(programs)
+    pending: dict[int, list[Ask]] = {}
+
+    def finish(i: int, value: "Outcome | ProgramFailed") -> None:
+        results[i] = value
+        pending.pop(i, None)
+        if on_done is not None:
+            on_done(i, value)
+
+    def advance(i: int, sent: list[Sample] | None) -> None:
+        try:
+            asks = programs[i].send(sent) if sent is not None else next(programs[i])
+            while not asks:  # a program may yield an empty wave
+                asks = programs[i].send([])
+            pending[i] = list(asks)
+        except StopIteration as stop:
+            value = stop.value
+            if isinstance(value, Outcome):
+                finish(i, value)
+            else:
+                finish(i, ProgramFailed(f"program returned {type(value).__name__}, not an Outcome"))
+        except Exception as exc:  # a bug or bad reply inside one program must not stop the others
+            finish(i, ProgramFailed(f"{type(exc).__name__}: {exc}"))
+
+    for i in range(len(programs)):
+        advance(i, None)
+    while pending:
+        stats.waves += 1
+        order = list(pending)
+        flat = [ask for i in order for ask in pending[i]]
+        answers = dispatch(flat, backends, stats)
+        pos = 0
+        for i in order:
+            n = len(pending[i])
+            mine = answers[pos:pos + n]
+            pos += n
+            error = next((a for a in mine if isinstance(a, BaseException)), None)
+            if error is not None:
+                programs[i].close()
+                finish(i, ProgramFailed(f"{type(error).__name__}: {error}"))
+            else:
+                advance(i, mine)  # type: ignore[arg-type]
+    stats.wall_seconds += time.perf_counter() - start
+    return results  # type: ignore[return-value]
+
+
+def episode_seed(seed: int, item: Item) -> int:
+    """The per-item episode seed: the same for every coalition, so coalitions share samples."""
+    return stable_hash("episode", seed, item.id) % 2**31
+
+
+def score_outcome(task: Task, item: Item, coalition: Sequence[str], seed: int,
+                  outcome: "Outcome | ProgramFailed") -> EpisodeResult:
+    if isinstance(outcome, ProgramFailed):
+        return EpisodeResult(item.id, tuple(coalition), seed, 0.0, None, False, None, str(outcome))
+    score = task.score(outcome.answer, item)
+    return EpisodeResult(item.id, tuple(coalition), seed, score, outcome.answer,
+                         outcome.answer is not None, outcome)
+
+
+def run_episodes(protocol: Protocol, task: Task, items: Iterable[Item], coalition: Sequence[str],
+                 backends: Mapping[str, Generator], seed: int = 0,
+                 styles: Mapping[str, str] | None = None, dev_scores: Mapping[str, float] | None = None,
+                 stats: RunStats | None = None, progress: bool = False,
+                 description: str = "episodes") -> list[EpisodeResult]:
+    """One protocol execution per item for one coalition, scored by the task."""
+    items = list(items)
+    contexts = [EpisodeContext(item=it, task=task, members=tuple(coalition), seed=episode_seed(seed, it),
+                               styles=styles or {}, dev_scores=dev_scores or {}) for it in items]
+    programs = [protocol.start(ctx) for ctx in contexts]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(programs), desc=description, unit="ep", leave=False)
+    outcomes = run_programs(programs, backends, stats, on_done=(lambda i, o: bar.update(1)) if bar else None)
+    if bar is not None:
+        bar.close()
+    return [score_outcome(task, ctx.item, coalition, ctx.seed, o) for ctx, o in zip(contexts, outcomes)]

@@ -1,0 +1,123 @@
+"""One protocol execution in which some members ("seats") are answered from outside.
+
+Asks for seats are queued and handed out one at a time per seat; every other Ask of the wave goes
+to the backends in one batched call per backend. When every seat Ask of the wave is answered, the
+wave's samples go back to the program. Both environments drive their episodes with this.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..agents.base import Generator
+from ..errors import EpisodeStateError
+from ..types import Ask, Outcome, Sample
+from .protocols.base import EpisodeContext, ProgramGen
+from .protocols.voting import majority_of
+from .runner import ProgramFailed, RunStats, dispatch, score_outcome
+
+
+class SeatedEpisode:
+    def __init__(self, program: ProgramGen, seats: Iterable[str], backends: Mapping[str, Generator],
+                 stats: RunStats | None = None):
+        self.program = program
+        self.seats = frozenset(seats)
+        self.backends = backends
+        self.stats = stats
+        self.outcome: Outcome | ProgramFailed | None = None
+        self._wave: list[Ask] = []
+        self._answers: list[Sample | None] = []
+        self._queues: dict[str, deque[int]] = {s: deque() for s in self.seats}
+        self.seat_calls: list[tuple[Ask, Sample]] = []  # every seat Ask and the reply it got
+        self._receive(None)
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def pending(self, seat: str) -> Ask | None:
+        """The Ask this seat must answer now, or None if it is not asked."""
+        queue = self._queues.get(seat)
+        return self._wave[queue[0]] if queue else None
+
+    def waiting_seats(self) -> list[str]:
+        return [s for s in sorted(self.seats) if self._queues[s]]
+
+    def answer(self, seat: str, sample: Sample) -> None:
+        """Give the seat's reply to its current Ask; advances the program once the wave is complete."""
+        if self.done:
+            raise EpisodeStateError("the episode has ended; reset before answering again")
+        queue = self._queues.get(seat)
+        if not queue:
+            raise EpisodeStateError(f"{seat!r} is not being asked anything right now")
+        k = queue.popleft()
+        self._answers[k] = sample
+        self.seat_calls.append((self._wave[k], sample))
+        if not any(self._queues.values()):
+            self._receive(list(self._answers))  # type: ignore[arg-type]
+
+    def _receive(self, samples: list[Sample] | None) -> None:
+        """Send a completed wave (None to start) and set up the next one, until seats are asked."""
+        while True:
+            try:
+                wave = self.program.send(samples) if samples is not None else next(self.program)
+            except StopIteration as stop:
+                self.outcome = stop.value if isinstance(stop.value, Outcome) else ProgramFailed(
+                    f"program returned {type(stop.value).__name__}, not an Outcome")
+                return
+            except Exception as exc:
+                self.outcome = ProgramFailed(f"{type(exc).__name__}: {exc}")
+                return
+            self._wave = list(wave)
+            self._answers = [None] * len(self._wave)
+            others = [k for k, a in enumerate(self._wave) if a.member not in self.seats]
+            replies = dispatch([self._wave[k] for k in others], self.backends, self.stats)
+            for k, reply in zip(others, replies):
+                if isinstance(reply, BaseException):
+                    self.program.close()
+                    self.outcome = ProgramFailed(f"{type(reply).__name__}: {reply}")
+                    return
+                self._answers[k] = reply
+            for k, ask in enumerate(self._wave):
+                if ask.member in self.seats:
+                    self._queues[ask.member].append(k)
+            if any(self._queues.values()):
+                return
+            samples = list(self._answers)  # type: ignore[arg-type]
+
+
+# -- reporting an episode's end -----------------------------------------------------------------
+
+HELPER_ROLES = ("rank_pair", "rank_list", "fuse")
+
+
+def messages_info(ask: Ask) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in ask.messages]
+
+
+def seat_answer(task: Any, item: Any, seat_calls: Sequence[tuple[Ask, Sample]]) -> tuple[str | None, float]:
+    """A seat's own answer: the majority of its replies in the last round it was asked, and its score."""
+    calls = [(a, s) for a, s in seat_calls if a.role not in HELPER_ROLES]
+    if not calls:
+        return None, 0.0
+    last = max(a.round for a, _ in calls)
+    answer, _, _ = majority_of([task.extract(s.text) for a, s in calls if a.round == last])
+    return answer, task.score(answer, item)
+
+
+def own_answer(system: Any, ctx: EpisodeContext, episode: SeatedEpisode, seat: str) -> tuple[str | None, float]:
+    """What ``seat`` itself answered in this episode, and its score."""
+    return seat_answer(system.task, ctx.item, [(a, s) for a, s in episode.seat_calls if a.member == seat])
+
+
+def final_info(system: Any, ctx: EpisodeContext, episode: SeatedEpisode) -> dict[str, Any]:
+    outcome = episode.outcome
+    result = score_outcome(system.task, ctx.item, ctx.members, ctx.seed, outcome)  # type: ignore[arg-type]
+    info: dict[str, Any] = {"item_id": ctx.item.id, "system_answer": result.answer,
+                            "system_score": result.score, "parsed": result.parsed,
+                            "transcript": [], "error": result.error}
+    if not isinstance(outcome, ProgramFailed) and outcome is not None:
+        info["transcript"] = [t.to_dict() for t in outcome.transcript]
+        info["details"] = dict(outcome.details)
+    return info

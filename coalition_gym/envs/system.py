@@ -1,0 +1,57 @@
+"""Assembles what an environment needs: protocol, task, items, pool and the coalition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..agents.base import Generator
+from ..agents.pools import Pool, load_pool
+from ..errors import ConfigError, UnknownNameError
+from ..tasks import Task, make as make_task
+from ..types import Item
+from .protocols import Protocol, make_protocol
+
+
+@dataclass
+class CollaborativeSystem:
+    protocol: Protocol
+    task: Task
+    items: list[Item]
+    pool: Pool
+    members: list[str]  # frozen collaborators drawn from the pool, in pool order unless given
+
+    @property
+    def backends(self) -> dict[str, Generator]:
+        return self.pool.backends()
+
+    def item(self, item_id: str) -> Item:
+        for it in self.items:
+            if it.id == item_id:
+                return it
+        raise UnknownNameError("item id", item_id, [it.id for it in self.items])
+
+
+def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: Any,
+                 members: Sequence[str] | None, split: str, task_kwargs: Mapping[str, Any] | None,
+                 protocol_settings: Mapping[str, Any], reserved_names: Sequence[str] = ()) -> CollaborativeSystem:
+    proto = make_protocol(protocol, **dict(protocol_settings))
+    the_task = make_task(task, **dict(task_kwargs or {}))
+    items = list(the_task.items(split))
+    if not items:
+        raise ConfigError(f"task {the_task.name!r} has no items in split {split!r}")
+    pool = load_pool(collaborators)
+    chosen = pool.select(list(members)) if members is not None else pool.member_names
+    missing = [h for h in proto.helper_names() if h not in pool.helpers and h not in pool.members]
+    if missing:
+        raise ConfigError(f"protocol {proto.name!r} needs helper {missing[0]!r}, which pool {pool.name!r} "
+                          f"does not provide (its helpers: {', '.join(pool.helpers) or 'none'}); "
+                          "add it to the pool or set the protocol's helper setting")
+    helpers_in_coalition = set(chosen) & set(proto.helper_names())
+    if helpers_in_coalition:
+        raise ConfigError(f"{sorted(helpers_in_coalition)} are fixed helpers of {proto.name!r} and cannot "
+                          "also be coalition members")
+    for name in reserved_names:
+        if name in pool.members or name in pool.helpers:
+            raise ConfigError(f"seat name {name!r} clashes with a name in pool {pool.name!r}; choose another")
+    return CollaborativeSystem(proto, the_task, items, pool, chosen)

@@ -1,0 +1,45 @@
+"""Project exceptions. Each message names the bad value and what would be accepted."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class CoalitionGymError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(CoalitionGymError, ValueError):
+    """A configuration value is malformed or out of range."""
+
+
+class UnknownNameError(CoalitionGymError, KeyError):
+    """An id, preset or name that is not registered."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]):
+        known = sorted(known)
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        listing = ", ".join(known) if len(known) <= 20 else ", ".join(known[:20]) + ", ..."
+        self.kind, self.name, self.suggestions = kind, name, close
+        super().__init__(f"unknown {kind} {name!r}.{hint} Known: {listing}")
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
+        return self.args[0]
+
+
+class EmptyCoalitionError(ConfigError):
+    """A protocol was asked to run with no members."""
+
+
+class BackendError(CoalitionGymError, RuntimeError):
+    """A generator failed or returned something unusable."""
+
+
+class EpisodeStateError(CoalitionGymError, RuntimeError):
+    """An environment was used out of order (step before reset, step after the end)."""
+
+
+class ActionError(CoalitionGymError, TypeError):
+    """An action that is not what the action space accepts."""

@@ -1,0 +1,56 @@
+"""The Task interface: items, prompt rendering, answer extraction and scoring.
+
+A task scores itself (reasoning-gym's convention); protocols only call ``extract`` to compare
+answers and never decide what counts as correct.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+from ..errors import ConfigError
+from ..scorers.answers import extract_final_answer
+from ..types import Item, Message
+
+SPLITS = ("train", "dev", "test")
+PROMPT_STYLES = ("chat", "compact")
+
+ANSWER_INSTRUCTION = "Think it through, then end your reply with a final line of the form 'Answer: <answer>'."
+SYSTEM_PROMPT = "You are a careful problem solver."
+
+
+class Task(ABC):
+    """A dataset of items that knows how to ask for, extract and score answers."""
+
+    name: str = "task"
+    category: str = "general"
+
+    @abstractmethod
+    def items(self, split: str = "test") -> Sequence[Item]:
+        """The items of ``split`` (one of SPLITS), in a fixed order."""
+
+    @abstractmethod
+    def score(self, answer: str | None, item: Item) -> float:
+        """Score in [0, 1] of an extracted answer; None (unparseable) scores 0."""
+
+    def extract(self, text: str | None) -> str | None:
+        """The canonical final answer of a reply, or None when it has none."""
+        return extract_final_answer(text)
+
+    def prompt(self, item: Item, style: str = "chat") -> list[Message]:
+        """The question as chat messages, in the member's prompt style."""
+        check_style(style)
+        if style == "compact":
+            return [Message("user", f"{item.question}\nAnswer:")]
+        return [Message("system", SYSTEM_PROMPT),
+                Message("user", f"{item.question}\n\n{ANSWER_INSTRUCTION}")]
+
+    def check_split(self, split: str) -> None:
+        if split not in SPLITS:
+            raise ConfigError(f"task {self.name!r}: unknown split {split!r}; use one of {', '.join(SPLITS)}")
+
+
+def check_style(style: str) -> None:
+    if style not in PROMPT_STYLES:
+        raise ConfigError(f"unknown prompt style {style!r}; use one of {', '.join(PROMPT_STYLES)}")

@@ -1,0 +1,89 @@
+"""Adapter for reasoning-gym's procedural datasets (``rg/<dataset>``), which run fully offline.
+
+Each split is generated from its own seed (test: ``seed``, dev: ``seed + 1``, train: ``seed + 2``),
+so splits are reproducible; being procedural, two splits can occasionally share an item.
+Scoring is reasoning-gym's own ``score_answer``.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Mapping
+
+from ..errors import ConfigError, UnknownNameError
+from ..scorers.answers import normalize_answer
+from ..types import Item
+from .base import SPLITS, Task
+
+_SPLIT_OFFSET = {"test": 0, "dev": 1, "train": 2}
+
+
+def _datasets() -> dict[str, Any]:
+    from reasoning_gym.factory import DATASETS
+
+    return DATASETS
+
+
+def rg_dataset_names() -> list[str]:
+    return sorted(_datasets())
+
+
+def rg_category(dataset: str) -> str:
+    """reasoning-gym's own grouping, read off the dataset's package (arithmetic, logic, games ...)."""
+    cls = _datasets()[dataset][0]
+    return cls.__module__.split(".")[1]
+
+
+class ReasoningGymTask(Task):
+    def __init__(self, dataset: str, size: int = 200, seed: int = 0,
+                 config: Mapping[str, Any] | None = None):
+        if dataset not in _datasets():
+            raise UnknownNameError("reasoning-gym dataset", dataset, _datasets())
+        if int(size) < 1:
+            raise ConfigError(f"task rg/{dataset}: size={size} must be >= 1")
+        self.dataset, self.size, self.seed = dataset, int(size), int(seed)
+        self.config = dict(config or {})
+        self.name = f"rg/{dataset}"
+        self.category = rg_category(dataset)
+        self._splits: dict[str, tuple[Any, list[Item]]] = {}
+
+    def _load(self, split: str) -> tuple[Any, list[Item]]:
+        self.check_split(split)
+        if split not in self._splits:
+            import reasoning_gym
+
+            try:
+                data = reasoning_gym.create_dataset(self.dataset, size=self.size,
+                                                    seed=self.seed + _SPLIT_OFFSET[split], **self.config)
+            except (TypeError, ValueError, AssertionError) as exc:
+                raise ConfigError(f"task {self.name}: bad dataset config {self.config!r}: {exc}") from exc
+            items = []
+            for index, entry in enumerate(data):
+                meta = dict(entry.get("metadata") or {})
+                meta["entry"] = entry
+                items.append(Item(id=f"{self.name}/{split}/{index}", question=entry["question"],
+                                  gold=normalize_answer(str(entry["answer"])),
+                                  category=self.category, meta=meta))
+            self._splits[split] = (data, items)
+        return self._splits[split]
+
+    def items(self, split: str = "test") -> list[Item]:
+        return self._load(split)[1]
+
+    @cached_property
+    def _scorer(self) -> Any:
+        return self._load("test")[0]
+
+    def score(self, answer: str | None, item: Item) -> float:
+        if answer is None:
+            return 0.0
+        entry = item.meta.get("entry") if item.meta else None
+        if entry is None:
+            entry = {"question": item.question, "answer": item.gold, "metadata": dict(item.meta)}
+        try:
+            return float(max(0.0, min(1.0, self._scorer.score_answer(answer, entry))))
+        except Exception:  # a scorer must never crash a run on a hostile answer
+            return 0.0
+
+
+__all__ = ["ReasoningGymTask", "rg_dataset_names", "rg_category", "SPLITS"]

@@ -1,0 +1,112 @@
+"""Plain data passed between protocols, drivers and backends. No logic lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message."""
+
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+
+
+@dataclass(frozen=True)
+class Item:
+    """One task instance. ``gold`` is the reference answer in the task's canonical form."""
+
+    id: str
+    question: str
+    gold: str
+    category: str = "general"
+    difficulty: float | None = None  # in [0, 1] when the task knows it
+    choices: tuple[str, ...] | None = None  # multiple-choice options, if any
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A request for one generation, yielded by a protocol program.
+
+    ``member`` names who must answer: a coalition member or a fixed helper (ranker, fuser).
+    ``role`` and ``info`` describe the request to drivers and to simulated agents (which use them
+    instead of reading the prompt); real backends only look at ``messages``, ``params`` and ``seed``.
+    """
+
+    member: str
+    messages: tuple[Message, ...]
+    seed: int
+    params: SamplingParams = SamplingParams()
+    role: str = "answer"  # answer | debate | rank_pair | rank_list | fuse
+    round: int = 0
+    item: Item | None = field(default=None, compare=False, hash=False)
+    info: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One generation. Token ids and log-probs are present when the backend can give them."""
+
+    text: str
+    token_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One line of a transcript: who said what, in which role and round."""
+
+    member: str
+    role: str
+    round: int
+    text: str
+    answer: str | None = None  # the task's extraction of ``text`` where the protocol needed it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"member": self.member, "role": self.role, "round": self.round, "text": self.text,
+                "answer": self.answer}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a protocol program returns: the system's final answer and how it got there."""
+
+    answer: str | None
+    text: str
+    transcript: tuple[Turn, ...]
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """A scored protocol execution, or a recorded failure (``error`` set, score 0)."""
+
+    item_id: str
+    coalition: tuple[str, ...]
+    seed: int
+    score: float
+    answer: str | None
+    parsed: bool
+    outcome: Outcome | None = None
+    error: str | None = None
+
+    def to_dict(self, with_transcript: bool = True) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "item_id": self.item_id, "coalition": list(self.coalition), "seed": self.seed,
+            "score": self.score, "answer": self.answer, "parsed": self.parsed, "error": self.error,
+        }
+        if with_transcript and self.outcome is not None:
+            record["transcript"] = [t.to_dict() for t in self.outcome.transcript]
+            record["details"] = dict(self.outcome.details)
+        return record
