@@ -43,6 +43,8 @@ def normalize_answer(answer: str) -> str:
             s = s[len(left):len(s) - len(right)].strip()
     s = s.rstrip(".").strip()
     compact = s.replace(",", "") if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", s) else s
+    if re.fullmatch(r"[+-]?\d+", compact):
+        return str(int(compact))  # exact, however long
     if _NUMBER.match(compact):
         value = float(compact)
         if value.is_integer() and abs(value) < 1e16:

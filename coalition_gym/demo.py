@@ -1,0 +1,98 @@
+"""``make demo``: solo strength vs leave-one-out contribution on the simulated demo pool, for every
+protocol, then a policy seated inside each environment through ``gym.make``."""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+from pathlib import Path
+from statistics import fmean
+
+import gymnasium as gym
+
+from .agents.pools import load_pool
+from .envs.protocols import PROTOCOLS, make_protocol
+from .envs.registration import ENV_IDS
+from .tasks import make as make_task
+from .valuation.loo import LeaveOneOutReport, solo_and_leave_one_out
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def _evaluate(node: ast.AST) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _evaluate(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    raise ValueError("not plain arithmetic")
+
+
+def calculator_policy(observation: str) -> str:
+    """A strong soloist on basic arithmetic: it evaluates the question's expression (with ``ast``,
+    never ``eval``) and ignores what its peers say."""
+    match = re.search(r"^Calculate (.+?)\.?\s*$", observation, re.MULTILINE)
+    try:
+        value = _evaluate(ast.parse(match.group(1), mode="eval").body) if match else None
+    except (ValueError, SyntaxError, ZeroDivisionError):
+        value = None
+    if value is None:
+        return "I cannot compute this one."
+    text = str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+    return f"Evaluating the expression directly gives {text}.\nAnswer: {text}"
+
+
+def _table(report: LeaveOneOutReport) -> list[str]:
+    best_solo = max(report.members, key=lambda m: m.solo).member
+    best_loo = max(report.members, key=lambda m: m.loo).member
+    lines = [f"### {report.protocol}: v(N) = {report.full:.3f}", "",
+             "| member | solo v({i}) | v(N - i) | leave-one-out |", "|---|---|---|---|"]
+    for m in report.members:
+        marks = (" (best solo)" if m.member == best_solo else "") + (" (largest LOO)" if m.member == best_loo else "")
+        lines.append(f"| {m.member}{marks} | {m.solo:.3f} | {m.without:.3f} | {m.loo:+.3f} |")
+    return lines
+
+
+def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic", n_items: int = 1000,
+             seed: int = 0, out: Path = Path("runs/demo"), gym_episodes: int = 60) -> dict:
+    pool = load_pool(pool_spec)
+    task = make_task(task_name, size=n_items)
+    items = task.items("test")
+    print(f"Pool {pool.name}: members {pool.member_names}, fixed helpers {list(pool.helpers)}; "
+          f"task {task.name}, {len(items)} items, seed {seed}\n")
+    reports = []
+    markdown: list[str] = []
+    for name in PROTOCOLS:
+        report = solo_and_leave_one_out(make_protocol(name), task, items, pool, seed=seed, progress=True)
+        reports.append(report)
+        lines = _table(report)
+        markdown += lines + [""]
+        print("\n".join(lines) + "\n")
+
+    print(f"A policy seated through gym.make (a calculator policy that evaluates the expression itself), {gym_episodes} episodes:\n")
+    seated = []
+    for env_id in ENV_IDS:
+        env = gym.make(env_id, task=task, collaborators=pool)
+        rewards, own = [], []
+        for episode in range(gym_episodes):
+            obs, info = env.reset(seed=seed + episode)
+            done = False
+            while not done:
+                obs, reward, done, truncated, info = env.step(calculator_policy(obs))
+            rewards.append(reward)
+            own.append(info["policy_score"])
+        env.close()
+        seated.append({"env_id": env_id, "policy_score": fmean(own), "system_reward": fmean(rewards)})
+        print(f"  {env_id:<30} policy alone {fmean(own):.2f}   system with policy {fmean(rewards):.2f}")
+
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"pool": pool.name, "task": task.name, "n_items": len(items), "seed": seed,
+               "leave_one_out": [r.to_dict() for r in reports], "seated_policy": seated}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "strength.md").write_text("\n".join(markdown))
+    print(f"\nWrote {out / 'summary.json'} and {out / 'strength.md'}")
+    return summary
