@@ -196,7 +196,8 @@ class SimulatedAgent(Generator):
         if item is None:
             raise BackendError(f"simulated agent {self.profile.name!r} got an Ask without its item; "
                                "simulated agents answer protocol Asks only")
-        rng = random.Random(ask.seed ^ stable_hash(self.identity))
+        # The item is mixed in so that a constant seed across items still gives independent draws.
+        rng = random.Random(stable_hash(ask.seed, self.identity, item.id))
         knows = self.knows(item)
         if ask.role == "rank_pair":
             verdict = self._pairwise_verdict(ask, item, rng)

@@ -4,8 +4,9 @@ The tasks ask every model to end with a line ``Answer: <answer>``. Extraction ru
 1. the text after the last ``Answer:`` / ``Final answer:`` marker, to the end of that line;
 2. the content of the last ``\\boxed{...}``;
 3. the text after the last "the answer is";
-4. the whole reply, when it is a single short line (compact prompts to tiny models end at
-   ``Answer:`` and the model writes only the answer).
+4. the whole reply, when it is a single short line of at most three words (compact prompts to
+   tiny models end at ``Answer:`` and the model writes only the answer); a sentence such as
+   "I am not sure." is not an answer.
 Anything else is unparseable (``None``): it scores 0 and is recorded, never raised.
 """
 
@@ -17,6 +18,7 @@ _MARKER = re.compile(r"(?:final\s+answer|answer)\s*[:：]\s*(.*)", re.IGNORECASE
 _ANSWER_IS = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*[:：]?\s*(.+)", re.IGNORECASE)
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _SHORT_LINE = 64
+_SHORT_TOKENS = 3
 
 
 def last_boxed(text: str) -> str | None:
@@ -37,7 +39,7 @@ def last_boxed(text: str) -> str | None:
 
 def normalize_answer(answer: str) -> str:
     """Canonical form used for voting and matching: trimmed, unwrapped, numbers in shortest form."""
-    s = " ".join(answer.strip().split())
+    s = " ".join(answer.strip().split()).rstrip(".").strip()
     for left, right in (("**", "**"), ("$", "$"), ("`", "`"), ('"', '"'), ("'", "'")):
         while len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
             s = s[len(left):len(s) - len(right)].strip()
@@ -67,9 +69,10 @@ def extract_final_answer(text: str | None) -> str | None:
         said = list(_ANSWER_IS.finditer(text))
         if said:
             found = said[-1].group(1).splitlines()[0]
-    if found is None:
+    if found is None and not markers:
         stripped = text.strip()
-        if stripped and "\n" not in stripped and len(stripped) <= _SHORT_LINE:
+        if (stripped and "\n" not in stripped and len(stripped) <= _SHORT_LINE
+                and len(stripped.split()) <= _SHORT_TOKENS):
             found = stripped
     if found is None:
         return None

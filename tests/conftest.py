@@ -1,0 +1,51 @@
+"""Shared test helpers: a scripted generator and a tiny in-memory task."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import pytest
+
+from coalition_gym.agents.base import Generator
+from coalition_gym.tasks.base import Task
+from coalition_gym.types import Ask, Item, Sample
+
+
+class Scripted(Generator):
+    """Replies with ``reply(ask)``; records every batch it receives."""
+
+    def __init__(self, reply: Callable[[Ask], str], identity: str = "scripted"):
+        self.reply = reply
+        self.identity = identity
+        self.calls: list[list[Ask]] = []
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        self.calls.append(list(asks))
+        return [Sample(text=self.reply(a)) for a in asks]
+
+
+class ListTask(Task):
+    """Exact-match task over fixed items."""
+
+    name = "list"
+    category = "test"
+
+    def __init__(self, golds: Sequence[str] = ("7", "8", "9")):
+        self._items = [Item(id=f"q{i}", question=f"Question {i}?", gold=g, category="test")
+                       for i, g in enumerate(golds)]
+
+    def items(self, split: str = "test") -> list[Item]:
+        self.check_split(split)
+        return self._items
+
+    def score(self, answer, item) -> float:
+        return float(answer == item.gold)
+
+
+def answer_text(answer: str | None) -> str:
+    return "I am not sure about this one." if answer is None else f"Some reasoning.\nAnswer: {answer}"
+
+
+@pytest.fixture
+def task() -> ListTask:
+    return ListTask()

@@ -1,0 +1,47 @@
+import pytest
+
+from coalition_gym.errors import ConfigError, UnknownNameError
+from coalition_gym.tasks import make, task_names
+
+
+def test_reasoning_gym_items_are_deterministic_and_scored():
+    task = make("rg/basic_arithmetic", size=20, seed=3)
+    again = make("rg/basic_arithmetic", size=20, seed=3)
+    items = task.items("test")
+    assert [i.question for i in items] == [i.question for i in again.items("test")]
+    assert len(items) == 20 and task.category == "arithmetic"
+    assert all(task.score(i.gold, i) == 1.0 for i in items)
+    assert task.score(None, items[0]) == 0.0
+    assert task.score("definitely wrong", items[0]) < 1.0
+
+
+def test_splits_are_generated_from_different_seeds():
+    task = make("rg/basic_arithmetic", size=30)
+    test_q = [i.question for i in task.items("test")]
+    assert test_q != [i.question for i in task.items("dev")]
+    assert test_q != [i.question for i in task.items("train")]
+    assert task.items("dev")[0].id.startswith("rg/basic_arithmetic/dev/")
+
+
+def test_gsm_symbolic_runs_offline():
+    task = make("rg/gsm_symbolic", size=3)
+    item = task.items("test")[0]
+    assert task.score(task.extract(f"so...\nAnswer: {item.gold}"), item) == 1.0
+
+
+def test_unknown_task_and_dataset_suggest_names():
+    with pytest.raises(UnknownNameError, match="basic_arithmetic"):
+        make("rg/basic_arithmetik")
+    with pytest.raises(UnknownNameError, match="unknown task"):
+        make("gsm8k-from-nowhere")
+    assert "rg/basic_arithmetic" in task_names()
+
+
+def test_bad_split_and_size():
+    task = make("rg/basic_arithmetic", size=2)
+    with pytest.raises(ConfigError, match="split"):
+        task.items("validation")
+    with pytest.raises(ConfigError, match="size"):
+        make("rg/basic_arithmetic", size=0)
+    with pytest.raises(ConfigError, match="config"):
+        make("rg/basic_arithmetic", size=2, config={"no_such_option": 1}).items("test")
