@@ -30,6 +30,7 @@ from coalition_gym.envs import PROTOCOLS, RunStats, make_protocol
 
 POOL, TASK = "sim:demo", "rg/basic_arithmetic"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"
+QUICK_OUT = DEFAULT_OUT.with_name("env_throughput.quick.json")  # a smoke run never overwrites real results
 
 
 def overhead(wall: float, backend: float) -> float:
@@ -122,11 +123,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=512, help="episodes per protocol and measurement")
     parser.add_argument("--repeats", type=int, default=3, help="repeats; timings are the median")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"JSON results (default: {DEFAULT_OUT}; --quick: {QUICK_OUT.name} beside it)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (16 episodes, 1 repeat) to check it works")
     args = parser.parse_args()
     if args.quick:
         args.episodes, args.repeats = 16, 1
+    args.out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
     if args.episodes < 1 or args.repeats < 1:
         parser.error("--episodes and --repeats must be >= 1")
 

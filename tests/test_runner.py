@@ -1,0 +1,127 @@
+"""The runner: batching per backend per wave, coalition-independent seeds, failure isolation."""
+
+import pytest
+
+from coalition_gym.agents import load_pool
+from coalition_gym.envs.protocols import EpisodeContext, make_protocol
+from coalition_gym.envs.runner import ProgramFailed, RunStats, run_episodes, run_programs
+from coalition_gym.errors import EmptyCoalitionError
+from coalition_gym.tasks import make
+from coalition_gym.types import Outcome, Sample
+
+from conftest import ListTask, Scripted, answer_text
+
+
+def contexts(task, members, n=None):
+    return [EpisodeContext(item=it, task=task, members=tuple(members), seed=i)
+            for i, it in enumerate(task.items()[:n])]
+
+
+def test_one_batched_call_per_backend_per_wave():
+    task = ListTask([str(i) for i in range(50)])
+    a, b = Scripted(lambda k: answer_text("1"), "A"), Scripted(lambda k: answer_text("1"), "B")
+    backends = {"m1": a, "m2": a, "m3": b}  # two names share backend A
+    stats = RunStats()
+    proto = make_protocol("debate", rounds=3)
+    outcomes = run_programs([proto.start(c) for c in contexts(task, ["m1", "m2", "m3"])], backends, stats)
+    assert all(isinstance(o, Outcome) for o in outcomes)
+    assert len(a.calls) == 3 and len(b.calls) == 3  # one call per wave each
+    assert all(len(c) == 100 for c in a.calls) and all(len(c) == 50 for c in b.calls)
+    assert stats.waves == 3 and stats.backend_calls == 6 and stats.batching_factor == 75
+
+
+def test_programs_in_different_rounds_share_waves():
+    task = ListTask(["1", "2"])
+    gen = Scripted(lambda k: answer_text("1"))
+    progs = [make_protocol("debate", rounds=3).start(contexts(task, "ab")[0]),
+             make_protocol("majority_vote").start(contexts(task, "ab")[1])]
+    run_programs(progs, {"a": gen, "b": gen})
+    assert [len(c) for c in gen.calls] == [4, 2, 2]
+
+
+def test_seeds_do_not_depend_on_the_coalition():
+    task = make("rg/basic_arithmetic", size=10)
+    pool = load_pool("sim:demo")
+    seen = {}
+    for coalition in (["atlas", "delta"], ["atlas", "borealis", "cirrus"], ["atlas"]):
+        rec = Scripted(lambda ask: answer_text("1"))
+        run_episodes(make_protocol("majority_vote"), task, task.items(), coalition,
+                     {m: rec for m in pool.member_names}, seed=4)
+        seen[tuple(coalition)] = {(a.item.id, a.seed) for c in rec.calls for a in c if a.member == "atlas"}
+    assert len(set(map(frozenset, seen.values()))) == 1
+
+
+def test_same_member_same_prompt_same_sample_across_coalitions():
+    task = make("rg/basic_arithmetic", size=40)
+    pool = load_pool("sim:demo")
+    proto = make_protocol("slm_mux")
+
+    def atlas_turns(coalition):
+        res = run_episodes(proto, task, task.items(), coalition, pool.backends(), seed=1)
+        return [[t.text for t in r.outcome.transcript if t.member == "atlas"] for r in res]
+
+    assert atlas_turns(["atlas"]) == atlas_turns(["atlas", "delta"]) == atlas_turns(pool.member_names)
+
+
+def test_a_failing_ask_loses_only_its_own_program():
+    task = ListTask(["1", "2", "3", "4"])
+
+    def reply(ask):
+        if ask.item.id == "q2" and ask.member == "b":
+            raise RuntimeError("model crashed on this prompt")
+        return answer_text(ask.item.gold)
+
+    gen = Scripted(reply)
+    results = run_episodes(make_protocol("majority_vote"), task, task.items(), ["a", "b"], {"a": gen, "b": gen})
+    assert [r.score for r in results] == [1.0, 1.0, 0.0, 1.0]
+    assert results[2].error and "model crashed" in results[2].error and results[2].outcome is None
+    assert all(r.error is None for i, r in enumerate(results) if i != 2)
+
+
+def test_bad_backends_and_programs_are_recorded_not_raised():
+    task = ListTask(["1", "2"])
+
+    class Short(Scripted):
+        def generate(self, asks):
+            return [Sample("x")]  # always one sample, whatever was asked
+
+    results = run_episodes(make_protocol("majority_vote"), task, task.items(), ["a", "b"], {"a": Short(None)})
+    assert all(r.error for r in results)
+    assert "no backend is bound to 'b'" in results[0].error or "returned" in results[0].error
+
+    def broken():
+        yield []
+        raise ValueError("bug in a protocol")
+
+    def fine():
+        return Outcome("1", "", ())
+        yield
+
+    (bad, good) = run_programs([broken(), fine()], {})
+    assert isinstance(bad, ProgramFailed) and "bug in a protocol" in str(bad)
+    assert isinstance(good, Outcome)
+
+
+def test_unparseable_answers_score_zero_and_are_recorded():
+    task = ListTask(["1"])
+    gen = Scripted(lambda ask: "I refuse to give a final answer here.")
+    (r,) = run_episodes(make_protocol("majority_vote"), task, task.items(), ["a"], {"a": gen})
+    assert r.score == 0.0 and r.answer is None and not r.parsed and r.error is None
+    assert r.to_dict()["transcript"][0]["text"].startswith("I refuse")
+
+
+def test_empty_coalition_is_refused_by_run_episodes():
+    task = ListTask(["1"])
+    with pytest.raises(EmptyCoalitionError):
+        run_episodes(make_protocol("debate"), task, task.items(), [], {})
+
+
+def test_runs_are_deterministic():
+    task = make("rg/basic_arithmetic", size=30)
+    pool = load_pool("sim:demo")
+    for name in ("debate", "llm_blender", "slm_mux", "majority_vote"):
+        first = run_episodes(make_protocol(name), task, task.items(), pool.member_names, pool.backends(), seed=9)
+        again = run_episodes(make_protocol(name), task, task.items(), pool.member_names, pool.backends(), seed=9)
+        assert [r.to_dict() for r in first] == [r.to_dict() for r in again]
+        other = run_episodes(make_protocol(name), task, task.items(), pool.member_names, pool.backends(), seed=10)
+        assert [r.to_dict() for r in first] != [r.to_dict() for r in other]
