@@ -82,9 +82,8 @@ def bench_env(name, task, items, pool, policy):
         env.reset(options={"item_id": it.id})
         done = False
         while not done:
-            # The env only exposes the prompt as text; the simulated policy needs the Ask itself
-            # (role, item, peers' answers), so read it from the private SeatedEpisode.
-            ask = env._episode.pending(env.policy_name)
+            # A simulated policy needs the structured Ask (role, item, peers' answers), not the text.
+            ask = env.pending_ask
             t0 = time.perf_counter()
             action = policy.reply(ask) if ask is not None else ""
             policy_s += time.perf_counter() - t0

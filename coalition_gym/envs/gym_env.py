@@ -23,7 +23,7 @@ from ..agents.pools import DEFAULT_POOL
 from ..errors import ActionError, ConfigError, EpisodeStateError
 from ..tasks import DEFAULT_TASK
 from ..tasks.base import check_style
-from ..types import Sample
+from ..types import Ask, Sample
 from .protocols import EpisodeContext
 from .runner import RunStats
 from .seated import SeatedEpisode, final_info, messages_info, own_answer
@@ -95,6 +95,12 @@ class CollaborationEnv(gym.Env[str, str]):
         if self.render_mode == "human":
             self.render()
         return "", float(info["system_score"]), True, False, info
+
+    @property
+    def pending_ask(self) -> Ask | None:
+        """The structured request behind the current observation (role, round, item, peers' answers),
+        for policies that want more than the rendered prompt; None when the policy is not asked."""
+        return self._episode.pending(self.policy_name) if self._episode is not None else None
 
     def render(self) -> str | None:
         text = self._last_obs if not self._finished else "[episode finished]"

@@ -25,11 +25,13 @@ class CollaborativeSystem:
     def backends(self) -> dict[str, Generator]:
         return self.pool.backends()
 
+    def __post_init__(self) -> None:
+        self._by_id = {it.id: it for it in self.items}
+
     def item(self, item_id: str) -> Item:
-        for it in self.items:
-            if it.id == item_id:
-                return it
-        raise UnknownNameError("item id", item_id, [it.id for it in self.items])
+        if item_id not in self._by_id:
+            raise UnknownNameError("item id", item_id, self._by_id)
+        return self._by_id[item_id]
 
 
 def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: Any,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UnknownNameError
+from ..errors import ConfigError, UnknownNameError
 from .base import SPLITS, Task
 from .reasoning_gym import ReasoningGymTask, rg_dataset_names
 
@@ -15,6 +15,9 @@ def make(name: str | Task, **kwargs: Any) -> Task:
     """A task by name. ``rg/<dataset>`` takes ``size``, ``seed`` and ``config`` (the dataset's own
     options). A Task instance is returned unchanged."""
     if isinstance(name, Task):
+        if kwargs:
+            raise ConfigError(f"task options {sorted(kwargs)} cannot apply to an already built task "
+                              f"{name.name!r}; pass its name instead, or build it with those options")
         return name
     if isinstance(name, str) and name.startswith("rg/"):
         return ReasoningGymTask(name[3:], **kwargs)
