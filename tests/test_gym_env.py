@@ -94,7 +94,7 @@ def test_bad_actions_and_order_errors():
 
 
 def test_unknown_names_get_suggestions():
-    with pytest.raises(gym.error.Error):
+    with pytest.raises(gym.error.NameNotFound, match="Did you mean: `Debate`"):
         gym.make("coalition_gym/Debat-v0")
     with pytest.raises(UnknownNameError, match="Debate-v0"):
         protocol_of("coalition_gym/Debat-v0")
