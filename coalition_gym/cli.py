@@ -85,6 +85,62 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_cache(folder: str | None, pool_name: str):
+    from .agents.cache import GenerationCache
+
+    if folder is None:
+        return GenerationCache(None)
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in pool_name)
+    return GenerationCache(Path(folder) / f"{slug}.sqlite")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .agents.pools import load_pool
+    from .envs.protocols import make_protocol
+    from .tasks import make as make_task
+    from .valuation.report import evaluate, parse_estimators, print_leaderboard, write_report
+
+    estimators = parse_estimators(args.estimator)
+    protocol = make_protocol(args.protocol, **_settings(args.set))
+    task = make_task(args.task, size=args.items, seed=args.task_seed)
+    pool = load_pool(args.pool)
+    members = args.members.split(",") if args.members else None
+    cache = _open_cache(args.cache, pool.name)
+    mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget}
+    try:
+        report = evaluate(protocol, pool, task, task.items(args.split), estimators, members=members,
+                          seed=args.seed, cache=cache, progress=True, n_boot=args.bootstrap, mc=mc,
+                          requested=args.estimator)
+    finally:
+        cache.close()
+    game = report.game
+    print(f"{protocol.name} on {task.name} ({game.n_items} items), pool {pool.name}: full coalition "
+          f"{game.value(game.players):.3f}; {game.coalitions_evaluated} coalitions, {game.generations} generations, "
+          f"{game.cache_hits} cache hits")
+    print(print_leaderboard(report))
+    corr = report.correlation
+    if corr.get("spearman") is not None:
+        print(f"solo vs compositional: Spearman {corr['spearman']:.2f} (p={corr['spearman_p']:.3f}, {corr['method']}), "
+              f"Pearson {corr['pearson']:.2f} (p={corr['pearson_p']:.3f})")
+    paths = write_report(report, Path(args.out))
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .valuation.report import parse_estimators
+    from .valuation.sweep import run_sweep
+
+    result = run_sweep([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
+                       [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items,
+                       Path(args.out), seed=args.seed, cache_dir=Path(args.cache) if args.cache else None,
+                       alpha=args.alpha, progress=True)
+    if result["summary"]:
+        print(result["summary"]["sentence"])
+    print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -112,6 +168,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="protocol setting")
     p.add_argument("--out", default=None, help="folder for episodes.jsonl and summary.json")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("eval", help="leaderboard: solo vs compositional strength of a pool's models")
+    p.add_argument("--pool", default="sim:demo")
+    p.add_argument("--protocol", default="debate")
+    p.add_argument("--task", default="rg/basic_arithmetic")
+    p.add_argument("--task-seed", type=int, default=0)
+    p.add_argument("--split", default="test")
+    p.add_argument("--estimator", default="all", help="loo, shapley, banzhaf, mc, a comma list, or all")
+    p.add_argument("--items", type=int, default=200)
+    p.add_argument("--members", default=None, help="comma-separated subset of the pool")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="protocol setting")
+    p.add_argument("--out", default="runs/eval")
+    p.add_argument("--cache", default=None, help="folder for the persistent generation cache (resumable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples over items")
+    p.add_argument("--mc-tolerance", type=float, default=0.005, help="MC Shapley: stop at this permutation stderr")
+    p.add_argument("--mc-budget", type=int, default=None, help="MC Shapley: at most this many coalitions")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("sweep", help="pools x protocols x tasks, with the cross-setting significance summary")
+    p.add_argument("--pools", default="sim:demo,sim:independent")
+    p.add_argument("--protocols", default="debate,llm_blender,slm_mux,majority_vote")
+    p.add_argument("--tasks", default="rg/basic_arithmetic,rg/gsm_symbolic")
+    p.add_argument("--estimator", default="loo")
+    p.add_argument("--items", type=int, default=100)
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--out", default="runs/sweep")
+    p.add_argument("--cache", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("demo", help="solo vs compositional strength on the demo pool, all protocols")
     p.add_argument("--pool", default="sim:demo")

@@ -1,5 +1,5 @@
-"""``make demo``: solo strength vs leave-one-out contribution on the simulated demo pool, for every
-protocol, then a policy seated inside each environment through ``gym.make``."""
+"""``make demo``: solo strength vs leave-one-out and exact Shapley contribution on the simulated demo
+pool for every protocol (with leaderboard files), then a policy seated in each env via ``gym.make``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .agents.pools import load_pool
 from .envs.protocols import PROTOCOLS, make_protocol
 from .envs.registration import ENV_IDS
 from .tasks import make as make_task
-from .valuation.loo import LeaveOneOutReport, solo_and_leave_one_out
+from .valuation.report import EvalReport, evaluate, summary, write_report
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
@@ -46,14 +46,16 @@ def calculator_policy(observation: str) -> str:
     return f"Evaluating the expression directly gives {text}.\nAnswer: {text}"
 
 
-def _table(report: LeaveOneOutReport) -> list[str]:
-    best_solo = max(report.members, key=lambda m: m.solo).member
-    best_loo = max(report.members, key=lambda m: m.loo).member
-    lines = [f"### {report.protocol}: v(N) = {report.full:.3f}", "",
-             "| member | solo v({i}) | v(N - i) | leave-one-out |", "|---|---|---|---|"]
-    for m in report.members:
-        marks = (" (best solo)" if m.member == best_solo else "") + (" (largest LOO)" if m.member == best_loo else "")
-        lines.append(f"| {m.member}{marks} | {m.solo:.3f} | {m.without:.3f} | {m.loo:+.3f} |")
+def _table(report: EvalReport) -> list[str]:
+    game, loo, shap = report.game, report.results["loo"], report.results["shapley"]
+    best_solo = max(game.players, key=lambda p: report.solo[p])
+    best_shap = max(game.players, key=lambda p: shap[p])
+    lines = [f"### {game.protocol.name}: v(N) = {game.value(game.players):.3f}", "",
+             "| member | solo v({i}) | leave-one-out | Shapley [95% CI] |", "|---|---|---|---|"]
+    for k, p in enumerate(game.players):
+        marks = (" (best solo)" if p == best_solo else "") + (" (largest Shapley)" if p == best_shap else "")
+        lines.append(f"| {p}{marks} | {report.solo[p]:.3f} | {loo[p]:+.3f} | "
+                     f"{shap[p]:+.3f} [{shap.ci_low[k]:+.3f}, {shap.ci_high[k]:+.3f}] |")
     return lines
 
 
@@ -64,11 +66,12 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
     items = task.items("test")
     print(f"Pool {pool.name}: members {pool.member_names}, fixed helpers {list(pool.helpers)}; "
           f"task {task.name}, {len(items)} items, seed {seed}\n")
-    reports = []
+    summaries = []
     markdown: list[str] = []
     for name in PROTOCOLS:
-        report = solo_and_leave_one_out(make_protocol(name), task, items, pool, seed=seed, progress=True)
-        reports.append(report)
+        report = evaluate(make_protocol(name), pool, task, items, ["loo", "shapley"], seed=seed, progress=True)
+        write_report(report, out / name)
+        summaries.append(summary(report))
         lines = _table(report)
         markdown += lines + [""]
         print("\n".join(lines) + "\n")
@@ -90,9 +93,10 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
         print(f"  {env_id:<30} policy alone {fmean(own):.2f}   system with policy {fmean(rewards):.2f}")
 
     out.mkdir(parents=True, exist_ok=True)
-    summary = {"pool": pool.name, "task": task.name, "n_items": len(items), "seed": seed,
-               "leave_one_out": [r.to_dict() for r in reports], "seated_policy": seated}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    result = {"pool": pool.name, "task": task.name, "n_items": len(items), "seed": seed,
+              "protocols": summaries, "seated_policy": seated}
+    (out / "summary.json").write_text(json.dumps(result, indent=2))
     (out / "strength.md").write_text("\n".join(markdown))
-    print(f"\nWrote {out / 'summary.json'} and {out / 'strength.md'}")
-    return summary
+    print(f"\nWrote {out / 'summary.json'}, {out / 'strength.md'} and a leaderboard folder per protocol "
+          f"({out}/<protocol>/leaderboard.md, solo_vs_compositional.png ...)")
+    return result

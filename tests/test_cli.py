@@ -47,8 +47,10 @@ def test_demo_shows_the_phenomenon(tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
-    debate = next(r for r in summary["leave_one_out"] if r["protocol"] == "debate")
-    rows = {m["member"]: m for m in debate["members"]}
+    debate = next(r for r in summary["protocols"] if r["protocol"] == "debate")
+    rows = {m["name"]: m for m in debate["models"]}
     assert rows["atlas"]["solo"] > rows["delta"]["solo"]  # strongest alone ...
     assert rows["delta"]["loo"] > rows["atlas"]["loo"]  # ... but the weakest matters most
+    assert rows["delta"]["shapley"] > rows["atlas"]["shapley"]
     assert (tmp_path / "strength.md").exists() and len(summary["seated_policy"]) == 4
+    assert (tmp_path / "debate" / "leaderboard.md").exists()

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 from ..errors import ConfigError, UnknownNameError
 from .base import Generator
-from .simulated import SIM_PRESETS, SimulatedAgent
+from .simulated import SIM_PRESETS, AgentProfile, SimulatedAgent, random_profiles
 
 DEFAULT_POOL = "sim:demo"
 
@@ -46,8 +46,13 @@ class Pool:
         return list(names)
 
 
+def _simulated_pool(groups: Mapping[str, Mapping[str, AgentProfile]], name: str) -> Pool:
+    return Pool(members={n: SimulatedAgent(p) for n, p in groups["members"].items()},
+                helpers={n: SimulatedAgent(p) for n, p in groups["helpers"].items()}, name=name)
+
+
 def pool_names() -> list[str]:
-    return [f"sim:{name}" for name in SIM_PRESETS]
+    return [f"sim:{name}" for name in SIM_PRESETS] + ["sim:random-N"]
 
 
 def load_pool(spec: "str | Pool | Mapping[str, Generator]") -> Pool:
@@ -61,8 +66,10 @@ def load_pool(spec: "str | Pool | Mapping[str, Generator]") -> Pool:
                           f"not {type(spec).__name__}")
     kind, _, preset = spec.partition(":")
     if kind == "sim" and preset in SIM_PRESETS:
-        groups = SIM_PRESETS[preset]
-        return Pool(members={n: SimulatedAgent(p) for n, p in groups["members"].items()},
-                    helpers={n: SimulatedAgent(p) for n, p in groups["helpers"].items()},
-                    name=spec)
+        return _simulated_pool(SIM_PRESETS[preset], spec)
+    if kind == "sim" and preset.startswith("random-"):
+        size = preset[len("random-"):]
+        if not size.isdigit() or not 1 <= int(size) <= 64:
+            raise ConfigError(f"pool {spec!r}: sim:random-N takes N from 1 to 64")
+        return _simulated_pool(random_profiles(int(size)), spec)
     raise UnknownNameError("pool preset", spec, pool_names())

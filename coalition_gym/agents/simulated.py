@@ -230,6 +230,23 @@ def _profiles(*profiles: AgentProfile) -> dict[str, AgentProfile]:
     return {p.name: p for p in profiles}
 
 
+DEFAULT_HELPERS = _profiles(AgentProfile("judge", skill=0.5, judge_skill=0.8),
+                            AgentProfile("fuser", skill=0.1, judge_skill=0.85))
+
+
+def random_profiles(n: int, seed: int = 0) -> dict[str, dict[str, AgentProfile]]:
+    """``n`` varied agents for scale studies (``sim:random-N``): skills in [0.35, 0.8], about half in
+    one of two correlated error groups, the rest independent."""
+    rng = random.Random(stable_hash("random-pool", n, seed))
+    members = []
+    for k in range(n):
+        group = rng.choice([None, "g1", "g2"])
+        members.append(AgentProfile(f"m{k + 1:02d}", skill=round(rng.uniform(0.35, 0.8), 3), error_group=group,
+                                    correlation=round(rng.uniform(0.3, 0.9), 3) if group else 0.0,
+                                    conformity=round(rng.uniform(0.1, 0.5), 3)))
+    return {"members": _profiles(*members), "helpers": DEFAULT_HELPERS}
+
+
 #: Named simulated pools: members, then the fixed helpers protocols use (never coalition members).
 SIM_PRESETS: dict[str, dict[str, dict[str, AgentProfile]]] = {
     # The paper's phenomenon: the individually strongest model (atlas) shares its blind spots and
@@ -242,16 +259,12 @@ SIM_PRESETS: dict[str, dict[str, dict[str, AgentProfile]]] = {
             AgentProfile("cirrus", skill=0.64, error_group="siblings", correlation=0.9),
             AgentProfile("delta", skill=0.5, error_group="siblings", correlation=-0.5, diversity=0.9),
         ),
-        "helpers": _profiles(
-            AgentProfile("judge", skill=0.5, judge_skill=0.8),
-            AgentProfile("fuser", skill=0.1, judge_skill=0.85),
-        ),
+        "helpers": DEFAULT_HELPERS,
     },
     # Four agents of equal skill with independent errors: classic wisdom-of-crowds.
     "independent": {
         "members": _profiles(*(AgentProfile(f"agent{i}", skill=0.6) for i in range(1, 5))),
-        "helpers": _profiles(AgentProfile("judge", skill=0.5, judge_skill=0.8),
-                             AgentProfile("fuser", skill=0.1, judge_skill=0.85)),
+        "helpers": DEFAULT_HELPERS,
     },
     # Specialists: each strong on one reasoning-gym category, weak elsewhere.
     "specialists": {
@@ -260,7 +273,6 @@ SIM_PRESETS: dict[str, dict[str, dict[str, AgentProfile]]] = {
             AgentProfile("wordy", skill=0.35, category_skill={"algorithmic": 0.9, "cognition": 0.8}),
             AgentProfile("logician", skill=0.35, category_skill={"logic": 0.9, "games": 0.8}),
         ),
-        "helpers": _profiles(AgentProfile("judge", skill=0.5, judge_skill=0.8),
-                             AgentProfile("fuser", skill=0.1, judge_skill=0.85)),
+        "helpers": DEFAULT_HELPERS,
     },
 }

@@ -54,6 +54,8 @@ class Protocol(ABC):
     description: ClassVar[str] = ""
     #: The fields naming fixed helper backends (never coalition members).
     helper_fields: ClassVar[tuple[str, ...]] = ()
+    #: Smallest coalition the method is defined for.
+    min_members: ClassVar[int] = 1
 
     temperature: float = 0.7
     max_new_tokens: int = 512
@@ -75,6 +77,8 @@ class Protocol(ABC):
         """The program for one execution; refuses an empty coalition up front."""
         if not ctx.members:
             raise EmptyCoalitionError(f"{self.name}: the coalition is empty; give at least one member")
+        if len(ctx.members) < self.min_members:
+            raise ConfigError(f"{self.name}: needs at least {self.min_members} members, got {list(ctx.members)}")
         if len(set(ctx.members)) != len(ctx.members):
             raise ConfigError(f"{self.name}: coalition {list(ctx.members)} names a member twice")
         clash = set(ctx.members) & set(self.helper_names())

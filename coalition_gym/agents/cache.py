@@ -1,0 +1,170 @@
+"""A persistent generation cache (SQLite, JSON values, no pickle) and a caching Generator wrapper.
+
+A generation is keyed by the backend's identity, the rendered prompt (the chat messages), the
+sampling parameters and the seed. Because seeds never depend on the coalition, the same member
+asked the same prompt in two coalitions hits the same key, so coalition games share work.
+
+Every batch is committed before ``generate`` returns, so a run killed at any moment keeps every
+finished generation; restarting with the same arguments recomputes only what is missing. A cache
+file that cannot be read is reported (``CacheWarning``) and the run goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from ..types import Ask, Sample
+from .base import Generator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS generations (
+    key TEXT PRIMARY KEY,
+    identity TEXT NOT NULL,
+    sample TEXT NOT NULL
+)
+"""
+
+
+class CacheWarning(UserWarning):
+    """The cache could not be used as asked; the run continues (without it, or without one entry)."""
+
+
+def ask_key(identity: str, ask: Ask) -> str:
+    payload = json.dumps([identity, [[m.role, m.content] for m in ask.messages],
+                          [ask.params.temperature, ask.params.top_p, ask.params.max_new_tokens], ask.seed],
+                         ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _encode(sample: Sample) -> str:
+    return json.dumps({"text": sample.text, "token_ids": sample.token_ids, "logprobs": sample.logprobs,
+                       "finish_reason": sample.finish_reason}, ensure_ascii=False)
+
+
+def _decode(raw: str) -> Sample:
+    data = json.loads(raw)
+    if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+        raise ValueError("not a stored sample")
+    ids, lps = data.get("token_ids"), data.get("logprobs")
+    return Sample(text=data["text"], token_ids=tuple(ids) if ids is not None else None,
+                  logprobs=tuple(lps) if lps is not None else None,
+                  finish_reason=str(data.get("finish_reason", "stop")))
+
+
+class GenerationCache:
+    """Key -> Sample, in memory and (when ``path`` is given) in an SQLite file."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path is not None else None
+        self.status = "memory"
+        self._memory: dict[str, Sample] = {}
+        self._db: sqlite3.Connection | None = None
+        if self.path is not None:
+            self._open()
+
+    def _open(self) -> None:
+        assert self.path is not None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path)
+            check = db.execute("PRAGMA quick_check").fetchone()
+            if not check or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(SCHEMA)
+            db.commit()
+        except (sqlite3.Error, OSError) as exc:
+            self._disable(f"cannot use {self.path}: {exc}")
+            return
+        self._db = db
+        self.status = "ok"
+
+    def _disable(self, reason: str) -> None:
+        warnings.warn(f"generation cache disabled, continuing without it ({reason}); move or delete the "
+                      "file to start a fresh cache", CacheWarning, stacklevel=3)
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+        self._db = None
+        self.status = f"disabled: {reason}"
+
+    def __len__(self) -> int:
+        if self._db is not None:
+            try:
+                return int(self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+            except sqlite3.Error:
+                pass
+        return len(self._memory)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Sample]:
+        found = {k: self._memory[k] for k in keys if k in self._memory}
+        missing = [k for k in keys if k not in found]
+        if missing and self._db is not None:
+            try:
+                for start in range(0, len(missing), 500):
+                    chunk = missing[start:start + 500]
+                    rows = self._db.execute(
+                        f"SELECT key, sample FROM generations WHERE key IN ({','.join('?' * len(chunk))})",
+                        chunk).fetchall()
+                    for key, raw in rows:
+                        try:
+                            found[key] = self._memory[key] = _decode(raw)
+                        except (ValueError, TypeError, json.JSONDecodeError):
+                            warnings.warn(f"ignoring an unreadable cache entry {key[:12]}...; it will be "
+                                          "generated again", CacheWarning, stacklevel=2)
+            except sqlite3.Error as exc:
+                self._disable(f"read failed: {exc}")
+        return found
+
+    def put_many(self, entries: Sequence[tuple[str, str, Sample]]) -> None:
+        """Store ``(key, identity, sample)`` entries; on disk they are committed before returning."""
+        for key, _, sample in entries:
+            self._memory[key] = sample
+        if self._db is not None and entries:
+            try:
+                with self._db:
+                    self._db.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?)",
+                                         [(k, ident, _encode(s)) for k, ident, s in entries])
+            except sqlite3.Error as exc:
+                self._disable(f"write failed: {exc}")
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+class CachedGenerator(Generator):
+    """Answers from the cache where it can and sends one batch of the unique misses to ``inner``."""
+
+    def __init__(self, inner: Generator, cache: GenerationCache):
+        self.inner = inner
+        self.cache = cache
+        self.identity = inner.identity
+        self.hits = 0
+        self.misses = 0
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        keys = [ask_key(self.identity, a) for a in asks]
+        known = self.cache.get_many(list(dict.fromkeys(keys)))
+        todo: dict[str, Ask] = {}
+        for key, ask in zip(keys, asks):
+            if key not in known and key not in todo:
+                todo[key] = ask
+        if todo:
+            fresh = self.inner.generate(list(todo.values()))
+            if not isinstance(fresh, list) or len(fresh) != len(todo):
+                return fresh  # let the runner report the malformed reply
+            self.cache.put_many([(k, self.identity, s) for k, s in zip(todo, fresh)])
+            known.update(zip(todo, fresh))
+        self.misses += len(todo)
+        self.hits += len(asks) - len(todo)
+        return [known[k] for k in keys]

@@ -1,0 +1,206 @@
+"""Evaluate a pool under a protocol on a task and write the leaderboard files.
+
+Files written by :func:`write_report` into the output folder: ``results.jsonl`` (one line per item
+and coalition), ``summary.json``, ``leaderboard.md``, ``leaderboard.csv`` and
+``solo_vs_compositional.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..agents.cache import GenerationCache
+from ..agents.pools import Pool
+from ..envs.protocols import Protocol
+from ..errors import ConfigError
+from ..tasks.base import Task
+from ..types import Item
+from .estimators import ESTIMATORS, ValuationResult
+from .game import CoalitionGame
+from .stats import Correlation, pearson, spearman
+
+#: estimator name -> field name in summary.json
+FIELDS = {"loo": "loo", "shapley": "shapley", "banzhaf": "banzhaf", "mc": "mc_shapley"}
+#: which estimate ranks the leaderboard, best first
+PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
+
+
+def parse_estimators(spec: str) -> list[str]:
+    names = list(FIELDS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [n for n in names if n not in FIELDS]
+    if bad or not names:
+        raise ConfigError(f"unknown estimator {bad[0] if bad else spec!r}; use loo, shapley, banzhaf, mc, "
+                          "a comma-separated list of them, or all")
+    return names
+
+
+@dataclass
+class EvalReport:
+    game: CoalitionGame
+    solo: ValuationResult
+    results: dict[str, ValuationResult]
+    requested: str
+    wall_seconds: float
+    correlation: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> str:
+        return next(name for name in PRIMARY_ORDER if name in self.results)
+
+
+def correlate(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
+    """Spearman and Pearson with exact/permutation p-values; None where n < 3 makes them undefined."""
+    if len(x) < 3:
+        return {"spearman": None, "spearman_p": None, "pearson": None, "pearson_p": None, "n": len(x),
+                "method": "undefined for fewer than 3 models"}
+    s: Correlation = spearman(x, y)
+    p: Correlation = pearson(x, y)
+    return {"spearman": s.statistic, "spearman_p": s.p_value, "pearson": p.statistic, "pearson_p": p.p_value,
+            "n": len(x), "method": s.method}
+
+
+def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], estimators: Sequence[str],
+             members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
+             progress: bool = False, n_boot: int = 2000, mc: dict[str, Any] | None = None,
+             requested: str | None = None) -> EvalReport:
+    start = time.perf_counter()
+    game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress)
+    try:
+        results = {}
+        for name in estimators:
+            kwargs = dict(mc or {}) if name == "mc" else {}
+            results[name] = ESTIMATORS[name](game, n_boot=n_boot, seed=seed, **kwargs)
+        solo = ESTIMATORS["solo"](game, n_boot=n_boot, seed=seed)
+    finally:
+        game.close()
+    report = EvalReport(game, solo, results, requested or ",".join(estimators), time.perf_counter() - start)
+    report.correlation = correlate(list(solo.values), list(results[report.primary].values))
+    return report
+
+
+def leaderboard(report: EvalReport) -> list[dict[str, Any]]:
+    """Rows ranked by the primary compositional estimate; rank_change = solo rank - compositional rank."""
+    main = report.results[report.primary]
+    players = report.game.players
+    comp_rank = {p: r for r, p in enumerate(sorted(players, key=lambda p: -main[p]), 1)}
+    solo_rank = {p: r for r, p in enumerate(sorted(players, key=lambda p: -report.solo[p]), 1)}
+    rows = []
+    for p in sorted(players, key=lambda p: comp_rank[p]):
+        k = players.index(p)
+        rows.append({"rank": comp_rank[p], "model": p, "solo": float(report.solo.values[k]),
+                     "solo_ci": [float(report.solo.ci_low[k]), float(report.solo.ci_high[k])],
+                     "strength": float(main.values[k]), "strength_ci": [float(main.ci_low[k]), float(main.ci_high[k])],
+                     "solo_rank": solo_rank[p], "rank_change": solo_rank[p] - comp_rank[p]})
+    return rows
+
+
+def summary(report: EvalReport) -> dict[str, Any]:
+    game = report.game
+    models = []
+    for k, p in enumerate(game.players):
+        row: dict[str, Any] = {"name": p, "solo": float(report.solo.values[k]),
+                               "solo_ci": [float(report.solo.ci_low[k]), float(report.solo.ci_high[k])]}
+        for name, res in report.results.items():
+            row[FIELDS[name]] = float(res.values[k])
+            row[f"{FIELDS[name]}_ci"] = [float(res.ci_low[k]), float(res.ci_high[k])]
+            row[f"{FIELDS[name]}_stderr"] = float(res.stderr[k])
+        models.append(row)
+    return {
+        "protocol": game.protocol.name, "protocol_settings": game.protocol.settings(), "task": game.task.name,
+        "pool": list(game.players), "pool_name": game.pool.name, "estimator": report.requested,
+        "primary_estimator": FIELDS[report.primary], "n_items": game.n_items, "seed": game.seed,
+        "full_coalition_score": game.value(game.players), "models": models,
+        "correlation": report.correlation,
+        "cost": {"coalitions_evaluated": game.coalitions_evaluated
+                 + (game.solo_game().coalitions_evaluated if game.solo_game() is not game else 0),
+                 "generations": game.generations, "cache_hits": game.cache_hits,
+                 "backend_calls": game.stats.backend_calls},
+        "cache": game.cache.status, "failed_episodes": game.failures, "wall_seconds": report.wall_seconds,
+        "mc": report.results["mc"].extras if "mc" in report.results else None,
+    }
+
+
+def _fmt_ci(value: float, ci: Sequence[float]) -> str:
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
+    game, corr = report.game, report.correlation
+    label = FIELDS[report.primary]
+    lines = [f"# {game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)", "",
+             f"Full coalition: {game.value(game.players):.3f}. Ranked by {label}; 95% bootstrap CIs over items.", "",
+             f"| rank | model | solo | {label} | rank change |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['rank']} | {r['model']} | {_fmt_ci(r['solo'], r['solo_ci'])} | "
+                     f"{_fmt_ci(r['strength'], r['strength_ci'])} | {r['rank_change']:+d} |")
+    if corr.get("spearman") is not None:
+        lines += ["", f"Solo vs {label}: Spearman {corr['spearman']:.2f} (p={corr['spearman_p']:.3f}), "
+                      f"Pearson {corr['pearson']:.2f} (p={corr['pearson_p']:.3f}), {corr['method']} p-values, "
+                      f"n={corr['n']}."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: EvalReport, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    main = report.results[report.primary]
+    fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
+    ax.errorbar(report.solo.values, main.values,
+                xerr=[report.solo.values - report.solo.ci_low, report.solo.ci_high - report.solo.values],
+                yerr=[main.values - main.ci_low, main.ci_high - main.values], fmt="o", capsize=3)
+    for k, p in enumerate(report.game.players):
+        ax.annotate(p, (report.solo.values[k], main.values[k]), textcoords="offset points", xytext=(5, 5))
+    ax.axhline(0.0, color="grey", lw=0.5)
+    corr = report.correlation
+    title = f"{report.game.protocol.name} on {report.game.task.name}"
+    if corr.get("spearman") is not None:
+        title += f"\nSpearman {corr['spearman']:.2f} (p={corr['spearman_p']:.3f})"
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("solo strength v({i})")
+    ax.set_ylabel(f"compositional strength ({FIELDS[report.primary]})")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = leaderboard(report)
+    paths = {name: out / name for name in ("results.jsonl", "summary.json", "leaderboard.md", "leaderboard.csv",
+                                           "solo_vs_compositional.png")}
+    games = [report.game] + ([report.game.solo_game()] if report.game.solo_game() is not report.game else [])
+    with open(paths["results.jsonl"], "w") as fh:
+        for game in games:
+            for coalition, records in game.records.items():
+                for record in records:
+                    fh.write(json.dumps({"protocol": game.protocol.name, **record}) + "\n")
+    paths["summary.json"].write_text(json.dumps(summary(report), indent=2))
+    paths["leaderboard.md"].write_text(leaderboard_markdown(report, rows))
+    with open(paths["leaderboard.csv"], "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["rank", "model", "solo", "solo_ci_low", "solo_ci_high", "strength", "strength_ci_low",
+                         "strength_ci_high", "estimator", "rank_change"])
+        for r in rows:
+            writer.writerow([r["rank"], r["model"], r["solo"], *r["solo_ci"], r["strength"], *r["strength_ci"],
+                             FIELDS[report.primary], r["rank_change"]])
+    plot(report, paths["solo_vs_compositional.png"])
+    return paths
+
+
+def print_leaderboard(report: EvalReport) -> str:
+    rows = leaderboard(report)
+    label = FIELDS[report.primary]
+    width = max(len(r["model"]) for r in rows)
+    lines = [f"{'rank':>4}  {'model':<{width}}  {'solo [95% CI]':<22}  {label + ' [95% CI]':<25}  rank change"]
+    for r in rows:
+        lines.append(f"{r['rank']:>4}  {r['model']:<{width}}  {_fmt_ci(r['solo'], r['solo_ci']):<22}  "
+                     f"{_fmt_ci(r['strength'], r['strength_ci']):<25}  {r['rank_change']:+d}")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Several pools x protocols x tasks in one run, and the cross-setting summary.
+
+A *setting* is a (pool, protocol) pair, as in the paper's (pool, method-family) analysis; its
+observations are every (model, task) pair, so the solo-vs-compositional correlation of a setting
+pools its tasks. Settings are then corrected together with Benjamini-Hochberg.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..agents.cache import GenerationCache
+from ..agents.pools import load_pool
+from ..envs.protocols import make_protocol
+from ..tasks import make as make_task
+from .report import FIELDS, EvalReport, correlate, evaluate, write_report
+from .stats import summarise_settings
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[str], estimators: Sequence[str],
+              n_items: int, out: Path, seed: int = 0, cache_dir: Path | None = None, alpha: float = 0.05,
+              progress: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, dict[str, Any]] = {}
+    for pool_name in pools:
+        pool = load_pool(pool_name)
+        cache = GenerationCache(cache_dir / f"{_slug(pool_name)}.sqlite" if cache_dir else None)
+        for protocol_name in protocols:
+            key = f"{pool_name} | {protocol_name}"
+            obs: list[dict[str, Any]] = []
+            for task_name in tasks:
+                task = make_task(task_name, size=n_items)
+                report: EvalReport = evaluate(make_protocol(protocol_name), pool, task, task.items("test"),
+                                              estimators, seed=seed, cache=cache, progress=progress)
+                write_report(report, out / _slug(pool_name) / protocol_name / _slug(task_name))
+                main = report.results[report.primary]
+                obs += [{"model": p, "task": task_name, "solo": float(report.solo[p]), "strength": float(main[p])}
+                        for p in report.game.players]
+                log(f"{key} | {task_name}: v(N)={report.game.value(report.game.players):.3f}")
+            corr = correlate([o["solo"] for o in obs], [o["strength"] for o in obs])
+            settings[key] = {"pool": pool_name, "protocol": protocol_name, "observations": obs, "correlation": corr,
+                             "estimator": FIELDS[report.primary]}
+        cache.close()
+    testable = {k: s["correlation"]["spearman_p"] for k, s in settings.items()
+                if s["correlation"]["spearman_p"] is not None}
+    overall = summarise_settings(testable, alpha=alpha) if testable else {}
+    result = {"pools": list(pools), "protocols": list(protocols), "tasks": list(tasks), "n_items": n_items,
+              "seed": seed, "alpha": alpha, "settings": settings, "summary": overall}
+    (out / "sweep_summary.json").write_text(json.dumps(result, indent=2))
+    lines = ["| setting | n | Spearman | p | significant after BH |", "|---|---|---|---|---|"]
+    per_setting = overall.get("settings", {}) if overall else {}
+    for key, s in settings.items():
+        c = s["correlation"]
+        sig = per_setting.get(key, {}).get("significant")
+        lines.append(f"| {key} | {c['n']} | {c['spearman'] if c['spearman'] is None else round(c['spearman'], 3)} | "
+                     f"{c['spearman_p'] if c['spearman_p'] is None else round(c['spearman_p'], 4)} | "
+                     f"{'n/a' if sig is None else ('yes' if sig else 'no')} |")
+    if overall:
+        lines += ["", overall["sentence"]]
+    (out / "sweep.md").write_text("\n".join(lines) + "\n")
+    return result
