@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from coalition_gym.cli import main
 
 
@@ -54,3 +56,63 @@ def test_demo_shows_the_phenomenon(tmp_path):
     assert rows["delta"]["shapley"] > rows["atlas"]["shapley"]
     assert (tmp_path / "strength.md").exists() and len(summary["seated_policy"]) == 4
     assert (tmp_path / "debate" / "leaderboard.md").exists()
+
+
+def test_eval_writes_the_leaderboard_files(tmp_path, capsys):
+    out = tmp_path / "eval"
+    assert main(["eval", "--items", "40", "--estimator", "all", "--out", str(out), "--cache", str(tmp_path / "c"),
+                 "--bootstrap", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "rank change" in printed and "Spearman" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("protocol", "task", "pool", "estimator", "n_items", "full_coalition_score", "models",
+                "correlation", "cost"):
+        assert key in summary
+    assert summary["pool"] == ["atlas", "borealis", "cirrus", "delta"] and summary["n_items"] == 40
+    model = summary["models"][0]
+    for key in ("name", "solo", "solo_ci", "loo", "loo_ci", "shapley", "shapley_ci", "banzhaf", "banzhaf_ci",
+                "mc_shapley", "mc_shapley_ci", "rescue", "drag"):
+        assert key in model
+    assert set(summary["correlation"]) >= {"spearman", "spearman_p", "pearson", "pearson_p"}
+    assert set(summary["cost"]) >= {"coalitions_evaluated", "generations", "cache_hits"}
+    assert sum(m["shapley"] for m in summary["models"]) == pytest.approx(summary["full_coalition_score"])
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 15 * 40 and {"item_id", "coalition", "score"} <= set(json.loads(lines[0]))
+    assert (out / "leaderboard.csv").read_text().startswith("rank,model,solo")
+    assert (out / "leaderboard.md").read_text().count("\n| ") >= 5
+    assert (out / "solo_vs_compositional.png").read_bytes()[:4] == b"\x89PNG"
+    # a second run over the same cache generates nothing new and gives the same numbers
+    assert main(["eval", "--items", "40", "--estimator", "all", "--out", str(tmp_path / "again"),
+                 "--cache", str(tmp_path / "c"), "--bootstrap", "200"]) == 0
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert again["cost"]["generations"] == 0 and again["models"] == summary["models"]
+
+
+def test_eval_with_no_arguments_uses_the_embedded_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval"]) == 0
+    summary = json.loads((tmp_path / "runs" / "eval" / "summary.json").read_text())
+    assert summary["protocol"] == "debate" and summary["estimator"] == "all"
+
+
+def test_eval_bad_input(capsys, tmp_path):
+    assert main(["eval", "--estimator", "shapely", "--out", str(tmp_path)]) == 2
+    assert "unknown estimator 'shapely'" in capsys.readouterr().err
+    assert main(["eval", "--pool", "sim:random-13", "--estimator", "shapley", "--items", "2",
+                 "--out", str(tmp_path)]) == 2
+    assert "n=13 > 12" in capsys.readouterr().err
+    assert main(["eval", "--members", "atlas,atlas", "--out", str(tmp_path)]) == 2
+    assert "twice" in capsys.readouterr().err
+    assert main(["eval", "--items", "0", "--out", str(tmp_path)]) == 2
+
+
+def test_sweep_summarises_settings_with_bh(tmp_path, capsys):
+    assert main(["sweep", "--pools", "sim:demo", "--protocols", "debate,majority_vote",
+                 "--tasks", "rg/basic_arithmetic,rg/chain_sum", "--items", "30", "--out", str(tmp_path)]) == 0
+    assert "settings" in capsys.readouterr().out
+    result = json.loads((tmp_path / "sweep_summary.json").read_text())
+    assert result["summary"]["total"] == 2
+    setting = result["settings"]["sim:demo / debate"]
+    assert len(setting["observations"]) == 8 and setting["correlation"]["n"] == 8
+    assert (tmp_path / "sim_demo" / "debate" / "rg_chain_sum" / "leaderboard.md").exists()
+    assert "Benjamini-Hochberg" in (tmp_path / "sweep.md").read_text()

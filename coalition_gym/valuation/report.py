@@ -22,7 +22,7 @@ from ..tasks.base import Task
 from ..types import Item
 from .estimators import ESTIMATORS, ValuationResult
 from .game import CoalitionGame
-from .stats import Correlation, pearson, spearman
+from .stats import Correlation, pearson, rescue_drag, spearman
 
 #: estimator name -> field name in summary.json
 FIELDS = {"loo": "loo", "shapley": "shapley", "banzhaf": "banzhaf", "mc": "mc_shapley"}
@@ -101,10 +101,14 @@ def leaderboard(report: EvalReport) -> list[dict[str, Any]]:
 
 def summary(report: EvalReport) -> dict[str, Any]:
     game = report.game
+    full = game.per_item(game.players)
     models = []
     for k, p in enumerate(game.players):
+        # rescue: the full system right where the model alone was wrong; drag: the reverse
+        moves = rescue_drag(report.solo.per_item[k], full)
         row: dict[str, Any] = {"name": p, "solo": float(report.solo.values[k]),
-                               "solo_ci": [float(report.solo.ci_low[k]), float(report.solo.ci_high[k])]}
+                               "solo_ci": [float(report.solo.ci_low[k]), float(report.solo.ci_high[k])],
+                               "rescue": moves.rescue, "drag": moves.drag}
         for name, res in report.results.items():
             row[FIELDS[name]] = float(res.values[k])
             row[f"{FIELDS[name]}_ci"] = [float(res.ci_low[k]), float(res.ci_high[k])]

@@ -32,7 +32,7 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
         pool = load_pool(pool_name)
         cache = GenerationCache(cache_dir / f"{_slug(pool_name)}.sqlite" if cache_dir else None)
         for protocol_name in protocols:
-            key = f"{pool_name} | {protocol_name}"
+            key = f"{pool_name} / {protocol_name}"
             obs: list[dict[str, Any]] = []
             for task_name in tasks:
                 task = make_task(task_name, size=n_items)
