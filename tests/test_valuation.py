@@ -167,3 +167,10 @@ def test_protocol_needing_two_members():
     ctx = EpisodeContext(item=task.items()[0], task=task, members=("atlas",), seed=0)
     with pytest.raises(ConfigError, match="at least 2 members"):
         PairDebate().start(ctx)
+
+
+def test_a_pool_with_duplicate_names_is_refused():
+    agent = SimulatedAgent(AgentProfile("a"))
+    with pytest.raises(ConfigError, match="'a' more than once"):
+        load_pool([("a", agent), ("b", agent), ("a", agent)])
+    assert load_pool([("a", agent), ("b", agent)]).member_names == ["a", "b"]

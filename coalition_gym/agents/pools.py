@@ -55,14 +55,21 @@ def pool_names() -> list[str]:
     return [f"sim:{name}" for name in SIM_PRESETS] + ["sim:random-N"]
 
 
-def load_pool(spec: "str | Pool | Mapping[str, Generator]") -> Pool:
-    """A Pool from a preset name, an existing Pool, or a plain mapping of names to Generators."""
+def load_pool(spec: "str | Pool | Mapping[str, Generator] | Sequence[tuple[str, Generator]]") -> Pool:
+    """A Pool from a preset name, an existing Pool, a mapping of names to Generators, or a list of
+    ``(name, Generator)`` pairs (names must be unique)."""
     if isinstance(spec, Pool):
         return spec
     if isinstance(spec, Mapping):
         return Pool(members=dict(spec))
+    if isinstance(spec, (list, tuple)):
+        names = [pair[0] for pair in spec]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ConfigError(f"pool lists {repeated[0]!r} more than once; member names must be unique")
+        return Pool(members=dict(spec))
     if not isinstance(spec, str):
-        raise ConfigError(f"a pool is a preset name, a Pool or a mapping of names to Generators, "
+        raise ConfigError(f"a pool is a preset name, a Pool, a mapping or a list of (name, Generator) pairs, "
                           f"not {type(spec).__name__}")
     kind, _, preset = spec.partition(":")
     if kind == "sim" and preset in SIM_PRESETS:

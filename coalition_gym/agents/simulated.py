@@ -257,7 +257,7 @@ SIM_PRESETS: dict[str, dict[str, dict[str, AgentProfile]]] = {
             AgentProfile("atlas", skill=0.72, error_group="siblings", correlation=0.9),
             AgentProfile("borealis", skill=0.68, error_group="siblings", correlation=0.9),
             AgentProfile("cirrus", skill=0.64, error_group="siblings", correlation=0.9),
-            AgentProfile("delta", skill=0.5, error_group="siblings", correlation=-0.5, diversity=0.9),
+            AgentProfile("delta", skill=0.5, error_group="siblings", correlation=-0.8, diversity=0.9),
         ),
         "helpers": DEFAULT_HELPERS,
     },
