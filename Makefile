@@ -18,12 +18,14 @@ $(STAMP): pyproject.toml Makefile
 
 demo: $(STAMP)
 	$(VENV)/bin/cgym demo
+	$(VENV)/bin/cgym eval --out runs/eval
 
 test: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/env_throughput.py
+	$(PY) benchmarks/valuation_cost.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
