@@ -98,6 +98,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .agents.pools import load_pool
     from .envs.protocols import make_protocol
     from .tasks import make as make_task
+    from .envs.executors import make_executor
     from .valuation.report import evaluate, parse_estimators, print_leaderboard, write_report
 
     estimators = parse_estimators(args.estimator)
@@ -107,12 +108,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     members = args.members.split(",") if args.members else None
     cache = _open_cache(args.cache, pool.name)
     mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget}
+    executor = make_executor(args.executor, address=args.address, num_cpus=args.num_cpus)
     try:
         report = evaluate(protocol, pool, task, task.items(args.split), estimators, members=members,
                           seed=args.seed, cache=cache, progress=True, n_boot=args.bootstrap, mc=mc,
-                          requested=args.estimator)
+                          requested=args.estimator, executor=executor)
     finally:
         cache.close()
+        executor.close()
     game = report.game
     print(f"{protocol.name} on {task.name} ({game.n_items} items), pool {pool.name}: full coalition "
           f"{game.value(game.players):.3f}; {game.coalitions_evaluated} coalitions, {game.generations} generations, "
@@ -185,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples over items")
     p.add_argument("--mc-tolerance", type=float, default=0.005, help="MC Shapley: stop at this permutation stderr")
     p.add_argument("--mc-budget", type=int, default=None, help="MC Shapley: at most this many coalitions")
+    p.add_argument("--executor", default="local", choices=["local", "ray"],
+                   help="where coalition executions run (ray: pip install 'coalition-gym[ray]')")
+    p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a locally started Ray")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("sweep", help="pools x protocols x tasks, with the cross-setting significance summary")

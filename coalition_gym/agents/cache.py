@@ -71,7 +71,7 @@ class GenerationCache:
         assert self.path is not None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path)
+            db = sqlite3.connect(self.path, timeout=60)  # Ray workers may share the file
             check = db.execute("PRAGMA quick_check").fetchone()
             if not check or check[0] != "ok":
                 raise sqlite3.DatabaseError(f"integrity check failed: {check}")

@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..agents.base import Generator
-from ..agents.cache import CachedGenerator, GenerationCache
+from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
 from ..envs.protocols import EpisodeContext, Protocol, make_protocol
+from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
 from ..envs.runner import RunStats, episode_seed, run_programs, score_outcome
 from ..errors import ConfigError
 from ..tasks.base import Task
@@ -93,7 +93,8 @@ class CoalitionGame(Game):
 
     def __init__(self, protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item],
                  members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
-                 share_generations: bool = True, progress: bool = False, max_programs: int = 20000):
+                 share_generations: bool = True, progress: bool = False, max_programs: int = 20000,
+                 executor: Executor | None = None):
         super().__init__()
         self.protocol, self.pool, self.task, self.seed = protocol, pool, task, seed
         self.items = list(items)
@@ -113,27 +114,26 @@ class CoalitionGame(Game):
         self.max_programs = max_programs
         self.progress = progress
         self._bar: Any = None
-        self._backends = self._wrap(pool.backends()) if share_generations else pool.backends()
+        self.executor = executor if executor is not None else LocalExecutor()
+        self._backends = pool.backends()
+        self._counts = ExecutionCounts(stats=self.stats)
         self._solo: CoalitionGame | None = None
-
-    def _wrap(self, backends: dict[str, Generator]) -> dict[str, Generator]:
-        wrapped: dict[int, CachedGenerator] = {}
-        return {name: wrapped.setdefault(id(g), CachedGenerator(g, self.cache)) for name, g in backends.items()}
-
-    @property
-    def cached_generators(self) -> list[CachedGenerator]:
-        return list({id(g): g for g in self._backends.values() if isinstance(g, CachedGenerator)}.values())
 
     @property
     def generations(self) -> int:
         """Generations the backends actually produced (cache misses); every Ask when not sharing."""
-        if not self.share_generations:
-            return self.stats.asks
-        return sum(g.misses for g in self.cached_generators)
+        return self._counts.generations if self.share_generations else self.stats.asks
 
     @property
     def cache_hits(self) -> int:
-        return sum(g.hits for g in self.cached_generators)
+        return self._counts.cache_hits
+
+    def _run(self, contexts: list[EpisodeContext]) -> list:
+        if not self.share_generations:  # the baseline that measures what sharing saves
+            return run_programs([self.protocol.start(ctx) for ctx in contexts], self._backends, self.stats)
+        outcomes, counts = self.executor.run(self.protocol, contexts, self._backends, self.cache)
+        self._counts.add(counts)  # its stats are self.stats
+        return outcomes
 
     def ordered(self, coalition: frozenset) -> tuple[str, ...]:
         return tuple(p for p in self.players if p in coalition)
@@ -159,7 +159,7 @@ class CoalitionGame(Game):
                                        seed=episode_seed(self.seed, it), styles=self.pool.styles,
                                        dev_scores=self.pool.dev_scores)
                         for c in chunk for it in self.items]
-            outcomes = run_programs([self.protocol.start(ctx) for ctx in contexts], self._backends, self.stats)
+            outcomes = self._run(contexts)
             for k, c in enumerate(chunk):
                 rows = [score_outcome(self.task, ctx.item, ctx.members, ctx.seed, o)
                         for ctx, o in zip(contexts[k * self.n_items:(k + 1) * self.n_items],
@@ -181,7 +181,7 @@ class CoalitionGame(Game):
             single = make_protocol("majority_vote", temperature=self.protocol.temperature,
                                    max_new_tokens=self.protocol.max_new_tokens)
             self._solo = CoalitionGame(single, self.pool, self.task, self.items, self.players, self.seed,
-                                       self.cache, self.share_generations)
+                                       self.cache, self.share_generations, executor=self.executor)
         return self._solo
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
+from ..envs.executors import Executor
 from ..envs.protocols import Protocol
 from ..errors import ConfigError
 from ..tasks.base import Task
@@ -67,9 +68,10 @@ def correlate(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
 def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], estimators: Sequence[str],
              members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
              progress: bool = False, n_boot: int = 2000, mc: dict[str, Any] | None = None,
-             requested: str | None = None) -> EvalReport:
+             requested: str | None = None, executor: Executor | None = None) -> EvalReport:
     start = time.perf_counter()
-    game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress)
+    game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
+                         executor=executor)
     try:
         results = {}
         for name in estimators:
@@ -124,7 +126,8 @@ def summary(report: EvalReport) -> dict[str, Any]:
                  + (game.solo_game().coalitions_evaluated if game.solo_game() is not game else 0),
                  "generations": game.generations, "cache_hits": game.cache_hits,
                  "backend_calls": game.stats.backend_calls},
-        "cache": game.cache.status, "failed_episodes": game.failures, "wall_seconds": report.wall_seconds,
+        "cache": game.cache.status, "executor": game.executor.name, "failed_episodes": game.failures,
+        "wall_seconds": report.wall_seconds,
         "mc": report.results["mc"].extras if "mc" in report.results else None,
     }
 
