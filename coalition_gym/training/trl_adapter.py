@@ -1,0 +1,110 @@
+"""Use a one-shot protocol's *system outcome* as a TRL ``GRPOTrainer`` reward function.
+
+TRL samples completions for a prompt; :class:`SystemOutcomeReward` seats each completion as the
+policy's reply inside the protocol, runs the frozen collaborators (and helpers), and returns the
+system's score. The dataset it builds holds the policy's first prompt and the item id::
+
+    reward = SystemOutcomeReward("majority_vote", task="rg/basic_arithmetic", collaborators="sim:demo")
+    trainer = GRPOTrainer(model=..., reward_funcs=reward, train_dataset=reward.dataset("train"), ...)
+
+Only one-shot protocols fit (the policy is asked exactly once per execution: majority vote,
+LLM-Blender, SLM-MUX with ``samples=1``); a protocol that asks the policy again raises a ConfigError.
+For multi-round protocols use this project's own C-RL trainer (``cgym train --method crl``).
+
+Collaborators' draws depend on the item and on a counter of reward calls, not on the completion, so
+all completions of one prompt in a batch face the same collaborators (common random numbers); their
+first-round generations are computed once and shared through an in-memory generation cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..agents.base import stable_hash
+from ..agents.cache import GenerationCache
+from ..agents.pools import DEFAULT_POOL
+from ..envs.executors import wrap_with_cache
+from ..envs.protocols import EpisodeContext
+from ..envs.runner import ProgramFailed
+from ..envs.seated import SeatedEpisode
+from ..envs.system import build_system
+from ..errors import ConfigError
+from ..tasks import DEFAULT_TASK
+from ..tasks.base import SPLITS
+from ..types import Sample
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes plain strings, or for conversational data a list of {"role", "content"} messages."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    raise ConfigError(f"cannot read a completion of type {type(completion).__name__}; expected str or messages")
+
+
+class SystemOutcomeReward:
+    """Callable reward function ``(prompts, completions, item_id, **kw) -> list[float]``."""
+
+    def __init__(self, protocol: str = "majority_vote", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
+                 members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
+                 seed: int = 0, task_kwargs: dict[str, Any] | None = None, **protocol_settings: Any):
+        self.system = build_system(protocol, task, collaborators, members, "test", task_kwargs, protocol_settings,
+                                   reserved_names=[policy_name])
+        self.policy_name, self.policy_style, self.seed = policy_name, policy_style, seed
+        self.coalition = tuple(self.system.members) + (policy_name,)
+        self.styles = {**self.system.pool.styles, policy_name: policy_style}
+        self.backends = wrap_with_cache(self.system.backends, GenerationCache(None))
+        self.calls = 0
+        self._index: dict | None = None
+        self.__name__ = f"system_outcome_{self.system.protocol.name}"  # TRL names reward columns by it
+
+    def dataset(self, split: str = "train", limit: int | None = None, conversational: bool = False):
+        """A ``datasets.Dataset`` with the policy's first prompt and the item id, per item of ``split``."""
+        from datasets import Dataset
+
+        rows = []
+        for item in list(self.system.task.items(split))[:limit]:
+            messages = self.system.task.prompt(item, self.policy_style)
+            prompt: Any = ([{"role": m.role, "content": m.content} for m in messages] if conversational
+                           else "\n\n".join(m.content for m in messages))
+            rows.append({"prompt": prompt, "item_id": item.id})
+        return Dataset.from_list(rows)
+
+    def _item(self, item_id: str):
+        if self._index is None:
+            self._index = {it.id: it for split in SPLITS for it in self.system.task.items(split)}
+        if item_id not in self._index:
+            raise ConfigError(f"item {item_id!r} is not in task {self.system.task.name!r}")
+        return self._index[item_id]
+
+    def score_completion(self, item_id: str, completion: Any, episode_seed: int) -> tuple[float, float]:
+        """(system score, the policy's own score) with ``completion`` seated as the policy's reply."""
+        item = self._item(item_id)
+        ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
+                             styles=self.styles, dev_scores=self.system.pool.dev_scores)
+        episode = SeatedEpisode(self.system.protocol.start(ctx), [self.policy_name], self.backends)
+        text = completion_text(completion)
+        if episode.pending(self.policy_name) is not None:
+            episode.answer(self.policy_name, Sample(text=text))
+        if not episode.done:
+            raise ConfigError(f"protocol {self.system.protocol.name!r} asked the policy more than once; the TRL "
+                              "adapter supports one-shot protocols only (use `cgym train --method crl`)")
+        outcome = episode.outcome
+        if isinstance(outcome, ProgramFailed):
+            return 0.0, 0.0
+        own = self.system.task.extract(text)
+        return self.system.task.score(outcome.answer, item), self.system.task.score(own, item)
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], item_id: Sequence[str],
+                 **kwargs: Any) -> list[float]:
+        self.calls += 1
+        rewards, solo = [], []
+        for iid, completion in zip(item_id, completions):
+            system, own = self.score_completion(iid, completion, stable_hash("trl", self.seed, iid, self.calls) % 2**31)
+            rewards.append(system)
+            solo.append(own)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and solo:  # the policy's solo score next to the system reward
+            log_metric("policy_solo_score", sum(solo) / len(solo))
+        return rewards
