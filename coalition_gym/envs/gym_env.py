@@ -7,7 +7,9 @@ ends. The reward is the *system's* score at the end and 0 before. The final ``in
 policy's own answer and its score, so solo and system outcomes can be compared.
 
 The policy sits after the frozen members (coalition order matters for "first" tie-breaks and for
-the A/B order of pairwise rankings). If a protocol ends without ever asking the policy, ``reset``
+the A/B order of pairwise rankings). With ``helper_seat="ranker"`` (or "fuser", "router" ...) the
+policy instead takes the decisions of that fixed helper and the coalition is the frozen members
+alone: the way to train a router or a ranker. If a protocol ends without ever asking the policy, ``reset``
 returns an empty observation with ``info["policy_asked"] = False`` and the next step, whatever its
 action, ends the episode with the system's reward.
 """
@@ -38,15 +40,23 @@ class CollaborationEnv(gym.Env[str, str]):
                  members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
                  split: str = "test", task_kwargs: dict[str, Any] | None = None,
                  max_prompt_chars: int = 1 << 20, max_action_chars: int = 1 << 16,
-                 render_mode: str | None = None, **protocol_settings: Any):
+                 render_mode: str | None = None, helper_seat: str | None = None, **protocol_settings: Any):
         check_style(policy_style)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r}; use one of {self.metadata['render_modes']} or None")
         self.system = build_system(protocol, task, collaborators, members, split, task_kwargs,
-                                   protocol_settings, reserved_names=[policy_name])
-        self.policy_name = policy_name
-        self.coalition = tuple(self.system.members) + (policy_name,)
-        self.styles = {**self.system.pool.styles, policy_name: policy_style}
+                                   protocol_settings, reserved_names=[] if helper_seat else [policy_name])
+        if helper_seat is None:
+            self.policy_name = policy_name
+            self.coalition = tuple(self.system.members) + (policy_name,)
+        else:  # the policy takes a fixed helper's decisions (router, ranker, fuser ...); members stay frozen
+            fields = self.system.protocol.helper_fields
+            if helper_seat not in fields or not getattr(self.system.protocol, helper_seat):
+                raise ConfigError(f"helper_seat={helper_seat!r}: protocol {self.system.protocol.name!r} has "
+                                  f"helpers {list(fields) or 'none'}")
+            self.policy_name = getattr(self.system.protocol, helper_seat)
+            self.coalition = tuple(self.system.members)
+        self.styles = {**self.system.pool.styles, self.policy_name: policy_style}
         self.observation_space = UnicodeText(max_prompt_chars)
         self.action_space = UnicodeText(max_action_chars)
         self.render_mode = render_mode
