@@ -1,0 +1,60 @@
+"""A task that interleaves several tasks: the setting of routers and specialists.
+
+Items keep their own ids and categories (so a simulated specialist knows its field), and each item is
+extracted and scored by the task it came from. Items alternate between the parts in a fixed order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+from ..types import Item, Message
+from .base import Task
+
+
+class MixtureTask(Task):
+    category = "mixed"
+
+    def __init__(self, parts: Sequence[Task]):
+        if len(parts) < 2:
+            raise ConfigError("a mixture needs at least two tasks")
+        names = [p.name for p in parts]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"a mixture lists a task twice: {names}")
+        self.parts = list(parts)
+        self.name = "mix:" + ",".join(names)
+        self._owner: dict[str, Task] = {}
+        self._splits: dict[str, list[Item]] = {}
+
+    def items(self, split: str = "test") -> list[Item]:
+        self.check_split(split)
+        if split not in self._splits:
+            lists = [list(p.items(split)) for p in self.parts]
+            mixed = [lst[k] for k in range(max(map(len, lists))) for lst in lists if k < len(lst)]
+            for part, lst in zip(self.parts, lists):
+                self._owner.update({it.id: part for it in lst})
+            self._splits[split] = mixed
+        return self._splits[split]
+
+    def owner(self, item: Item) -> Task:
+        if item.id not in self._owner:
+            for split in ("test", "dev", "train"):
+                self.items(split)
+        if item.id not in self._owner:
+            raise ConfigError(f"item {item.id!r} belongs to no part of {self.name!r}")
+        return self._owner[item.id]
+
+    def prompt(self, item: Item, style: str = "chat") -> list[Message]:
+        return self.owner(item).prompt(item, style)
+
+    def score(self, answer: str | None, item: Item) -> float:
+        return self.owner(item).score(answer, item)
+
+
+def make_mixture(spec: str, **kwargs: Any) -> MixtureTask:
+    """``mix:rg/basic_arithmetic,rg/letter_counting`` -> a MixtureTask; ``kwargs`` go to every part."""
+    from . import make
+
+    names = [n.strip() for n in spec[len("mix:"):].split(",") if n.strip()]
+    return MixtureTask([make(n, **kwargs) for n in names])
