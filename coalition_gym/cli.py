@@ -144,6 +144,28 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from .training.trainer import run_methods, summary_table
+
+    overrides = _settings(args.set)
+    settings = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
+                                  "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
+                                  "tensorboard": args.tensorboard or None}.items() if v is not None}
+    if args.members:
+        settings["members"] = args.members.split(",")
+    protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
+    settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
+    if protocol_settings:
+        settings["protocol_settings"] = protocol_settings
+    root = Path(args.out)
+    for report in run_methods(args.method.split(","), root, preset=args.preset, **settings):
+        print(f"{report['method']} (seed {report['seed']}): best step {report['best_step']}, test collab "
+              f"{report['collab']['mean']:.3f} {report['collab']['ci']}, solo {report['solo']['mean']:.3f} "
+              f"{report['solo']['ci']}")
+    print(summary_table(root))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -205,6 +227,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("train", help="train a policy to collaborate: C-RL and its baselines")
+    p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base (or a comma list)")
+    p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default slm_mux)")
+    p.add_argument("--task", default=None, help="training task, e.g. zoo:arith or rg/basic_arithmetic")
+    p.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member>")
+    p.add_argument("--collaborators", default=None, help="pool of frozen collaborators (default sim:demo)")
+    p.add_argument("--members", default=None, help="comma-separated subset of the collaborators' pool")
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--preset", default="paper", help="paper (lr 1e-6, 8x8 executions) or tiny (zoo models on CPU)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any TrainConfig field, or protocol.<setting>")
+    p.add_argument("--tensorboard", action="store_true")
+    p.add_argument("--out", default="runs/train")
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("demo", help="solo vs compositional strength on the demo pool, all protocols")
     p.add_argument("--pool", default="sim:demo")

@@ -255,7 +255,7 @@ class Trainer:
                     low += out.clip_fraction_low * share
                     high += out.clip_fraction_high * share
                 (loss * share).backward()
-                loss_sum += float(loss) * share
+                loss_sum += float(loss.detach()) * share
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
             metrics.update(loss=loss_sum, clip_low=low, clip_high=high)
@@ -426,8 +426,9 @@ class Trainer:
         self.save_best()
         return self.state
 
-    def report(self, base_collab: EvalResult | None = None, base_solo: EvalResult | None = None) -> dict[str, Any]:
-        """Score the best checkpoint on the test split in both modes; rescue/drag against Base if given."""
+    def report(self, base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
+        """Score the best checkpoint on the test split in both modes; rescue/drag against Base's per-item
+        scores (``{"collab": [...], "solo": [...]}``, as in Base's per_item.json) when given."""
         self.load_best()
         items = list(self.task.items("test"))[: self.config.test_items]
         collab, solo = self.evaluate(items, "collab"), self.evaluate(items, "solo")
@@ -436,13 +437,36 @@ class Trainer:
                                   "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
                                   "collab": collab.to_dict(), "solo": solo.to_dict(),
                                   "config": self.config.to_dict()}
-        for name, base, mine in (("collab", base_collab, collab), ("solo", base_solo, solo)):
-            if base is not None:
-                moves = rescue_drag(base.per_item, mine.per_item)
-                result[f"vs_base_{name}"] = {"rescue": moves.rescue, "drag": moves.drag}
+        for mine in (collab, solo):
+            if base_per_item is not None and len(base_per_item.get(mine.mode, [])) == len(mine.per_item):
+                moves = rescue_drag(base_per_item[mine.mode], mine.per_item)
+                result[f"vs_base_{mine.mode}"] = {"rescue": moves.rescue, "drag": moves.drag}
         (self.out / "report.json").write_text(json.dumps(result, indent=2))
         (self.out / "per_item.json").write_text(json.dumps({"collab": collab.per_item, "solo": solo.per_item}))
         return result
+
+
+def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", progress: bool = True,
+                **settings: Any) -> list[dict[str, Any]]:
+    """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
+    which runs first when ``root`` has no Base for this seed yet."""
+    from .config import make_config
+
+    root = Path(root)
+    methods = [m.strip() for m in methods if m.strip()]
+    seed = settings.get("seed", 0)
+    base_file = root / f"base-seed{seed}" / "per_item.json"
+    if methods != ["base"] and not base_file.is_file():
+        methods = ["base"] + [m for m in methods if m != "base"]  # rescue/drag need Base first
+    reports = []
+    for method in methods:
+        config = make_config(method, preset=preset, **settings)
+        trainer = Trainer(config, out=root / f"{config.method}-seed{config.seed}")
+        trainer.fit(progress=progress)
+        base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
+        reports.append(trainer.report(base))
+    (root / "summary.md").write_text(summary_table(root))
+    return reports
 
 
 def summary_table(folder: str | Path) -> str:
@@ -459,4 +483,5 @@ def summary_table(folder: str | Path) -> str:
     return "\n".join(rows) + "\n"
 
 
-__all__ = ["Trainer", "EvalResult", "TrainState", "load_policy", "resolve_policy", "summary_table"]
+__all__ = ["Trainer", "EvalResult", "TrainState", "load_policy", "load_task", "resolve_policy", "run_methods",
+           "summary_table"]
