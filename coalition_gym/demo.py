@@ -83,14 +83,18 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
         rewards, own = [], []
         for episode in range(gym_episodes):
             obs, info = env.reset(seed=seed + episode)
-            done = False
+            asked, done = info["policy_asked"], False
             while not done:
                 obs, reward, done, truncated, info = env.step(calculator_policy(obs))
             rewards.append(reward)
-            own.append(info["policy_score"])
+            if asked:  # routing and cascades do not always ask the policy
+                own.append(info["policy_score"])
         env.close()
-        seated.append({"env_id": env_id, "policy_score": fmean(own), "system_reward": fmean(rewards)})
-        print(f"  {env_id:<30} policy alone {fmean(own):.2f}   system with policy {fmean(rewards):.2f}")
+        alone = fmean(own) if own else float("nan")
+        seated.append({"env_id": env_id, "policy_asked": len(own) / gym_episodes, "policy_score": alone,
+                       "system_reward": fmean(rewards)})
+        print(f"  {env_id:<38} asked in {len(own) / gym_episodes:4.0%}   policy alone {alone:.2f}   "
+              f"system with policy {fmean(rewards):.2f}")
 
     out.mkdir(parents=True, exist_ok=True)
     result = {"pool": pool.name, "task": task.name, "n_items": len(items), "seed": seed,

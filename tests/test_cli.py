@@ -4,13 +4,15 @@ import sys
 
 import pytest
 
+import coalition_gym
 from coalition_gym.cli import main
 
 
 def test_envs_lists_every_id(capsys):
     assert main(["envs"]) == 0
     out = capsys.readouterr().out
-    for env_id in ("Debate-v0", "LLMBlender-v0", "SLMMux-v0", "MajorityVote-v0"):
+    for env_id in ("Debate-v0", "LLMBlender-v0", "SLMMux-v0", "MajorityVote-v0", "MixtureOfAgents-v0",
+                   "HeterogeneousSwarms-v0", "Feedback-v0", "PromptRouting-v0", "TrainedRouter-v0", "Cascade-v0"):
         assert f"coalition_gym/{env_id}" in out
 
 
@@ -54,7 +56,7 @@ def test_demo_shows_the_phenomenon(tmp_path):
     assert rows["atlas"]["solo"] > rows["delta"]["solo"]  # strongest alone ...
     assert rows["delta"]["loo"] > rows["atlas"]["loo"]  # ... but the weakest matters most
     assert rows["delta"]["shapley"] > rows["atlas"]["shapley"]
-    assert (tmp_path / "strength.md").exists() and len(summary["seated_policy"]) == 4
+    assert (tmp_path / "strength.md").exists() and len(summary["seated_policy"]) == len(coalition_gym.ENV_IDS)
     assert (tmp_path / "debate" / "leaderboard.md").exists()
 
 

@@ -48,3 +48,40 @@ def test_bad_actions_and_featurizers():
         wrapped.reset(seed=0)
     with pytest.raises(ConfigError, match="n_choices"):
         DiscreteChoiceWrapper(gym.make("coalition_gym/MajorityVote-v0"), lambda ask: ["a"])
+
+
+MEMBERS = ["mathy", "wordy", "logician"]
+
+
+def router_env(split):
+    from coalition_gym.tasks.mixture import make_mixture
+
+    task = make_mixture("mix:rg/basic_arithmetic,rg/letter_counting,rg/syllogism", size=150)
+    env = gym.make("coalition_gym/PromptRouting-v0", task=task, collaborators="sim:specialists",
+                   helper_seat="router", split=split)
+    return DiscreteChoiceWrapper(env, MEMBERS)
+
+
+def held_out_score(env, pick, n=240):
+    scores = []
+    for i, item in enumerate(env.unwrapped.system.items[:n]):
+        obs, _ = env.reset(seed=i, options={"item_id": item.id})
+        _, reward, done, _, _ = env.step(pick(obs))
+        assert done
+        scores.append(reward)
+    return float(np.mean(scores))
+
+
+@pytest.mark.slow
+def test_ppo_learns_a_router_that_beats_random_and_the_best_single_model():
+    from stable_baselines3 import PPO
+
+    model = PPO("MlpPolicy", router_env("train"), n_steps=256, batch_size=64, learning_rate=3e-3, gamma=0.0,
+                seed=0, verbose=0)
+    model.learn(2048)
+    test = router_env("test")
+    rng = np.random.default_rng(0)
+    learned = held_out_score(test, lambda obs: int(model.predict(obs, deterministic=True)[0]))
+    random_routing = held_out_score(test, lambda obs: int(rng.integers(len(MEMBERS))))
+    best_single = max(held_out_score(test, lambda obs, k=k: k) for k in range(len(MEMBERS)))
+    assert learned > random_routing + 0.1 and learned > best_single + 0.1

@@ -19,7 +19,7 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import BackendError, ConfigError
 from ..scorers.answers import normalize_answer
@@ -181,6 +181,16 @@ class SimulatedAgent(Generator):
         scores = [(a == item.gold) + rng.gauss(0.0, sigma) for a in ask.info["answers"]]
         return sorted(range(len(scores)), key=lambda i: -scores[i])
 
+    def _route(self, ask: Ask, item: Item, rng: random.Random) -> str:
+        """A router that reads member descriptions: with P = judge_skill it names a member whose
+        description mentions the item's category, otherwise a random one."""
+        candidates = list(ask.info.get("candidates", ()))
+        if not candidates:
+            raise BackendError(f"simulated router {self.profile.name!r} got a route Ask without candidates")
+        fitting = [k for k, d in enumerate(ask.info.get("descriptions", ())) if item.category.lower() in d.lower()]
+        k = fitting[0] if fitting and rng.random() < self.profile.judge_skill else rng.randrange(len(candidates))
+        return f"This question needs {item.category}; member {k + 1} fits best.\n[[{k + 1}]]"
+
     def _fused_answer(self, ask: Ask, item: Item, knows: bool, rng: random.Random) -> str:
         answers = [a for a in ask.info["answers"] if a is not None]
         if item.gold in answers and rng.random() < self.profile.judge_skill:
@@ -204,6 +214,8 @@ class SimulatedAgent(Generator):
             if rng.random() < self.profile.format_error:
                 return "Both responses have merits; it is hard to say."
             return f"Having compared both responses, Response {verdict} is more accurate.\n[[{verdict}]]"
+        if ask.role == "route":
+            return self._route(ask, item, rng)
         if ask.role == "rank_list":
             order = self._listwise_ranking(ask, item, rng)
             return "Ranking: " + " > ".join(f"[{i + 1}]" for i in order)
@@ -247,8 +259,9 @@ def random_profiles(n: int, seed: int = 0) -> dict[str, dict[str, AgentProfile]]
     return {"members": _profiles(*members), "helpers": DEFAULT_HELPERS}
 
 
-#: Named simulated pools: members, then the fixed helpers protocols use (never coalition members).
-SIM_PRESETS: dict[str, dict[str, dict[str, AgentProfile]]] = {
+#: Named simulated pools: members, the fixed helpers protocols use (never coalition members) and,
+#: optionally, one-line member descriptions that routers read.
+SIM_PRESETS: dict[str, dict[str, Any]] = {
     # The paper's phenomenon: the individually strongest model (atlas) shares its blind spots and
     # its wrong answers with two siblings, so the system barely misses it; the weakest (delta)
     # tends to know what the siblings do not, and is the one the system can least do without.
@@ -274,5 +287,8 @@ SIM_PRESETS: dict[str, dict[str, dict[str, AgentProfile]]] = {
             AgentProfile("logician", skill=0.35, category_skill={"logic": 0.9, "games": 0.8}),
         ),
         "helpers": DEFAULT_HELPERS,
+        "descriptions": {"mathy": "strong at arithmetic and algebra",
+                         "wordy": "strong at algorithmic string tasks and cognition",
+                         "logician": "strong at logic puzzles and games"},
     },
 }

@@ -16,6 +16,12 @@ ENV_IDS: dict[str, str] = {
     f"{NAMESPACE}/LLMBlender-v0": "llm_blender",
     f"{NAMESPACE}/SLMMux-v0": "slm_mux",
     f"{NAMESPACE}/MajorityVote-v0": "majority_vote",
+    f"{NAMESPACE}/MixtureOfAgents-v0": "mixture_of_agents",
+    f"{NAMESPACE}/HeterogeneousSwarms-v0": "heterogeneous_swarms",
+    f"{NAMESPACE}/Feedback-v0": "feedback",
+    f"{NAMESPACE}/PromptRouting-v0": "prompt_routing",
+    f"{NAMESPACE}/TrainedRouter-v0": "trained_router",
+    f"{NAMESPACE}/Cascade-v0": "cascade",
 }
 
 

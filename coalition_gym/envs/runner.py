@@ -4,10 +4,15 @@ A *wave* collects the pending Asks of every live program, groups them by backend
 object a name is bound to, so two names on one backend share a call) and sends each group in one
 call. A failing batch is retried one Ask at a time so that only the programs whose own Ask fails
 are lost; a failed program is recorded, never raised, and the others go on.
+
+Every finished program's Outcome gets ``details["cost"] = {"calls": ..., "tokens": ...}``: the
+Asks the episode had answered (members and fixed helpers alike, whether or not a generation cache
+served them) and the tokens of those replies (see :func:`sample_tokens`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
@@ -41,6 +46,32 @@ class RunStats:
         row["calls"] += 1
         row["asks"] += n_asks
         row["seconds"] += seconds
+
+
+def sample_tokens(sample: Sample) -> int:
+    """Tokens of one reply: ``len(token_ids)`` when the backend gave them, else the number of
+    whitespace-separated words of the text (a backend-independent stand-in)."""
+    return len(sample.token_ids) if sample.token_ids is not None else len(sample.text.split())
+
+
+@dataclass
+class EpisodeCost:
+    """What one protocol execution spent: Asks answered and tokens generated."""
+
+    calls: int = 0
+    tokens: int = 0
+
+    def add(self, samples: Sequence[Sample]) -> None:
+        self.calls += len(samples)
+        self.tokens += sum(sample_tokens(s) for s in samples)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"calls": self.calls, "tokens": self.tokens}
+
+
+def with_cost(outcome: Outcome, cost: EpisodeCost) -> Outcome:
+    """The outcome with ``details["cost"]`` set (a protocol's own details are kept)."""
+    return dataclasses.replace(outcome, details={**outcome.details, "cost": cost.as_dict()})
 
 
 def _checked(backend: Generator, name: str, asks: Sequence[Ask], samples: object) -> list[Sample]:
@@ -96,8 +127,11 @@ def run_programs(programs: Sequence[ProgramGen], backends: Mapping[str, Generato
     start = time.perf_counter()
     results: list[Outcome | ProgramFailed | None] = [None] * len(programs)
     pending: dict[int, list[Ask]] = {}
+    costs = [EpisodeCost() for _ in programs]
 
     def finish(i: int, value: "Outcome | ProgramFailed") -> None:
+        if isinstance(value, Outcome):
+            value = with_cost(value, costs[i])
         results[i] = value
         pending.pop(i, None)
         if on_done is not None:
@@ -135,6 +169,7 @@ def run_programs(programs: Sequence[ProgramGen], backends: Mapping[str, Generato
                 programs[i].close()
                 finish(i, ProgramFailed(f"{type(error).__name__}: {error}"))
             else:
+                costs[i].add(mine)  # type: ignore[arg-type]
                 advance(i, mine)  # type: ignore[arg-type]
     stats.wall_seconds += time.perf_counter() - start
     return results  # type: ignore[return-value]

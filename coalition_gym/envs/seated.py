@@ -3,6 +3,8 @@
 Asks for seats are queued and handed out one at a time per seat; every other Ask of the wave goes
 to the backends in one batched call per backend. When every seat Ask of the wave is answered, the
 wave's samples go back to the program. Both environments drive their episodes with this.
+``cost`` counts every Ask answered in the episode (seats, members and helpers) and the tokens of
+the replies, as the runner does; the final info reports it as ``info["cost"]``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from ..errors import EpisodeStateError
 from ..types import Ask, Outcome, Sample
 from .protocols.base import EpisodeContext, ProgramGen
 from .protocols.voting import majority_of
-from .runner import ProgramFailed, RunStats, dispatch, score_outcome
+from .runner import EpisodeCost, ProgramFailed, RunStats, dispatch, score_outcome, with_cost
 
 
 class SeatedEpisode:
@@ -30,6 +32,7 @@ class SeatedEpisode:
         self._answers: list[Sample | None] = []
         self._queues: dict[str, deque[int]] = {s: deque() for s in self.seats}
         self.seat_calls: list[tuple[Ask, Sample]] = []  # every seat Ask and the reply it got
+        self.cost = EpisodeCost()
         self._receive(None)
 
     @property
@@ -60,11 +63,14 @@ class SeatedEpisode:
     def _receive(self, samples: list[Sample] | None) -> None:
         """Send a completed wave (None to start) and set up the next one, until seats are asked."""
         while True:
+            if samples is not None:
+                self.cost.add(samples)
             try:
                 wave = self.program.send(samples) if samples is not None else next(self.program)
             except StopIteration as stop:
-                self.outcome = stop.value if isinstance(stop.value, Outcome) else ProgramFailed(
-                    f"program returned {type(stop.value).__name__}, not an Outcome")
+                value = stop.value
+                self.outcome = with_cost(value, self.cost) if isinstance(value, Outcome) else ProgramFailed(
+                    f"program returned {type(value).__name__}, not an Outcome")
                 return
             except Exception as exc:
                 self.outcome = ProgramFailed(f"{type(exc).__name__}: {exc}")
@@ -116,7 +122,7 @@ def final_info(system: Any, ctx: EpisodeContext, episode: SeatedEpisode) -> dict
     result = score_outcome(system.task, ctx.item, ctx.members, ctx.seed, outcome)  # type: ignore[arg-type]
     info: dict[str, Any] = {"item_id": ctx.item.id, "system_answer": result.answer,
                             "system_score": result.score, "parsed": result.parsed,
-                            "transcript": [], "error": result.error}
+                            "transcript": [], "error": result.error, "cost": episode.cost.as_dict()}
     if not isinstance(outcome, ProgramFailed) and outcome is not None:
         info["transcript"] = [t.to_dict() for t in outcome.transcript]
         info["details"] = dict(outcome.details)

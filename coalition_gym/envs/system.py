@@ -34,6 +34,14 @@ class CollaborativeSystem:
         return self._by_id[item_id]
 
 
+def with_pool_defaults(protocol: Protocol, pool: Pool) -> Protocol:
+    """Fill protocol settings the pool knows about and the user left unset (member descriptions
+    for routers)."""
+    if getattr(protocol, "descriptions", "unset") is None and pool.descriptions:
+        return make_protocol(protocol, descriptions=dict(pool.descriptions))
+    return protocol
+
+
 def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: Any,
                  members: Sequence[str] | None, split: str, task_kwargs: Mapping[str, Any] | None,
                  protocol_settings: Mapping[str, Any], reserved_names: Sequence[str] = ()) -> CollaborativeSystem:
@@ -43,6 +51,7 @@ def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: 
     if not items:
         raise ConfigError(f"task {the_task.name!r} has no items in split {split!r}")
     pool = load_pool(collaborators)
+    proto = with_pool_defaults(proto, pool)
     chosen = pool.select(list(members)) if members is not None else pool.member_names
     missing = [h for h in proto.helper_names() if h not in pool.helpers and h not in pool.members]
     if missing:

@@ -23,6 +23,7 @@ from ..agents.pools import Pool
 from ..envs.protocols import EpisodeContext, Protocol, make_protocol
 from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
 from ..envs.runner import RunStats, episode_seed, run_programs, score_outcome
+from ..envs.system import with_pool_defaults
 from ..errors import ConfigError
 from ..tasks.base import Task
 from ..types import Item
@@ -96,7 +97,7 @@ class CoalitionGame(Game):
                  share_generations: bool = True, progress: bool = False, max_programs: int = 20000,
                  executor: Executor | None = None):
         super().__init__()
-        self.protocol, self.pool, self.task, self.seed = protocol, pool, task, seed
+        self.protocol, self.pool, self.task, self.seed = with_pool_defaults(protocol, pool), pool, task, seed
         self.items = list(items)
         if not self.items:
             raise ConfigError(f"task {task.name!r} gave zero items: a coalition game needs at least one")
@@ -165,7 +166,8 @@ class CoalitionGame(Game):
                         for ctx, o in zip(contexts[k * self.n_items:(k + 1) * self.n_items],
                                           outcomes[k * self.n_items:(k + 1) * self.n_items])]
                 out[c] = np.array([r.score for r in rows])
-                self.records[c] = [r.to_dict(with_transcript=False) for r in rows]
+                self.records[c] = [{**r.to_dict(with_transcript=False),
+                                    "cost": r.outcome.details.get("cost") if r.outcome else None} for r in rows]
             if self._bar is not None:
                 self._bar.update(len(chunk))
         return out

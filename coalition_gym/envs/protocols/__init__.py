@@ -7,12 +7,21 @@ from typing import Any
 
 from ...errors import ConfigError, UnknownNameError
 from .base import EpisodeContext, ProgramGen, Protocol
+from .cascade import Cascade
 from .debate import Debate
+from .feedback import Feedback
 from .llm_blender import LLMBlender
 from .majority_vote import MajorityVote
+from .mixture_of_agents import MixtureOfAgents
+from .routing import PromptRouting
 from .slm_mux import SLMMux
+from .swarm_graph import SwarmGraph
+from .swarms import HeterogeneousSwarms
+from .trained_router import TrainedRouter
 
-PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in (Debate, LLMBlender, SLMMux, MajorityVote)}
+PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in (
+    Debate, LLMBlender, SLMMux, MajorityVote,
+    MixtureOfAgents, HeterogeneousSwarms, Feedback, PromptRouting, TrainedRouter, Cascade)}
 
 
 def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
@@ -33,4 +42,5 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
 
 
 __all__ = ["PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext", "ProgramGen",
-           "Debate", "LLMBlender", "MajorityVote", "SLMMux"]
+           "Debate", "LLMBlender", "MajorityVote", "SLMMux", "MixtureOfAgents", "HeterogeneousSwarms",
+           "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph"]

@@ -1,0 +1,128 @@
+"""Trained router: learned from dev outcomes, it must beat random routing on complementary specialists."""
+
+import numpy as np
+import pytest
+
+from coalition_gym import CollaborationEnv, load_pool, make_protocol, make_task, run_episodes
+from coalition_gym.envs.protocols.router_model import hashed_ngrams, logistic_learner
+from coalition_gym.errors import UnknownNameError
+from coalition_gym.tasks.base import Task
+
+from conftest import Scripted, answer_text
+
+
+class MixedTask(Task):
+    """Items of several reasoning-gym datasets, interleaved; each item is scored by its own dataset."""
+
+    name = "mixed"
+
+    def __init__(self, datasets, size):
+        self.parts = {f"rg/{d}": make_task(f"rg/{d}", size=size) for d in datasets}
+
+    def items(self, split="test"):
+        self.check_split(split)
+        groups = zip(*(part.items(split) for part in self.parts.values()))
+        return [it for group in groups for it in group]
+
+    def score(self, answer, item):
+        return self.parts[item.id.rsplit("/", 2)[0]].score(answer, item)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    # arithmetic (mathy's), algorithmic (wordy's) and logic (logician's) questions
+    return MixedTask(["basic_arithmetic", "caesar_cipher", "syllogism"], size=40)
+
+
+class Recorder(Scripted):
+    def __init__(self, inner):
+        super().__init__(lambda ask: "")
+        self.inner = inner
+
+    def generate(self, asks):
+        self.calls.append(list(asks))
+        return self.inner.generate(asks)
+
+
+def test_trained_router_beats_random_routing_on_specialists(mixed):
+    pool = load_pool("sim:specialists")
+    items = mixed.items("test")
+    router = make_protocol("trained_router")
+    routed = run_episodes(router, mixed, items, pool.member_names, pool.backends())
+    # A coalition of one is that member answering the same Ask the router would send it.
+    solo = {m: np.array([r.score for r in run_episodes(make_protocol("trained_router"), mixed, items, [m],
+                                                         pool.backends())])
+            for m in pool.member_names}
+    random_routing = np.mean([s.mean() for s in solo.values()])  # expected score of a uniform draw
+    score = np.mean([r.score for r in routed])
+    assert score > random_routing + 0.15 and score > max(s.mean() for s in solo.values())
+    picks = [r.outcome.details["chosen"] for r in routed]
+    specialist = {"arithmetic": "mathy", "algorithmic": "wordy", "logic": "logician"}
+    hits = np.mean([specialist[it.category] == p for it, p in zip(items, picks)])
+    assert hits > 0.8
+
+
+def test_dev_outcomes_are_measured_once_and_results_do_not_depend_on_batching(mixed):
+    pool = load_pool("sim:specialists")
+    items = mixed.items("test")[:30]
+    backends = {n: Recorder(g) for n, g in pool.backends().items()}
+    router = make_protocol("trained_router", dev_items=30)
+    batched = run_episodes(router, mixed, items, pool.member_names, backends)
+    dev_asks = [a for r in backends.values() for c in r.calls for a in c if a.role == "dev"]
+    assert len(dev_asks) == 3 * 30  # each member answered each dev item once, in one episode
+    assert sum("fit" in r.outcome.details for r in batched) == 1
+    assert set(router.dev_outcomes(mixed)) == set(pool.member_names)
+    again = run_episodes(router, mixed, items, pool.member_names, backends)
+    assert len([a for r in backends.values() for c in r.calls for a in c if a.role == "dev"]) == 90
+    assert all(r.outcome.details["cost"]["calls"] == 1 for r in again)  # routed: one member answers
+    one_by_one = make_protocol("trained_router", dev_items=30)
+    single = [run_episodes(one_by_one, mixed, [it], pool.member_names, pool.backends())[0] for it in items]
+    assert [(r.answer, r.outcome.details["chosen"]) for r in batched] == \
+        [(r.answer, r.outcome.details["chosen"]) for r in single]
+
+
+def test_fit_ahead_of_time_forget_and_a_coalition_of_one(mixed):
+    pool = load_pool("sim:specialists")
+    router = make_protocol("trained_router", dev_items=12)
+    known = router.fit(mixed, pool.backends(), pool.member_names)
+    assert set(known) == set(pool.member_names) and all(len(v) == 12 for v in known.values())
+    results = run_episodes(router, mixed, mixed.items()[:6], pool.member_names, pool.backends())
+    assert all(r.outcome.details["cost"]["calls"] == 1 and "fit" not in r.outcome.details for r in results)
+    router.forget(["wordy"])
+    assert set(router.dev_outcomes(mixed)) == {"mathy", "logician"}
+    (alone,) = run_episodes(make_protocol("trained_router"), mixed, mixed.items()[:1], ["wordy"], pool.backends())
+    assert alone.outcome.details["routed_by"] == "alone" and alone.outcome.details["cost"]["calls"] == 1
+
+
+def test_any_callable_can_be_the_learner(task):
+    last = lambda questions, outcomes: (lambda q: np.arange(outcomes.shape[1], dtype=float))  # noqa: E731
+    gen = Scripted(lambda ask: answer_text(ask.member))
+    out = run_episodes(make_protocol("trained_router", learner=last), task, task.items(), ["a", "b", "c"],
+                       {m: gen for m in "abc"})
+    assert {r.outcome.details["chosen"] for r in out} == {"c"}
+    assert isinstance(make_protocol("trained_router", learner=last).settings()["learner"], str)  # JSON-safe
+    with pytest.raises(UnknownNameError, match="logistic"):
+        make_protocol("trained_router", learner="logistc")
+
+
+def test_hashed_features_and_the_logistic_learner():
+    a, b = hashed_ngrams("Calculate 12 + 7."), hashed_ngrams("Calculate 3 + 95.")
+    assert np.allclose(a, b) and np.isclose(np.linalg.norm(a), 1.0)  # numbers do not matter, templates do
+    questions = ["Calculate 1 + 2", "Decrypt this cipher: abc"] * 10
+    outcomes = np.array([[1, 0], [0, 1]] * 10, dtype=float)
+    predict = logistic_learner(questions, outcomes)
+    assert predict("Calculate 5 + 5").argmax() == 0 and predict("Decrypt this cipher: xyz").argmax() == 1
+
+
+def test_in_the_gym_env_the_policy_is_measured_in_its_first_episode_only():
+    env = CollaborationEnv(protocol="trained_router", task_kwargs={"size": 20}, dev_items=5)
+    roles = []
+    for seed in (0, 1):
+        obs, info = env.reset(seed=seed)
+        done = False
+        while not done:
+            if env.pending_ask is not None:
+                roles.append((seed, env.pending_ask.role))
+            obs, reward, done, _, info = env.step(answer_text("1"))
+    assert [r for s, r in roles if s == 0] == ["dev"] * 5 + ["answer"]
+    assert all(r != "dev" for s, r in roles if s == 1)
