@@ -9,6 +9,7 @@ from .protocols import PROTOCOLS
 
 NAMESPACE = "coalition_gym"
 ENTRY_POINT = "coalition_gym.envs.gym_env:CollaborationEnv"
+VECTOR_ENTRY_POINT = "coalition_gym.envs.vector_env:CollaborationVectorEnv"
 
 #: env id -> protocol name. Descriptions come from the protocol classes.
 ENV_IDS: dict[str, str] = {
@@ -28,7 +29,8 @@ ENV_IDS: dict[str, str] = {
 def register_envs() -> None:
     for env_id, protocol in ENV_IDS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"protocol": protocol})
+            gym.register(id=env_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
+                         kwargs={"protocol": protocol})
 
 
 def describe_envs() -> list[tuple[str, str]]:

@@ -21,7 +21,11 @@ from .runner import EpisodeCost, ProgramFailed, RunStats, dispatch, score_outcom
 
 
 class SeatedEpisode:
-    def __init__(self, program: ProgramGen, seats: Iterable[str], backends: Mapping[str, Generator],
+    """``backends`` given: the other Asks of a wave are answered at once (one call per backend).
+    ``backends=None``: they wait in :meth:`backend_asks` until :meth:`give_backend` brings replies, so a
+    driver can batch the waves of many episodes together (see :func:`drive`)."""
+
+    def __init__(self, program: ProgramGen, seats: Iterable[str], backends: Mapping[str, Generator] | None,
                  stats: RunStats | None = None):
         self.program = program
         self.seats = frozenset(seats)
@@ -31,9 +35,10 @@ class SeatedEpisode:
         self._wave: list[Ask] = []
         self._answers: list[Sample | None] = []
         self._queues: dict[str, deque[int]] = {s: deque() for s in self.seats}
+        self._backend_slots: list[int] = []  # wave positions waiting for backend replies
         self.seat_calls: list[tuple[Ask, Sample]] = []  # every seat Ask and the reply it got
         self.cost = EpisodeCost()
-        self._receive(None)
+        self._advance(None)
 
     @property
     def done(self) -> bool:
@@ -47,6 +52,10 @@ class SeatedEpisode:
     def waiting_seats(self) -> list[str]:
         return [s for s in sorted(self.seats) if self._queues[s]]
 
+    def backend_asks(self) -> list[Ask]:
+        """The Asks of the current wave that backends must answer (empty in synchronous mode)."""
+        return [self._wave[k] for k in self._backend_slots]
+
     def answer(self, seat: str, sample: Sample) -> None:
         """Give the seat's reply to its current Ask; advances the program once the wave is complete."""
         if self.done:
@@ -57,40 +66,62 @@ class SeatedEpisode:
         k = queue.popleft()
         self._answers[k] = sample
         self.seat_calls.append((self._wave[k], sample))
-        if not any(self._queues.values()):
-            self._receive(list(self._answers))  # type: ignore[arg-type]
+        self._complete_wave_if_ready()
 
-    def _receive(self, samples: list[Sample] | None) -> None:
-        """Send a completed wave (None to start) and set up the next one, until seats are asked."""
-        while True:
-            if samples is not None:
-                self.cost.add(samples)
-            try:
-                wave = self.program.send(samples) if samples is not None else next(self.program)
-            except StopIteration as stop:
-                value = stop.value
-                self.outcome = with_cost(value, self.cost) if isinstance(value, Outcome) else ProgramFailed(
-                    f"program returned {type(value).__name__}, not an Outcome")
+    def give_backend(self, replies: Sequence[Sample | BaseException]) -> None:
+        """Replies for :meth:`backend_asks`, in order; an exception fails the episode (recorded)."""
+        slots, self._backend_slots = self._backend_slots, []
+        for k, reply in zip(slots, replies):
+            if isinstance(reply, BaseException):
+                self.program.close()
+                self.outcome = ProgramFailed(f"{type(reply).__name__}: {reply}")
                 return
-            except Exception as exc:
-                self.outcome = ProgramFailed(f"{type(exc).__name__}: {exc}")
-                return
-            self._wave = list(wave)
-            self._answers = [None] * len(self._wave)
-            others = [k for k, a in enumerate(self._wave) if a.member not in self.seats]
-            replies = dispatch([self._wave[k] for k in others], self.backends, self.stats)
-            for k, reply in zip(others, replies):
-                if isinstance(reply, BaseException):
-                    self.program.close()
-                    self.outcome = ProgramFailed(f"{type(reply).__name__}: {reply}")
-                    return
-                self._answers[k] = reply
-            for k, ask in enumerate(self._wave):
-                if ask.member in self.seats:
-                    self._queues[ask.member].append(k)
-            if any(self._queues.values()):
-                return
-            samples = list(self._answers)  # type: ignore[arg-type]
+            self._answers[k] = reply
+        self._complete_wave_if_ready()
+
+    def _complete_wave_if_ready(self) -> None:
+        if not self.done and not self._backend_slots and not any(self._queues.values()):
+            self._advance(list(self._answers))  # type: ignore[arg-type]
+
+    def _advance(self, samples: list[Sample] | None) -> None:
+        """Send a completed wave (None to start) and set up the next one."""
+        if samples is not None:
+            self.cost.add(samples)
+        try:
+            wave = self.program.send(samples) if samples is not None else next(self.program)
+        except StopIteration as stop:
+            value = stop.value
+            self.outcome = with_cost(value, self.cost) if isinstance(value, Outcome) else ProgramFailed(
+                f"program returned {type(value).__name__}, not an Outcome")
+            return
+        except Exception as exc:
+            self.outcome = ProgramFailed(f"{type(exc).__name__}: {exc}")
+            return
+        self._wave = list(wave)
+        self._answers = [None] * len(self._wave)
+        self._backend_slots = [k for k, a in enumerate(self._wave) if a.member not in self.seats]
+        for k, ask in enumerate(self._wave):
+            if ask.member in self.seats:
+                self._queues[ask.member].append(k)
+        if self.backends is not None and self._backend_slots:
+            self.give_backend(dispatch(self.backend_asks(), self.backends, self.stats))
+        else:
+            self._complete_wave_if_ready()
+
+
+def drive(episodes: Sequence[SeatedEpisode], backends: Mapping[str, Generator], stats: RunStats | None = None) -> None:
+    """Answer the backend Asks of many deferred episodes, one batched call per backend per wave,
+    until each is waiting for a seat or done."""
+    while True:
+        waiting = [(e, e.backend_asks()) for e in episodes if not e.done]
+        waiting = [(e, asks) for e, asks in waiting if asks]
+        if not waiting:
+            return
+        replies = dispatch([a for _, asks in waiting for a in asks], backends, stats)
+        pos = 0
+        for e, asks in waiting:
+            e.give_backend(replies[pos:pos + len(asks)])
+            pos += len(asks)
 
 
 # -- reporting an episode's end -----------------------------------------------------------------
