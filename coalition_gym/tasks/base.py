@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ..errors import ConfigError
 from ..scorers.answers import extract_final_answer
+from ..scorers.result import ScoreResult
 from ..types import Item, Message
 
 SPLITS = ("train", "dev", "test")
@@ -25,6 +26,8 @@ class Task(ABC):
 
     name: str = "task"
     category: str = "general"
+    source: str = ""  # where the items come from, for `cgym tasks`
+    held_out: bool = False  # True: evaluation only (test split); no train/dev items
 
     @abstractmethod
     def items(self, split: str = "test") -> Sequence[Item]:
@@ -33,6 +36,15 @@ class Task(ABC):
     @abstractmethod
     def score(self, answer: str | None, item: Item) -> float:
         """Score in [0, 1] of an extracted answer; None (unparseable) scores 0."""
+
+    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
+        """The score with whether the answer could be read and why it scored what it did."""
+        return ScoreResult(float(self.score(answer, item)), answer is not None,
+                           "no answer" if answer is None else "")
+
+    def score_many(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[float]:
+        """Scores of many answers; execution-based tasks override this to run them in parallel."""
+        return [self.score(a, i) for a, i in zip(answers, items)]
 
     def extract(self, text: str | None) -> str | None:
         """The canonical final answer of a reply, or None when it has none."""

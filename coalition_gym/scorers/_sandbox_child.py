@@ -1,0 +1,432 @@
+"""Sandbox launcher: runs one untrusted Python program and reports how it ended.
+
+Started by ``sandbox.py`` as ``python -I -S _sandbox_child.py`` with the job (``marshal``) on stdin.
+It uses the standard library only (and imports little: start-up time is per program) and never imports coalition_gym, so nothing of the host leaks in.
+
+The launcher itself is trusted; it sets up the isolation, forks the program's process, enforces
+the wall-clock limit, kills every process the program left behind and writes a status record to
+the host. Isolation modes (best first, "auto" takes the best that works):
+
+* ``namespace`` (root with CAP_SYS_ADMIN): private network namespace with no interface up (no
+  network, not even loopback), private mount namespace with fresh size-limited tmpfs over /tmp,
+  /var/tmp, /dev/shm, /run/lock and the working directory, private IPC namespace, the interpreter's
+  library folders bind-mounted read-only, and the program runs as a fresh random uid/gid.
+* ``uid`` (root without namespaces): fresh random uid/gid (so RLIMIT_NPROC is enforced, files of
+  other users are protected and other users' processes cannot be signalled), and an audit hook
+  that refuses socket use. World-writable folders (/tmp ...) stay writable, and the program can
+  import only what the sandbox uid may read (an interpreter installed under /root is not): weaker.
+* ``rlimit`` (not root): same user as the host, resource limits, and an audit hook that refuses
+  sockets, signals to other processes and spawning programs. Weakest: a program that uses ctypes
+  can get around the hook.
+
+The program proves that it ran to the end only by the launcher writing a per-run secret (the
+nonce) after its last statement; exit codes, printed text, ``SystemExit`` and ``os._exit`` prove
+nothing. The nonce lives in the program's own process, so a program that deliberately digs it out
+of the interpreter's memory could still forge a pass; no other route can.
+"""
+
+import ctypes
+import importlib
+import marshal
+import os
+import resource
+import select
+import signal
+import sys
+import time
+import types
+from os import _exit as _hard_exit, write as _write  # the program cannot rebind these
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+PR_SET_CHILD_SUBREAPER = 36
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+NETWORK_EVENTS = ("socket.", "urllib.Request", "http.client.")
+SPAWN_EVENTS = ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "pty.spawn",
+                "os.fork", "os.forkpty", "ctypes.dlopen")
+
+
+class Stop(Exception):
+    """The host asked the launcher to stop (SIGTERM): output limit reached, or shutting down."""
+
+
+def _on_term(signum, frame):
+    raise Stop()
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(libc, source, target, fstype, flags, data):
+    def enc(s):
+        return None if s is None else s.encode()
+
+    if libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _enter_namespaces(job, libc):
+    """Private net, mount and IPC namespaces; fresh tmpfs everywhere the program may write."""
+    if libc.unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE, None)
+    tmp_size = job["disk_bytes"]
+    for path in SHARED_WRITABLE:
+        if os.path.isdir(path) and not os.path.islink(path):
+            _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_size},mode=1777")
+    root = job["workdir"]
+    os.makedirs(root, exist_ok=True)  # it vanished if it lay under a folder just covered
+    _mount(libc, "tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_size},mode=0755")
+    # The interpreter may live where the sandbox user cannot read (e.g. under /root): bind every
+    # library folder read-only into the sandbox's own tmpfs and import from there.
+    mapped = []
+    os.mkdir(os.path.join(root, "lib"), 0o755)
+    for index, path in enumerate(job["sys_path"]):
+        if not os.path.exists(path):
+            continue
+        target = os.path.join(root, "lib", str(index))
+        if os.path.isdir(path):
+            os.mkdir(target, 0o755)
+        else:
+            open(target, "w").close()
+        _mount(libc, path, target, None, MS_BIND | MS_REC, None)
+        _mount(libc, None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, None)
+        mapped.append((path, target))
+    return os.path.join(root, "work"), mapped
+
+
+def _count_user_processes(uid):
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
+def _write_files(work, files, uid):
+    for name, text in files.items():
+        path = os.path.join(work, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if uid is not None:
+            os.chown(path, uid, uid)
+
+
+def _audit_hook(mode, own_pid_getter):
+    blocked_prefixes = NETWORK_EVENTS + (SPAWN_EVENTS if mode == "rlimit" else ())
+
+    def hook(event, args):
+        if event.startswith(blocked_prefixes):
+            raise PermissionError(f"sandbox: {event} is not allowed")
+        if mode == "rlimit" and event in ("os.kill", "os.killpg"):
+            if event == "os.killpg" or args[0] != own_pid_getter():
+                raise PermissionError(f"sandbox: {event}{tuple(args)} is not allowed")
+
+    return hook
+
+
+def _remap_packages(pairs):
+    """Packages imported before the switch keep search paths under the old folders; point them
+    at the mapped folders so that their submodules still import."""
+    for module in list(sys.modules.values()):
+        search = getattr(module, "__path__", None)
+        if not isinstance(search, list):
+            continue
+        fixed = []
+        for entry in search:
+            for old, new in pairs:
+                if entry == old or entry.startswith(old + os.sep):
+                    entry = new + entry[len(old):]
+                    break
+            fixed.append(entry)
+        search[:] = fixed
+
+
+def _run_program(job, mode, work, sys_path, uid, result_fd):
+    """In the forked child: drop privileges, apply limits, run the program, report the nonce."""
+    limits = job["limits"]
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    nproc = limits["processes"]
+    if mode == "rlimit":  # the limit counts every process of the user, not only ours
+        nproc += _count_user_processes(os.getuid())
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    if limits["memory_bytes"]:
+        resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+    os.chdir(work)
+    os.umask(0o077)
+    os.environ.clear()
+    os.environ.update(job["env"])
+    if mode == "uid":
+        import traceback  # noqa: F401  (the library folders may be unreadable to the sandbox uid)
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.path[:] = [new for _, new in sys_path]
+    _remap_packages(sys_path)
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    if mode != "namespace":
+        sys.addaudithook(_audit_hook(mode, os.getpid))
+    main_path = os.path.join(work, job["main"])
+    module = types.ModuleType("__main__")
+    module.__file__ = main_path
+    payload = []
+    module.__dict__["__report__"] = lambda obj: payload.append(obj)
+    sys.modules["__main__"] = module
+    sys.argv = [main_path]
+    nonce = job.pop("nonce")
+    try:
+        with open(main_path, encoding="utf-8") as fh:
+            code = compile(fh.read(), main_path, "exec")
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        sys.stderr.write(f"sandbox: the program exited with SystemExit({exc.code!r}) before its end\n")
+        _flush()
+        _hard_exit(3)
+    except BaseException:
+        try:
+            import traceback
+
+            traceback.print_exc()
+        except BaseException:
+            pass
+        _flush()
+        _hard_exit(1)
+    _flush()
+    body = "null"
+    if payload:
+        try:
+            import json
+
+            body = json.dumps(payload[-1])
+        except BaseException:
+            pass
+    _write(result_fd, f"{nonce} {body}\n".encode())
+    _hard_exit(0)
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def _kill_everything(mode, uid, child_pid):
+    """Kill the program and every process it started, then reap them (we are their subreaper)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        if uid is not None:
+            helper = os.fork()
+            if helper == 0:  # as the sandbox uid, kill(-1) reaches exactly that uid's processes
+                try:
+                    os.setgroups([])
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    os.kill(-1, signal.SIGKILL)
+                finally:
+                    os._exit(0)
+            os.waitpid(helper, 0)
+        else:
+            for pid in _children_of(os.getpid()):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.killpg(child_pid, signal.SIGKILL)
+            except OSError:
+                pass
+        alive = _reap()
+        if not alive or time.monotonic() > deadline:
+            return
+        time.sleep(0.002)
+
+
+def _children_of(parent):
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    stat = fh.read()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def _reap():
+    """Reap finished children; True while some are still alive."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _choose_mode(job, libc):
+    wanted = job["mode"]
+    root = os.geteuid() == 0
+    if wanted in ("auto", "namespace") and root:
+        try:
+            work, mapped = _enter_namespaces(job, libc)
+            return "namespace", work, mapped, None
+        except OSError as exc:
+            if wanted == "namespace":
+                raise
+            reason = str(exc)
+    else:
+        reason = "not root" if not root else f"{wanted} requested"
+    if wanted in ("auto", "uid") and root:
+        return "uid", os.path.join(job["workdir"], "work"), [(p, p) for p in job["sys_path"]], reason
+    if wanted == "uid":
+        raise OSError("uid isolation needs root")
+    return "rlimit", os.path.join(job["workdir"], "work"), [(p, p) for p in job["sys_path"]], reason
+
+
+def launch(job, status_fd, result_fd):
+    """Set up, run and clean up one program; write the status record; never returns."""
+    status = {"mode": None, "exit_code": None, "signal": None, "timed_out": False, "stopped": False,
+              "cpu_seconds": 0.0, "error": None, "fallback_reason": None}
+    signal.signal(signal.SIGTERM, _on_term)
+    child = None
+    mode, uid = "rlimit", None
+    try:
+        libc = _libc()
+        mode, work, sys_path, status["fallback_reason"] = _choose_mode(job, libc)
+        status["mode"] = mode
+        uid = job["uid"] if mode in ("namespace", "uid") else None
+        if mode == "uid":
+            os.chmod(job["workdir"], 0o711)  # the sandbox uid must pass through the host's folder
+        os.makedirs(work, mode=0o700, exist_ok=True)
+        if uid is not None:
+            os.chown(work, uid, uid)
+        _write_files(work, job["files"], uid)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        start = time.monotonic()
+        child = os.fork()
+        if child == 0:
+            try:
+                os.close(status_fd)
+                _run_program(job, mode, work, sys_path, uid, result_fd)
+            except BaseException as exc:  # setup failed before the program started
+                _write(2, f"sandbox: setup failed: {type(exc).__name__}: {exc}\n".encode())
+            finally:
+                _hard_exit(4)
+        os.close(result_fd)
+        job.pop("nonce", None)
+        pidfd = os.pidfd_open(child)
+        remaining = job["limits"]["wall_seconds"]
+        while remaining > 0:
+            ready, _, _ = select.select([pidfd], [], [], remaining)
+            if ready:
+                break
+            remaining = job["limits"]["wall_seconds"] - (time.monotonic() - start)
+        done, wait_status, usage = os.wait4(child, os.WNOHANG)
+        if done == 0:
+            status["timed_out"] = True
+        else:
+            status["cpu_seconds"] = usage.ru_utime + usage.ru_stime
+            if os.WIFSIGNALED(wait_status):
+                status["signal"] = os.WTERMSIG(wait_status)
+            else:
+                status["exit_code"] = os.WEXITSTATUS(wait_status)
+    except Stop:
+        status["stopped"] = True
+    except BaseException as exc:  # the launcher must always report
+        status["error"] = f"{type(exc).__name__}: {exc}"
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if child and (status["timed_out"] or status["stopped"] or _reap()):
+        _kill_everything(mode, uid, child)
+    os.write(status_fd, marshal.dumps(status))
+    _hard_exit(0)
+
+
+def _read_job(fd):
+    """The job: an 8-byte length, then that many bytes of marshal data."""
+    data = bytearray()
+    need = 8
+    while len(data) < need:
+        chunk = os.read(fd, min(1 << 20, need - len(data)))
+        if not chunk:
+            raise EOFError("the job ended early")
+        data += chunk
+        if need == 8 and len(data) == 8:
+            need = 8 + int.from_bytes(data[:8], "little")
+    return marshal.loads(bytes(data[8:]))
+
+
+def serve(sock_fd):
+    """Fork server: one message per program, carrying five file descriptors (job, stdout, stderr,
+    status, result). Forking this warm process saves the interpreter start per program. The
+    server runs until its socket closes (the host exited)."""
+    import socket
+
+    sock = socket.socket(fileno=sock_fd)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # launchers are reaped by the kernel
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 16, 8)
+        except OSError:
+            return
+        if len(fds) != 5:
+            if not fds and not message:
+                return  # the host closed the socket
+            for fd in fds:
+                os.close(fd)
+            continue
+        job_fd, out_fd, err_fd, status_fd, result_fd = fds
+        pid = os.fork()
+        if pid == 0:
+            try:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the launcher waits for its program
+                sock.close()
+                os.setsid()
+                os.dup2(out_fd, 1)
+                os.dup2(err_fd, 2)
+                os.close(out_fd)
+                os.close(err_fd)
+                job = _read_job(job_fd)
+                os.close(job_fd)
+                launch(job, status_fd, result_fd)
+            finally:
+                _hard_exit(5)
+        for fd in fds:
+            os.close(fd)
+        sock.send(str(pid).encode())
+
+
+def main():
+    if sys.argv[1:] == ["--serve"]:
+        serve(0)
+        return
+    job = _read_job(0)
+    launch(job, job["status_fd"], job["result_fd"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,458 @@
+"""The paper's datasets, read from local files (see ``loaders.py`` for where they are looked for).
+
+Each ``DatasetSpec`` names the Hugging Face dataset to download, the file patterns of its splits,
+how a record becomes an ``Item`` and how answers are extracted and scored (``kind``). Splits:
+``test`` is the dataset's evaluation split. Datasets that ship a training split give ``train`` and
+``dev`` as a seeded 8:2 split of it (``splits.train_dev_split``); the others are held-out tasks
+(test only) and asking them for train/dev items raises ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import ConfigError
+from ..scorers import choice as mc
+from ..scorers.answers import extract_final_answer, last_boxed, normalize_answer
+from ..scorers.code import assert_program, extract_code, score_programs, verdict
+from ..scorers.kernels import KernelConfig, kernel_program, kernel_verdict
+from ..scorers.mathematics import extract_boxed, numeric_match, score_math
+from ..scorers.ranking import parse_ranking, score_ranking
+from ..scorers.result import ScoreResult, as_text, unparsed
+from ..scorers.sandbox import Program, run_programs
+from ..scorers.text import score_exact, score_f1
+from ..types import Item, Message
+from .base import SYSTEM_PROMPT, Task, check_style
+from .loaders import DataFormatError, Record, find_files, read_records
+from .splits import train_dev_split
+
+Converter = Callable[[Record, int], Item]
+KINDS = ("choice", "math", "numeric", "theoremqa", "exact", "f1", "code", "kernel", "ranking")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    category: str  # QA | reasoning | math | coding | science
+    kind: str  # one of KINDS: how answers are extracted and scored
+    hf_repo: str | None
+    splits: Mapping[str, tuple[str, ...]]  # "test" (and "train"): glob patterns inside the data folder
+    convert: Converter
+    description: str
+    options: Mapping[str, Any] = field(default_factory=dict)  # task kwargs this dataset accepts, with defaults
+    numeric_fallback: bool = False  # choice datasets that also hold numeric questions (ChemBench)
+
+
+# --- record -> Item converters ---------------------------------------------------------------
+
+def _shuffled(options: Sequence[str], correct: int, key: str) -> tuple[tuple[str, ...], str]:
+    """Options in a fixed pseudo-random order per item (seeded by the item), and the gold letter."""
+    order = list(range(len(options)))
+    random.Random(hashlib.sha256(key.encode()).hexdigest()).shuffle(order)
+    return tuple(options[i].strip() for i in order), mc.letters(len(options))[order.index(correct)]
+
+
+def _gpqa(rec: Record, index: int) -> Item:
+    question = str(rec.require("Question", "question")).strip()
+    right = str(rec.require("Correct Answer", "correct_answer"))
+    wrong = [str(rec.require(f"Incorrect Answer {k}", f"incorrect_answer_{k}")) for k in (1, 2, 3)]
+    key = str(rec.get("Record ID") or question)
+    choices, gold = _shuffled([right, *wrong], 0, key)
+    return Item(id=f"gpqa_diamond/{key}", question=question, gold=gold, category="science", choices=choices,
+                meta={"domain": rec.get("High-level domain")})
+
+
+def _mmlu_pro(rec: Record, index: int, dataset: str = "mmlu_pro") -> Item:
+    options = [str(o) for o in rec.require("options") if str(o).strip() and str(o) != "N/A"]
+    answer = rec.get("answer")
+    if isinstance(answer, str) and len(answer.strip()) == 1 and answer.strip().upper() in mc.letters(len(options)):
+        gold = answer.strip().upper()
+    else:
+        gold = mc.letters(len(options))[int(rec.require("answer_index"))]
+    return Item(id=f"{dataset}/{rec.get('question_id', index)}", question=str(rec.require("question")), gold=gold,
+                category=str(rec.get("category") or "QA"), choices=tuple(options))
+
+
+def _arc(rec: Record, index: int) -> Item:
+    raw = rec.require("choices")
+    texts, labels = list(raw["text"]), [str(x) for x in raw["label"]]
+    key = str(rec.require("answerKey"))
+    if key not in labels:
+        raise DataFormatError(f"{rec.path}, line {rec.line}: answerKey {key!r} is not one of the labels {labels}")
+    return Item(id=f"arc_challenge/{rec.get('id', index)}", question=str(rec.require("question")),
+                gold=mc.letters(len(texts))[labels.index(key)], category="reasoning", choices=tuple(texts))
+
+
+def _culturalbench(rec: Record, index: int) -> Item:
+    question = str(rec.require("prompt_question")).strip()
+    option = str(rec.require("prompt_option")).strip()
+    truth = str(rec.require("answer")).strip().lower() in ("true", "1", "yes")
+    text = f"{question}\nProposed answer: {option}\nIs the proposed answer correct?"
+    return Item(id=f"culturalbench_hard/{rec.get('question_idx', index)}/{index}", question=text,
+                gold="A" if truth else "B", category="QA", choices=("True", "False"),
+                meta={"country": rec.get("country")})
+
+
+def _chembench(rec: Record, index: int) -> Item:
+    question = str(rec.require("input"))
+    scores = rec.get("target_scores")
+    ident = f"chembench/{rec.get('name') or rec.get('uuid') or 'q'}/{index}"
+    if isinstance(scores, str):
+        import json
+
+        scores = json.loads(scores)
+    if isinstance(scores, Mapping) and scores:
+        options = [str(k) for k in scores]
+        right = [i for i, k in enumerate(scores) if float(scores[k]) > 0]
+        if len(right) != 1:  # several right options: keep items with one answer for letter scoring
+            raise DataFormatError(f"{rec.path}, line {rec.line}: {len(right)} correct options; this loader "
+                                  "scores single-answer items (filter the file, or use skip_invalid=True)")
+        letters = mc.letters(len(options))
+        return Item(id=ident, question=question, gold=letters[right[0]], category="science", choices=tuple(options))
+    target = rec.require("target")
+    return Item(id=ident, question=question, gold=normalize_answer(str(target)), category="science",
+                meta={"numeric": True, "rel_tol": float(rec.get("relative_tolerance") or 0.01)})
+
+
+def _gsm8k(rec: Record, index: int) -> Item:
+    answer = str(rec.require("answer"))
+    gold = answer.split("####")[-1].strip() if "####" in answer else answer
+    return Item(id=f"gsm8k/{index}", question=str(rec.require("question")), gold=normalize_answer(gold),
+                category="math")
+
+
+def _math(rec: Record, index: int) -> Item:
+    gold = rec.get("answer")
+    if gold is None:
+        solution = str(rec.require("solution", "answer"))
+        gold = last_boxed(solution)
+        if gold is None:
+            raise DataFormatError(f"{rec.path}, line {rec.line}: field 'solution' has no \\boxed{{}} answer "
+                                  "and there is no 'answer' field")
+    level = rec.get("level")
+    return Item(id=f"math/{rec.get('unique_id', index)}", question=str(rec.require("problem")), gold=str(gold).strip(),
+                category=str(rec.get("subject") or rec.get("type") or "math"),
+                meta={"level": level})
+
+
+def _theoremqa(rec: Record, index: int) -> Item:
+    return Item(id=f"theoremqa/{rec.get('id', index)}", question=str(rec.require("Question", "question")),
+                gold=str(rec.require("Answer", "answer")).strip(), category="math",
+                meta={"answer_type": str(rec.get("Answer_type") or rec.get("answer_type") or "")})
+
+
+def _sciriff(rec: Record, index: int) -> Item:
+    return Item(id=f"sciriff/{rec.get('_instance_id', index)}", question=str(rec.require("input")),
+                gold=str(rec.require("output")), category="science",
+                meta={"task": (rec.get("metadata") or {}).get("task_family") if isinstance(rec.get("metadata"), dict)
+                      else None})
+
+
+def _bbh(rec: Record, index: int) -> Item:
+    task = rec.path.rsplit("/", 1)[-1].split(".")[0]
+    return Item(id=f"bbh/{task}/{index}", question=str(rec.require("input")), gold=str(rec.require("target")).strip(),
+                category="reasoning", meta={"subtask": task})
+
+
+def _mbpp(rec: Record, index: int) -> Item:
+    tests = list(rec.require("test_list"))
+    setup = "\n".join(filter(None, [str(rec.get("test_setup_code") or ""), *map(str, rec.get("test_imports") or [])]))
+    text = str(rec.require("text", "prompt"))
+    question = f"{text}\nYour code should pass these tests:\n" + "\n".join(tests)
+    return Item(id=f"mbpp/{rec.get('task_id', index)}", question=question, gold=str(rec.get("code") or ""),
+                category="coding", meta={"tests": tuple(tests), "setup": setup})
+
+
+def _kernelbench(rec: Record, index: int) -> Item:
+    code = str(rec.require("code"))
+    name = str(rec.get("name") or f"problem_{index}")
+    return Item(id=f"kernelbench/{rec.get('level', 0)}/{rec.get('problem_id', index)}", question=code, gold="",
+                category="science", meta={"reference": code, "name": name, "level": rec.get("level")})
+
+
+def _assaybench(rec: Record, index: int) -> Item:
+    genes = list(rec.require("relevance_genes"))
+    scores = list(rec.require("relevance_scores"))
+    if len(genes) != len(scores):
+        raise DataFormatError(f"{rec.path}, line {rec.line}: {len(genes)} relevance_genes but {len(scores)} "
+                              "relevance_scores")
+    fields = ("phenotype", "cell_line", "cell_type", "screen_type", "library_type", "condition_name",
+              "experimental_setup", "screen_rationale")
+    described = "\n".join(f"{f.replace('_', ' ')}: {rec.get(f)}" for f in fields if rec.get(f))
+    question = ("A CRISPR screen:\n" + (described or str(rec.get("dataset_name") or "")) +
+                "\nRank the genes most likely to be hits of this screen, most likely first, one gene symbol "
+                "per line.")
+    relevance = {str(g).upper(): float(s) for g, s in zip(genes, scores)}
+    return Item(id=f"assaybench/{rec.get('dataset_name', index)}", question=question,
+                gold=",".join(sorted(relevance, key=relevance.get, reverse=True)[:100]), category="science",
+                meta={"relevance": relevance})
+
+
+# --- the registry of file datasets ----------------------------------------------------------
+
+def _s(*patterns: str) -> tuple[str, ...]:
+    return patterns
+
+
+SPECS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
+    DatasetSpec("gpqa_diamond", "science", "choice", "Idavidrein/gpqa",
+                {"test": _s("**/gpqa_diamond*.csv", "**/gpqa_diamond*.jsonl", "**/gpqa_diamond*.parquet",
+                            "**/diamond*")}, _gpqa,
+                "GPQA-Diamond: 198 graduate-level science multiple-choice questions (options shuffled per item)"),
+    DatasetSpec("mmlu_pro", "QA", "choice", "TIGER-Lab/MMLU-Pro",
+                {"test": _s("**/test-*.parquet", "**/test*.jsonl", "**/test*.json")}, _mmlu_pro,
+                "MMLU-Pro: 12k ten-option questions in 14 subjects"),
+    DatasetSpec("mmlu_prox", "QA", "choice", "li-lab/MMLU-ProX",
+                {"test": _s("{language}/test-*.parquet", "{language}/test*.jsonl", "**/{language}/test*")},
+                partial(_mmlu_pro, dataset="mmlu_prox"),
+                "MMLU-ProX: MMLU-Pro in many languages (language='en', 'de', 'zh', ...)", {"language": "en"}),
+    DatasetSpec("theoremqa", "math", "theoremqa", "TIGER-Lab/TheoremQA",
+                {"test": _s("**/test-*.parquet", "**/*test*.json", "**/*test*.jsonl")}, _theoremqa,
+                "TheoremQA: 800 theorem-driven questions; bool, integer, float and list answers"),
+    DatasetSpec("culturalbench_hard", "QA", "choice", "kellycyy/CulturalBench",
+                {"test": _s("**/*Hard*.parquet", "**/*Hard*.csv", "**/*Hard*.jsonl", "**/*hard*")}, _culturalbench,
+                "CulturalBench-Hard: true/false judgements of proposed answers to cultural questions"),
+    DatasetSpec("chembench", "science", "choice", "jablonkagroup/ChemBench",
+                {"test": _s("**/*.json", "**/*.jsonl", "**/*.parquet")}, _chembench,
+                "ChemBench: chemistry questions, single-answer multiple choice and numeric", numeric_fallback=True),
+    DatasetSpec("sciriff", "science", "f1", "allenai/SciRIFF",
+                {"test": _s("**/test*.jsonl", "**/test-*.parquet", "**/test*.json"),
+                 "train": _s("**/train*.jsonl", "**/train-*.parquet", "**/train*.json")}, _sciriff,
+                "SciRIFF: scientific literature instruction tasks, scored by token F1"),
+    DatasetSpec("mbpp", "coding", "code", "google-research-datasets/mbpp",
+                {"test": _s("**/test-*.parquet", "**/test*.jsonl", "**/mbpp*test*.json*"),
+                 "train": _s("**/train-*.parquet", "**/train*.jsonl")}, _mbpp,
+                "MBPP: basic Python problems, executed against their asserts in the sandbox"),
+    DatasetSpec("gsm8k", "math", "numeric", "openai/gsm8k",
+                {"test": _s("**/test-*.parquet", "**/test*.jsonl"), "train": _s("**/train-*.parquet", "**/train*.jsonl")},
+                _gsm8k, "GSM8K: grade-school math word problems, numeric answers"),
+    DatasetSpec("math", "math", "math", "HuggingFaceH4/MATH-500",
+                {"test": _s("**/test*.jsonl", "**/test-*.parquet", "**/test*.json"),
+                 "train": _s("**/train*.jsonl", "**/train-*.parquet")}, _math,
+                "MATH (MATH-500 or hendrycks_math files): competition math, boxed answers, equivalence by math-verify"),
+    DatasetSpec("arc_challenge", "reasoning", "choice", "allenai/ai2_arc",
+                {"test": _s("ARC-Challenge/test-*.parquet", "**/ARC-Challenge*test*.jsonl", "**/test*.jsonl"),
+                 "train": _s("ARC-Challenge/train-*.parquet", "**/ARC-Challenge*train*.jsonl", "**/train*.jsonl")},
+                _arc, "ARC-Challenge: grade-school science multiple choice"),
+    DatasetSpec("bbh", "reasoning", "exact", "lukaemon/bbh",
+                {"test": _s("{subtask}/test-*.parquet", "**/{subtask}.json", "**/{subtask}.jsonl")}, _bbh,
+                "BIG-Bench Hard: 27 reasoning tasks, exact-match answers (subtask='*' for all)", {"subtask": "*"}),
+    DatasetSpec("kernelbench", "science", "kernel", "ScalingIntelligence/KernelBench",
+                {"test": _s("**/level_{level}-*.parquet", "**/level_{level}*.jsonl", "**/level{level}*.json*")},
+                _kernelbench, "KernelBench-style: write a faster PyTorch module; correctness and measured speedup",
+                {"level": 1}),
+    DatasetSpec("assaybench", "science", "ranking", "Genentech/assaybench",
+                {"test": _s("**/train-*.parquet", "**/*.jsonl", "**/*.json")}, _assaybench,
+                "AssayBench-style: rank genes for a CRISPR screen; adjusted nDCG@100"),
+]}
+
+
+# --- prompts ---------------------------------------------------------------------------------
+
+_INSTRUCTIONS = {
+    "choice": "Think it through, then end with a final line 'Answer: <letter>'.",
+    "math": "Think it through, then put the final answer in \\boxed{}.",
+    "numeric": "Think it through, then end your reply with a final line of the form 'Answer: <number>'.",
+    "theoremqa": "Think it through, then end your reply with a final line of the form 'Answer: <answer>'.",
+    "exact": "Think it through, then end your reply with a final line of the form 'Answer: <answer>'.",
+    "f1": "",
+    "code": "Write the Python function in a ```python code block.",
+    "kernel": ("Write a faster drop-in replacement named ModelNew (same constructor and forward signature) in "
+               "one ```python code block. It may use custom kernels (torch.utils.cpp_extension, Triton) or better "
+               "PyTorch operations."),
+    "ranking": "",
+}
+
+
+def render_question(item: Item, kind: str) -> str:
+    if kind == "choice" and item.choices:
+        letters = mc.letters(len(item.choices))
+        lines = [item.question, ""] + [f"{letters[i]}) {c}" for i, c in enumerate(item.choices)]
+        return "\n".join(lines)
+    if kind == "kernel":
+        return f"Here is a PyTorch reference module:\n```python\n{item.question}\n```"
+    return item.question
+
+
+class FileTask(Task):
+    """A dataset read from local files (``DatasetSpec``)."""
+
+    def __init__(self, spec: DatasetSpec, path: str | None = None, size: int | None = None, seed: int = 0,
+                 held_out: bool | None = None, skip_invalid: bool = False, kernel: KernelConfig | None = None,
+                 workers: int | None = None, **options: Any):
+        unknown = set(options) - set(spec.options)
+        if unknown:
+            accepted = ", ".join(["path", "size", "seed", "held_out", "skip_invalid", "workers", *spec.options]
+                                 + (["kernel"] if spec.kind == "kernel" else []))
+            raise ConfigError(f"task {spec.name!r}: unknown option(s) {sorted(unknown)}; accepted: {accepted}")
+        if size is not None and int(size) < 1:
+            raise ConfigError(f"task {spec.name}: size={size} must be >= 1")
+        self.spec, self.path, self.seed = spec, path, int(seed)
+        self.size = None if size is None else int(size)
+        self.options = {**spec.options, **options}
+        self.name, self.category = spec.name, spec.category
+        self.source = f"local files or the Hugging Face cache of {spec.hf_repo}" if spec.hf_repo else "local files"
+        has_train = "train" in spec.splits
+        self.held_out = (not has_train) if held_out is None else bool(held_out)
+        if not self.held_out and not has_train:
+            raise ConfigError(f"task {spec.name!r} has no training split, so it can only be held out "
+                              "(held_out=True); tasks with one: " + ", ".join(n for n, s in SPECS.items() if "train" in s.splits))
+        self.skip_invalid = skip_invalid
+        self.kernel = kernel or KernelConfig()
+        self.workers = workers
+        self._cache: dict[str, list[Item]] = {}
+
+    def _patterns(self, split: str) -> tuple[str, ...]:
+        return tuple(p.format(**self.options) for p in self.spec.splits[split])
+
+    def _read(self, source_split: str) -> list[Item]:
+        files = find_files(self.name, source_split, self._patterns(source_split), self.spec.hf_repo, self.path)
+        items: list[Item] = []
+        for path in files:
+            for rec in read_records(path):
+                try:
+                    items.append(self.spec.convert(rec, len(items)))
+                except DataFormatError:
+                    if not self.skip_invalid:
+                        raise
+                except (TypeError, ValueError, KeyError, IndexError) as exc:
+                    if not self.skip_invalid:
+                        raise DataFormatError(f"{rec.path}, line {rec.line}: malformed record "
+                                              f"({type(exc).__name__}: {exc})") from exc
+        if not items:
+            raise DataFormatError(f"task {self.name!r}: the files {[str(f) for f in files]} hold no usable records")
+        return items
+
+    def items(self, split: str = "test") -> list[Item]:
+        self.check_split(split)
+        if split not in self._cache:
+            if split == "test":
+                items = self._read("test")
+            elif self.held_out:
+                raise ConfigError(f"task {self.name!r} is held out: it has only a test split (asked for {split!r})")
+            else:
+                train, dev = train_dev_split(self._read("train"), seed=self.seed)
+                self._cache["train"], self._cache["dev"] = train, dev
+                items = self._cache[split]
+            self._cache[split] = items[: self.size] if self.size else items
+        return self._cache[split]
+
+    def _max_options(self) -> int:
+        loaded = [len(i.choices) for items in self._cache.values() for i in items if i.choices]
+        return max(loaded, default=4)
+
+    def prompt(self, item: Item, style: str = "chat") -> list[Message]:
+        check_style(style)
+        text = render_question(item, self.spec.kind)
+        instruction = _INSTRUCTIONS[self.spec.kind]
+        if style == "compact":
+            return [Message("user", f"{text}\nAnswer:")]
+        body = f"{text}\n\n{instruction}" if instruction else text
+        return [Message("system", SYSTEM_PROMPT), Message("user", body)]
+
+    def extract(self, text: str | None) -> str | None:
+        kind = self.spec.kind
+        if kind == "choice":  # letters beyond an item's options score 0 when scored
+            letter = mc.extract_choice(text, n_options=self._max_options())
+            if letter is None and self.spec.numeric_fallback:
+                return extract_final_answer(as_text(text))
+            return letter
+        if kind == "math":
+            return extract_boxed(text)
+        if kind in ("code", "kernel"):
+            return extract_code(text)
+        if kind == "ranking":
+            ranked = parse_ranking(text)
+            return "\n".join(ranked) if ranked else None
+        if kind == "f1":
+            reply = as_text(text)
+            return reply.strip() if reply else None
+        return extract_final_answer(as_text(text))
+
+    def score(self, answer: str | None, item: Item) -> float:
+        return self.score_detail(answer, item).score
+
+    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
+        if as_text(answer) is None:
+            return unparsed()
+        try:
+            return self._score(str(as_text(answer)), item)
+        except Exception as exc:  # a hostile answer must never crash a run
+            return ScoreResult(0.0, False, f"scoring failed: {type(exc).__name__}")
+
+    def _score(self, answer: str, item: Item) -> ScoreResult:
+        kind = self.spec.kind
+        if kind == "choice":
+            if item.meta.get("numeric"):
+                return numeric_match(answer, item.gold, rel_tol=item.meta.get("rel_tol", 0.01))
+            return mc.score_choice(answer, item.gold)
+        if kind == "math":
+            return score_math(answer, item.gold)
+        if kind == "numeric":
+            return numeric_match(answer, item.gold)
+        if kind == "theoremqa":
+            return score_theoremqa(answer, item.gold, item.meta.get("answer_type", ""))
+        if kind == "exact":
+            if re.fullmatch(r"\([A-Z]\)", item.gold):
+                letter = mc.extract_choice(answer, n_options=26)
+                return mc.score_choice(letter, item.gold[1]) if letter else unparsed("no option letter")
+            return score_exact(answer, item.gold)
+        if kind == "f1":
+            return score_f1(answer, item.gold)
+        if kind == "ranking":
+            return score_ranking(answer, item.meta["relevance"], k=100, adjusted=True)
+        return self.score_details([answer], [item])[0]
+
+    def score_details(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
+        """Execution-based kinds run all programs in parallel in the sandbox."""
+        if self.spec.kind == "code":
+            programs = [None if as_text(a) is None else
+                        assert_program(str(a), i.meta["tests"], i.meta.get("setup", "")) for a, i in zip(answers, items)]
+            return score_programs(programs, workers=self.workers)
+        if self.spec.kind == "kernel":
+            todo = [(k, kernel_program(i.meta["reference"], str(a), self.kernel))
+                    for k, (a, i) in enumerate(zip(answers, items)) if as_text(a) is not None]
+            from ..scorers.kernels import KERNEL_LIMITS_CPU, KERNEL_LIMITS_GPU
+
+            limits = KERNEL_LIMITS_GPU if self.kernel.device == "cuda" else KERNEL_LIMITS_CPU
+            runs = run_programs([Program(p) for _, p in todo], limits=limits, workers=self.workers or 1)
+            out = [unparsed("no kernel code")] * len(answers)
+            for (k, _), run in zip(todo, runs):
+                out[k] = kernel_verdict(run)
+            return out
+        return [self.score_detail(a, i) for a, i in zip(answers, items)]
+
+    def score_many(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[float]:
+        return [r.score for r in self.score_details(answers, items)]
+
+
+def score_theoremqa(answer: str, gold: str, answer_type: str) -> ScoreResult:
+    """TheoremQA by answer type: bool -> True/False; integer/float -> numeric within 1%; list ->
+    element-wise numeric; anything else -> math equivalence."""
+    kind = answer_type.lower()
+    if kind == "bool":
+        said = normalize_answer(answer).lower()
+        if said not in ("true", "false", "yes", "no"):
+            return ScoreResult(0.0, False, "not true/false")
+        ok = (said in ("true", "yes")) == (gold.strip().lower() in ("true", "yes"))
+        return ScoreResult(float(ok), True, "bool match" if ok else "wrong bool")
+    if kind.startswith("list"):
+        got = [p for p in re.split(r"[,\s]+", answer.strip("[]() ")) if p]
+        want = [p for p in re.split(r"[,\s]+", gold.strip("[]() ")) if p]
+        if len(got) != len(want):
+            return ScoreResult(0.0, True, f"{len(got)} elements, expected {len(want)}")
+        ok = all(numeric_match(g, w, rel_tol=0.01).score == 1.0 or g == w for g, w in zip(got, want))
+        return ScoreResult(float(ok), True, "list match" if ok else "list differs")
+    if kind in ("integer", "float"):
+        result = numeric_match(answer, gold, rel_tol=0.01)
+        if result.parsed:
+            return result
+    return score_math(answer, gold, rel_tol=0.01)
+
+
+__all__ = ["DatasetSpec", "SPECS", "FileTask", "KINDS", "render_question", "score_theoremqa"]
