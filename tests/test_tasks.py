@@ -45,3 +45,13 @@ def test_bad_split_and_size():
         make("rg/basic_arithmetic", size=0)
     with pytest.raises(ConfigError, match="config"):
         make("rg/basic_arithmetic", size=2, config={"no_such_option": 1}).items("test")
+
+
+def test_mixture_and_zoo_task_names():
+    mix = make("mix:rg/basic_arithmetic,rg/syllogism", size=4)
+    items = mix.items("test")
+    assert len(items) == 8 and [it.category for it in items[:2]] == ["arithmetic", "logic"]
+    assert all(mix.score(it.gold, it) == 1.0 for it in items)
+    with pytest.raises(ConfigError, match="at least two"):
+        make("mix:rg/basic_arithmetic", size=2)
+    assert make("zoo:arith", size=3).items("test")[0].question.startswith("Calculate")

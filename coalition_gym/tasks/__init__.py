@@ -26,8 +26,10 @@ DEFAULT_TASK = "rg/basic_arithmetic"
 def make(name: str | Task, **kwargs: Any) -> Task:
     """A task by name. ``rg/<dataset>`` takes ``size``, ``seed`` and ``config`` (the dataset's own
     options); ``humaneval`` takes ``size``, ``limits``, ``workers``; file datasets take ``path``,
-    ``size``, ``seed``, ``held_out``, ``skip_invalid``, ``workers`` and their own options. A Task
-    instance is returned unchanged."""
+    ``size``, ``seed``, ``held_out``, ``skip_invalid``, ``workers`` and their own options.
+    ``mix:<task>,<task>,...`` interleaves tasks (options go to every part); ``zoo:<arith|sum|reverse>``
+    is the small reasoning-gym setting the tiny zoo models were trained on. A Task instance is
+    returned unchanged."""
     if isinstance(name, Task):
         if kwargs:
             raise ConfigError(f"task options {sorted(kwargs)} cannot apply to an already built task "
@@ -35,6 +37,14 @@ def make(name: str | Task, **kwargs: Any) -> Task:
         return name
     if isinstance(name, str) and name.startswith("rg/"):
         return ReasoningGymTask(name[3:], **kwargs)
+    if isinstance(name, str) and name.startswith("mix:"):
+        from .mixture import make_mixture
+
+        return make_mixture(name, **kwargs)
+    if isinstance(name, str) and name.startswith("zoo:"):
+        from ..agents.zoo import zoo_task
+
+        return zoo_task(name[4:], **kwargs)
     if name == "humaneval":
         _check_kwargs(name, kwargs, ("size", "limits", "workers", "path", "seed"))
         kwargs.pop("seed", None)  # fixed problem set: the seed changes nothing

@@ -59,16 +59,6 @@ def resolve_policy(spec: str) -> str:
     return spec
 
 
-def load_task(name: str, kwargs: dict[str, Any]) -> Any:
-    """A task by name; ``zoo:<task>`` is a zoo task (``arith``, ``sum``, ``reverse``): the small
-    reasoning-gym settings the tiny zoo models were trained on."""
-    if name.startswith("zoo:"):
-        from ..agents.zoo import zoo_task
-
-        return zoo_task(name[4:], **kwargs)
-    return make_task(name, **kwargs)
-
-
 def load_policy(spec: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -116,7 +106,7 @@ class Trainer:
         self.out = Path(out or config.out)
         self.torch = torch
         self._seed_everything(config.seed)
-        self.task = load_task(config.task, config.task_kwargs)
+        self.task = make_task(config.task, **config.task_kwargs)
         self.pool = load_pool(config.collaborators)
         self.members = self.pool.select(config.members) if config.members is not None else self.pool.member_names
         if config.policy_name in self.pool.backends():
@@ -483,5 +473,5 @@ def summary_table(folder: str | Path) -> str:
     return "\n".join(rows) + "\n"
 
 
-__all__ = ["Trainer", "EvalResult", "TrainState", "load_policy", "load_task", "resolve_policy", "run_methods",
+__all__ = ["Trainer", "EvalResult", "TrainState", "load_policy", "resolve_policy", "run_methods",
            "summary_table"]
