@@ -26,6 +26,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/env_throughput.py
 	$(PY) benchmarks/valuation_cost.py
+	$(PY) benchmarks/scoring_throughput.py
+	$(PY) benchmarks/protocol_comparison.py
+	$(PY) benchmarks/backend_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

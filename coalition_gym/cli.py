@@ -166,6 +166,36 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_zoo(args: argparse.Namespace) -> int:
+    from .agents.zoo import RECIPES, build_zoo, zoo_dir, zoo_home
+
+    if args.zoo_command == "list":
+        for name, recipe in RECIPES.items():
+            folder = zoo_dir(recipe, args.out)
+            state = "built" if (folder / "zoo.json").is_file() else "not built"
+            print(f"{name:<8} {', '.join(m.name for m in recipe.models):<32} {state}: {folder}")
+        return 0
+    build = build_zoo(args.recipe, args.out, force=args.force, progress=True)
+    if not build.built:
+        print(f"zoo {args.recipe!r} already built (use --force to rebuild)")
+    print(build.table())
+    print(f"models in {build.path} (cache root {args.out or zoo_home()})")
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from .tasks import describe_tasks
+
+    rows = describe_tasks(group_rg=not args.all)
+    width = max(len(r.name) for r in rows)
+    print(f"{'task':<{width}}  {'category':<22}  {'test size':<10}  {'use':<8}  source")
+    for r in rows:
+        use = "held-out" if r.held_out else "train"
+        print(f"{r.name:<{width}}  {r.category:<22}  {r.size:<10}  {use:<8}  {r.source}")
+    print("Data sets not found: download them (see the source column) or pass path=/set $COALITION_GYM_DATA.")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -243,6 +273,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensorboard", action="store_true")
     p.add_argument("--out", default="runs/train")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("zoo", help="the tiny offline transformers zoo: build it, list recipes")
+    zsub = p.add_subparsers(dest="zoo_command", required=True)
+    z = zsub.add_parser("build", help="train and evaluate a zoo recipe (prints each model's accuracy)")
+    z.add_argument("--recipe", default="default", help="default or tiny")
+    z.add_argument("--out", default=None, help="cache root (default $COALITION_GYM_HOME/zoo or ~/.cache/coalition_gym/zoo)")
+    z.add_argument("--force", action="store_true", help="rebuild even if a build exists")
+    z.set_defaults(func=cmd_zoo)
+    z = zsub.add_parser("list", help="recipes, their models and whether they are built")
+    z.add_argument("--out", default=None, help="cache root")
+    z.set_defaults(func=cmd_zoo)
+
+    p = sub.add_parser("tasks", help="list tasks with category, size and where their data comes from")
+    p.add_argument("--all", action="store_true", help="one line per reasoning-gym generator")
+    p.set_defaults(func=cmd_tasks)
 
     p = sub.add_parser("demo", help="solo vs compositional strength on the demo pool, all protocols")
     p.add_argument("--pool", default="sim:demo")

@@ -1,0 +1,443 @@
+"""Hugging Face transformers backend: any local (or cached) causal LM, batched, seeded per Ask.
+
+Generation is this module's own loop over a left-padded batch with a KV cache, not ``model.generate``,
+so that every row draws from its own ``torch.Generator`` seeded from ``Ask.seed``: an Ask gets the
+same sample alone or in any batch. Rows may differ in temperature, top-p and token budget.
+
+Prompts: the tokenizer's chat template when it has one, else a plain-text fallback
+(:func:`plain_prompt`). A prompt longer than the context keeps its last tokens (left truncation),
+with a :class:`TruncationWarning`; every truncation is kept in ``HFGenerator.truncations``.
+
+Log-probs (``Sample.logprobs``): for each sampled token, ``log_softmax(logits / T)`` at that token,
+taken *before* top-p filtering (T = 1 for greedy rows, i.e. the raw model log-probs).
+:meth:`HFGenerator.completion_logprobs` recomputes exactly this quantity with one forward pass, so a
+trainer can compare old and new log-probs; with ``top_p < 1`` the distribution actually sampled is
+the nucleus renormalised, whose log-prob is this value minus log(nucleus mass).
+``Sample.token_ids`` are the sampled ids, including the final EOS when ``finish_reason == "stop"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from ..errors import BackendError, ConfigError
+from ..types import Ask, Message, Sample
+from .base import Generator, render_plain
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class TruncationWarning(UserWarning):
+    """A prompt was longer than the model's context and lost its first tokens."""
+
+
+class PadTokenWarning(UserWarning):
+    """The tokenizer has no pad token; the backend pads with EOS (pads are masked, so output is unchanged)."""
+
+
+@dataclass(frozen=True)
+class TruncationRecord:
+    member: str
+    seed: int
+    prompt_tokens: int
+    kept_tokens: int
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a hard requirement of transformers serving
+        raise BackendError("the Hugging Face backend needs torch; install the wheel for your machine "
+                           "(CPU: pip install torch==2.13.0)") from exc
+    return torch
+
+
+def resolve_device_dtype(device: str = "auto", dtype: str = "auto") -> tuple[str, str]:
+    """``auto`` means cuda + bfloat16 when a GPU is present (float16 if it lacks bf16), else cpu + float32."""
+    torch = _torch()
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype={dtype!r}; use one of {', '.join(DTYPES)}")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={device!r} but no CUDA GPU is visible; use device='cpu' or 'auto'")
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        else:
+            dtype = "float32"
+    return device, dtype
+
+
+def plain_prompt(messages: Sequence[Message]) -> str:
+    """Fallback for tokenizers without a chat template: the bare content of a lone user message, else
+    ``<|role|>`` headers (:func:`render_plain`) followed by an open ``<|assistant|>`` header."""
+    text = render_plain(messages)
+    if len(messages) == 1 and messages[0].role == "user":
+        return text
+    return f"{text}\n\n<|assistant|>\n"
+
+
+def _fingerprint(folder: Path) -> str:
+    """Changes when the weights or config of a local folder change (names, sizes, mtimes; no reading)."""
+    parts = []
+    for f in sorted(folder.iterdir()):
+        if f.is_file() and (f.suffix in (".json", ".safetensors", ".bin", ".model", ".jinja")):
+            st = f.stat()
+            parts.append(f"{f.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.blake2b("|".join(parts).encode(), digest_size=6).hexdigest()
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """No per-load (or per-save) progress bar: pools load several models, runs have their own bars."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def _load(model: str, *, device: str, dtype: str, trust_remote_code: bool, allow_download: bool,
+          revision: str | None) -> tuple[Any, Any, str]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch = _torch()
+    folder = Path(model).expanduser()
+    local = folder.is_dir()
+    # A hub name is "name" or "org/name"; anything else that is not a folder is a missing path.
+    looks_like_path = model.startswith((".", "/", "~")) or model.count("/") > 1 or os.sep != "/" and os.sep in model
+    if not local and looks_like_path:
+        raise ConfigError(f"model path {model!r} does not exist; give a folder with config.json and weights "
+                          "(e.g. one from `cgym zoo build`), or a hub name (downloaded only with "
+                          "allow_download=True)")
+    kwargs = {"trust_remote_code": trust_remote_code, "local_files_only": local or not allow_download}
+    if revision is not None:
+        kwargs["revision"] = revision
+    source = str(folder) if local else model
+    try:
+        with _quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), **kwargs)
+    except (OSError, ValueError) as exc:
+        where = f"folder {source!r}" if local else f"{source!r} (not a local folder; looked in the local " \
+                f"Hugging Face cache{'' if not allow_download else ' and the hub'})"
+        hint = "" if local or allow_download else "; pass allow_download=True to fetch it from the hub"
+        raise ConfigError(f"cannot load a causal LM from {where}: {exc}{hint}") from exc
+    net.to(device)
+    net.eval()
+    identity_path = str(folder.resolve()) if local else model
+    fp = _fingerprint(folder) if local else (revision or "main")
+    return net, tokenizer, f"hf:{identity_path}:{dtype}:{fp}"
+
+
+class HFGenerator(Generator):
+    """A Generator over a transformers causal LM.
+
+    ``model`` is a local folder (or, with ``allow_download=True`` or when already in the local HF cache,
+    a hub name), or an already loaded model object together with ``tokenizer`` (for trainers; then
+    pass ``identity`` too if the weights change, since cache keys rely on it).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any = None, *, device: str = "auto", dtype: str = "auto",
+                 max_batch_size: int = 32, max_new_tokens: int = 512, trust_remote_code: bool = False,
+                 allow_download: bool = False, revision: str | None = None, identity: str | None = None,
+                 pad_with_eos: bool = True):
+        if max_batch_size < 1:
+            raise ConfigError(f"max_batch_size={max_batch_size} must be >= 1")
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens={max_new_tokens} must be >= 1")
+        torch = _torch()
+        self.max_batch_size, self.max_new_tokens = int(max_batch_size), int(max_new_tokens)
+        if isinstance(model, (str, os.PathLike)):
+            if tokenizer is not None:
+                raise ConfigError("give a tokenizer only together with a loaded model object, not with a path")
+            self.device, self.dtype = resolve_device_dtype(device, dtype)
+            self.model, self.tokenizer, ident = _load(str(model), device=self.device, dtype=self.dtype,
+                                                      trust_remote_code=trust_remote_code,
+                                                      allow_download=allow_download, revision=revision)
+        else:
+            if tokenizer is None:
+                raise ConfigError("a loaded model object needs its tokenizer: HFGenerator(model, tokenizer)")
+            self.model, self.tokenizer = model, tokenizer
+            param = next(model.parameters())
+            self.device, self.dtype = str(param.device), str(param.dtype).replace("torch.", "")
+            ident = f"hf:{getattr(model.config, '_name_or_path', '') or type(model).__name__}:{self.dtype}"
+        self.identity = identity or ident
+        self.truncations: list[TruncationRecord] = []
+        self._truncated: set[TruncationRecord] = set()
+        self.pad_id = self._pad_id(pad_with_eos)
+        self.eos_ids = self._eos_ids()
+        self.context = self._context_length()
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._position_ids = "position_ids" in params
+        self._keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
+        self._torch = torch
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _pad_id(self, pad_with_eos: bool) -> int:
+        tok = self.tokenizer
+        if tok.pad_token_id is not None:
+            return int(tok.pad_token_id)
+        if tok.eos_token_id is None:
+            raise ConfigError(f"tokenizer of {self.identity!r} has neither a pad nor an EOS token; set "
+                              "tokenizer.pad_token before building the backend")
+        if not pad_with_eos:
+            raise ConfigError(f"tokenizer of {self.identity!r} has no pad token; set tokenizer.pad_token, or "
+                              "allow pad_with_eos=True (pads are masked out, so outputs are unchanged)")
+        warnings.warn(f"tokenizer of {self.identity!r} has no pad token; padding with EOS "
+                      f"({tok.eos_token!r}), masked out of attention", PadTokenWarning, stacklevel=3)
+        return int(tok.eos_token_id)
+
+    def _eos_ids(self) -> frozenset[int]:
+        ids: set[int] = set()
+        for source in (getattr(self.model, "generation_config", None), self.tokenizer):
+            value = getattr(source, "eos_token_id", None) if source is not None else None
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value)
+        return frozenset(ids)
+
+    def _context_length(self) -> int:
+        cfg = self.model.config
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        value = getattr(self.tokenizer, "model_max_length", None)
+        return int(value) if isinstance(value, int) and 0 < value < 10**7 else 1 << 20
+
+    # -- prompts --------------------------------------------------------------------------------
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """The prompt text: the chat template with the assistant turn opened, or :func:`plain_prompt`."""
+        if not self.has_chat_template:
+            return plain_prompt(messages)
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        try:
+            return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        except Exception as exc:  # jinja raises its own errors, e.g. templates that refuse a system turn
+            if messages and messages[0].role == "system" and len(messages) > 1:
+                merged = [{"role": chat[1]["role"], "content": f"{chat[0]['content']}\n\n{chat[1]['content']}"}]
+                try:
+                    return self.tokenizer.apply_chat_template(merged + chat[2:], tokenize=False,
+                                                              add_generation_prompt=True)
+                except Exception:
+                    pass
+            raise BackendError(f"chat template of {self.identity!r} failed on roles "
+                               f"{[m.role for m in messages]}: {exc}") from exc
+
+    def encode_prompt(self, ask: Ask, max_new_tokens: int | None = None) -> list[int]:
+        """Prompt token ids for an Ask, truncated from the left to fit the context (recorded)."""
+        return self.encode_prompts([ask], max_new_tokens)[0]
+
+    def encode_prompts(self, asks: Sequence[Ask], max_new_tokens: int | None = None) -> list[list[int]]:
+        """:meth:`encode_prompt` for many Asks, with one batched tokenizer call."""
+        texts = [self.render(a.messages) for a in asks]
+        encoded = self.tokenizer(texts, add_special_tokens=not self.has_chat_template)["input_ids"]
+        return [self._fit(a, list(ids), max_new_tokens) for a, ids in zip(asks, encoded)]
+
+    def _fit(self, ask: Ask, ids: list[int], max_new_tokens: int | None) -> list[int]:
+        if not ids:  # an empty prompt: start from BOS (or EOS) so the model has a position to read
+            start = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id
+            ids = [int(start)]
+        new = self._budget(ask) if max_new_tokens is None else max_new_tokens
+        room = max(1, self.context - new)
+        if len(ids) > room:
+            record = TruncationRecord(ask.member, ask.seed, len(ids), room)
+            if record in self._truncated:  # re-encoding the same Ask (e.g. a trainer's shim) is not news
+                return ids[-room:]
+            self._truncated.add(record)
+            self.truncations.append(record)
+            warnings.warn(f"{self.identity}: prompt of {len(ids)} tokens for {ask.member!r} exceeds the "
+                          f"context of {self.context} minus {new} new tokens; keeping its last {room} tokens",
+                          TruncationWarning, stacklevel=4)
+            ids = ids[-room:]
+        return ids
+
+    def _budget(self, ask: Ask) -> int:
+        return max(1, min(int(ask.params.max_new_tokens), self.max_new_tokens, self.context - 1))
+
+    # -- generation ------------------------------------------------------------------------------
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        asks = list(asks)
+        if not asks:
+            return []
+        for ask in asks:
+            if ask.params.temperature < 0 or not 0.0 < ask.params.top_p <= 1.0:
+                raise ConfigError(f"ask for {ask.member!r}: temperature={ask.params.temperature} must be >= 0 "
+                                  f"and top_p={ask.params.top_p} in (0, 1]")
+        prompts = self.encode_prompts(asks)
+        # Similar lengths share a batch (less padding); results never depend on the grouping.
+        order = sorted(range(len(asks)), key=lambda k: len(prompts[k]))
+        out: list[Sample | None] = [None] * len(asks)
+        for start in range(0, len(order), self.max_batch_size):
+            chunk = order[start:start + self.max_batch_size]
+            for k, sample in zip(chunk, self._generate_batch([asks[k] for k in chunk], [prompts[k] for k in chunk])):
+                out[k] = sample
+        return out  # type: ignore[return-value]
+
+    def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": True}
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        if self._position_ids:
+            kwargs["position_ids"] = positions
+        if self._keep_kw:
+            kwargs[self._keep_kw] = 1
+        out = self.model(**kwargs)
+        new_cache = out.get("cache") if out.get("cache") is not None else out.get("past_key_values")
+        return out.logits[:, -1, :].float(), new_cache
+
+    def _generate_batch(self, asks: Sequence[Ask], prompts: Sequence[list[int]]) -> list[Sample]:
+        torch = self._torch
+        dev = self.model.device
+        n = len(asks)
+        width = max(len(p) for p in prompts)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every row's last prompt token is in the last column
+            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        budgets = [self._budget(a) for a in asks]
+        steps = max(budgets)
+        temps = torch.tensor([a.params.temperature for a in asks], dtype=torch.float32)
+        greedy = temps <= 0
+        scale = torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(1).to(dev)
+        # Each row's uniforms come from its own seeded stream, drawn up front: the k-th token of an Ask
+        # uses the k-th draw of its seed, whatever else is in the batch.
+        uniforms = torch.zeros((n, steps), dtype=torch.float64)
+        for i, a in enumerate(asks):
+            if not greedy[i]:
+                g = torch.Generator().manual_seed(int(a.seed) % 2**63)
+                uniforms[i, :budgets[i]] = torch.rand(budgets[i], generator=g, dtype=torch.float64)
+        uniforms = uniforms.to(dev)
+        full = [i for i, a in enumerate(asks) if not greedy[i] and a.params.top_p >= 1.0]
+        nucleus = [i for i, a in enumerate(asks) if not greedy[i] and a.params.top_p < 1.0]
+        top_ps = torch.tensor([asks[i].params.top_p for i in nucleus], dtype=torch.float32, device=dev)
+        full_idx = torch.tensor(full, dtype=torch.long, device=dev)
+        nucleus_idx = torch.tensor(nucleus, dtype=torch.long, device=dev)
+        eos = torch.tensor(sorted(self.eos_ids) or [-1], dtype=torch.long, device=dev)
+        budget_t = torch.tensor(budgets, dtype=torch.long, device=dev)
+
+        ids, mask = ids.to(dev), mask.to(dev)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        alive = torch.ones(n, dtype=torch.bool, device=dev)
+        length = torch.full((n,), steps, dtype=torch.long, device=dev)
+        stopped = torch.zeros(n, dtype=torch.bool, device=dev)
+        chosen, chosen_lps = [], []
+        cache, step_ids, step_pos = None, ids, positions
+        with torch.inference_mode():
+            for step in range(steps):
+                logits, cache = self._forward(step_ids, mask, step_pos, cache)
+                logp = torch.log_softmax(logits / scale, dim=-1)
+                choice = logp.argmax(dim=-1)
+                if full:
+                    choice[full_idx] = _inverse_cdf(logp[full_idx].exp(), uniforms[full_idx, step])
+                if nucleus:
+                    choice[nucleus_idx] = _nucleus(logp[nucleus_idx], top_ps, uniforms[nucleus_idx, step])
+                chosen.append(choice)
+                chosen_lps.append(logp.gather(1, choice.unsqueeze(1)).squeeze(1))
+                is_eos = torch.isin(choice, eos)
+                done = alive & (is_eos | (budget_t <= step + 1))
+                length = torch.where(done, step + 1, length)
+                stopped |= done & is_eos
+                alive &= ~done
+                if not bool(alive.any()):
+                    break
+                # Finished rows keep being fed (their tokens are ignored) so the batch keeps its shape.
+                step_ids = choice.unsqueeze(1)
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=dev)], dim=1)
+                step_pos = positions[:, -1:] + step + 1
+        tokens = torch.stack(chosen, dim=1).tolist()
+        lps = torch.stack(chosen_lps, dim=1).float().tolist()
+        lengths, stops = length.tolist(), stopped.tolist()
+        return [Sample(text=self._decode(t[:k]), token_ids=tuple(t[:k]), logprobs=tuple(lp[:k]),
+                       finish_reason="stop" if stop else "length")
+                for t, lp, k, stop in zip(tokens, lps, lengths, stops)]
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        body = [t for t in ids if t not in self.eos_ids]
+        return self.tokenizer.decode(body, skip_special_tokens=True)
+
+    # -- log-probs for trainers ---------------------------------------------------------------------
+    def completion_logprobs(self, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                            temperature: float = 1.0) -> list[float]:
+        """Per-token ``log_softmax(logits / temperature)`` of ``completion_ids`` after ``prompt_ids``
+        (no top-p), the quantity ``Sample.logprobs`` holds; use temperature 1 for greedy samples."""
+        return sequence_logprobs(self.model, [list(prompt_ids)], [list(completion_ids)], temperature,
+                                 pad_id=self.pad_id)[0]
+
+
+def _inverse_cdf(probs: Any, u: Any) -> Any:
+    """Row-wise draw from ``probs`` (rows need not sum to 1) with uniforms ``u`` in [0, 1). Searching
+    to the right never lands on a zero-probability token."""
+    import torch
+
+    cdf = probs.double().cumsum(-1)
+    picked = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True)
+    return picked.clamp(max=probs.shape[1] - 1).squeeze(1)
+
+
+def _nucleus(logp: Any, top_p: Any, u: Any) -> Any:
+    """Row-wise top-p sampling: keep the most likely tokens until their mass reaches ``top_p`` (always
+    at least one), then draw inside them with ``u``."""
+    import torch
+
+    sorted_lp, order = logp.sort(dim=-1, descending=True)
+    probs = sorted_lp.exp()
+    before = probs.cumsum(-1) - probs  # mass of strictly more likely tokens
+    keep = before < top_p.unsqueeze(1)
+    keep[:, 0] = True
+    picked = _inverse_cdf(torch.where(keep, probs, torch.zeros_like(probs)), u)
+    return order.gather(1, picked.unsqueeze(1)).squeeze(1)
+
+
+def sequence_logprobs(model: Any, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                      temperature: float = 1.0, pad_id: int = 0, grad: bool = False) -> list[list[float]]:
+    """Log-probs of each completion token under ``model`` given its prompt, for a batch (right padded,
+    one forward pass). With ``grad=True`` the caller gets tensors it can backpropagate through
+    (a list of 1-D tensors); otherwise plain floats."""
+    torch = _torch()
+    if temperature <= 0:
+        raise ConfigError(f"temperature={temperature} must be > 0 for log-probs (use 1.0 for greedy samples)")
+    if len(prompts) != len(completions):
+        raise ConfigError(f"{len(prompts)} prompts but {len(completions)} completions")
+    seqs = [list(p) + list(c) for p, c in zip(prompts, completions)]
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[i, :len(s)] = 1
+    dev = next(model.parameters()).device
+    context = torch.enable_grad() if grad else torch.inference_mode()
+    with context:
+        logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float()
+        logp = torch.log_softmax(logits / temperature, dim=-1)
+        out = []
+        for i, (p, c) in enumerate(zip(prompts, completions)):
+            if not c:
+                out.append(logp.new_zeros(0) if grad else [])
+                continue
+            target = torch.tensor(list(c), dtype=torch.long, device=dev)
+            rows = logp[i, len(p) - 1:len(p) - 1 + len(c)]
+            picked = rows.gather(1, target.unsqueeze(1)).squeeze(1)
+            out.append(picked if grad else [float(x) for x in picked.cpu()])
+    return out

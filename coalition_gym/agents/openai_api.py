@@ -1,0 +1,273 @@
+"""OpenAI-compatible chat-completions backend (``vllm serve``, SGLang, ``transformers serve``, hosted APIs).
+
+Plain stdlib HTTP (``http.client``) from a bounded thread pool: one request per Ask, at most
+``max_concurrency`` in flight. Retried with exponential backoff and full jitter: 429 (its
+``Retry-After`` is honoured, capped by ``backoff_max``), 5xx, timeouts, dropped or refused
+connections, and unreadable bodies. Other 4xx errors are not retried. When the retries are spent,
+:class:`BackendError` names the server and the model and quotes the server's error message.
+
+The API key is read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``) at
+request time; it is sent only as the ``Authorization`` header and never appears in errors, logs,
+``repr`` or the backend's identity. ``seed`` is sent (reduced to 31 bits) unless ``send_seed=False``;
+whether the server honours it is up to the server. With ``logprobs=True`` the request asks for
+per-token log-probs and ``Sample.logprobs`` holds them when the server returns them.
+
+For several GPUs, run ``vllm serve MODEL --tensor-parallel-size N`` (or one server per GPU) and point
+this backend at it: ``OpenAIGenerator("http://127.0.0.1:8000/v1", "MODEL")``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import os
+import random
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from ..errors import BackendError, ConfigError
+from ..types import Ask, Sample
+from .base import Generator
+
+RETRY_STATUS = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
+SEED_MODULUS = 2**31 - 1
+
+
+class _Retryable(Exception):
+    """One failed attempt that may succeed if tried again (``wait`` = server-requested delay)."""
+
+    def __init__(self, message: str, wait: float | None = None):
+        super().__init__(message)
+        self.wait = wait
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    scheme: str
+    host: str
+    port: int
+    path: str  # base path, e.g. "/v1"
+
+
+def _endpoint(base_url: str) -> _Endpoint:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"base_url={base_url!r} must be an http(s) URL such as http://127.0.0.1:8000/v1")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return _Endpoint(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: a number, or an HTTP date (seconds from now); None if absent/unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_message(body: bytes) -> str:
+    """The server's own error text from an error body (OpenAI ``{"error": {"message"}}``, FastAPI
+    ``{"detail"}``, or raw text), shortened."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:300] or "(empty body)"
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or json.dumps(err)[:300]
+        if err is not None:
+            return str(err)[:300]
+    return text[:300]
+
+
+class OpenAIGenerator(Generator):
+    """A Generator over an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = "OPENAI_API_KEY",
+                 max_concurrency: int = 8, timeout: float = 120.0, max_retries: int = 5,
+                 backoff_base: float = 0.5, backoff_max: float = 30.0, logprobs: bool = False,
+                 send_seed: bool = True, max_new_tokens: int | None = None,
+                 extra_body: Mapping[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep):
+        if not model:
+            raise ConfigError("the OpenAI backend needs a model name (the server's model id)")
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency={max_concurrency} must be >= 1")
+        if max_retries < 0 or timeout <= 0 or backoff_base < 0 or backoff_max < 0:
+            raise ConfigError(f"need max_retries >= 0, timeout > 0 and backoff >= 0; got max_retries={max_retries}, "
+                              f"timeout={timeout}, backoff_base={backoff_base}, backoff_max={backoff_max}")
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens={max_new_tokens} must be >= 1")
+        self.base_url = base_url.rstrip("/")
+        self._endpoint = _endpoint(self.base_url)
+        self.model = model
+        self.api_key_env = api_key_env
+        self.max_concurrency, self.timeout, self.max_retries = int(max_concurrency), float(timeout), int(max_retries)
+        self.backoff_base, self.backoff_max = float(backoff_base), float(backoff_max)
+        self.logprobs, self.send_seed, self.max_new_tokens = bool(logprobs), bool(send_seed), max_new_tokens
+        self.extra_body = dict(extra_body or {})
+        self._sleep = sleep
+        self._rng = random.Random()  # jitter only; never affects samples
+        self._local = threading.local()
+        self.identity = f"openai:{model}@{self.base_url}"
+        self.attempts = 0  # requests sent, retries included (for tests and benchmarks)
+        self._count = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIGenerator(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
+
+    # -- one request ---------------------------------------------------------------------------
+    def payload(self, ask: Ask) -> dict[str, Any]:
+        max_tokens = int(ask.params.max_new_tokens)
+        if self.max_new_tokens is not None:
+            max_tokens = min(max_tokens, self.max_new_tokens)
+        body: dict[str, Any] = {"model": self.model,
+                                "messages": [{"role": m.role, "content": m.content} for m in ask.messages],
+                                "temperature": float(ask.params.temperature), "max_tokens": max_tokens}
+        if ask.params.top_p < 1.0:
+            body["top_p"] = float(ask.params.top_p)
+        if self.send_seed:
+            body["seed"] = int(ask.seed) % SEED_MODULUS
+        if self.logprobs:
+            body["logprobs"] = True
+        body.update(self.extra_body)
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            cls = http.client.HTTPSConnection if self._endpoint.scheme == "https" else http.client.HTTPConnection
+            conn = cls(self._endpoint.host, self._endpoint.port, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _attempt(self, body: bytes) -> dict[str, Any]:
+        with self._count:
+            self.attempts += 1
+        conn = self._connection()
+        reused = conn.sock is not None
+        try:
+            conn.request("POST", f"{self._endpoint.path}/chat/completions", body=body, headers=self._headers())
+            resp = conn.getresponse()
+            raw = resp.read()
+        except (socket.timeout, TimeoutError) as exc:
+            self._drop_connection()
+            raise _Retryable(f"timed out after {self.timeout:g}s") from exc
+        except (ConnectionError, http.client.HTTPException, OSError) as exc:
+            self._drop_connection()
+            if reused:  # the server closed an idle keep-alive connection: reconnect at once, no backoff
+                return self._attempt(body)
+            raise _Retryable(f"connection failed ({type(exc).__name__}: {exc})") from exc
+        if resp.getheader("Connection", "").lower() == "close":
+            self._drop_connection()
+        if resp.status in RETRY_STATUS:
+            wait = retry_after_seconds(resp.getheader("Retry-After")) if resp.status in (429, 503) else None
+            raise _Retryable(f"HTTP {resp.status}: {_error_message(raw)}", wait)
+        if resp.status >= 400:
+            raise BackendError(f"{self._where()}: HTTP {resp.status}: {_error_message(raw)}")
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise _Retryable(f"unreadable JSON body ({raw[:80]!r})") from exc
+        if isinstance(data, dict) and "error" in data and "choices" not in data:
+            raise BackendError(f"{self._where()}: server error: {_error_message(raw)}")
+        return data
+
+    def _where(self) -> str:
+        return f"server {self.base_url} (model {self.model!r})"
+
+    def _backoff(self, attempt: int, wait: float | None) -> float:
+        if wait is not None:
+            return min(wait, self.backoff_max)
+        return self._rng.uniform(0.0, min(self.backoff_max, self.backoff_base * 2**attempt))
+
+    def complete(self, ask: Ask) -> Sample:
+        """One Ask, with retries; raises BackendError when they are spent or the reply is unusable."""
+        body = json.dumps(self.payload(ask)).encode()
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._sample(self._attempt(body))
+            except _Retryable as exc:
+                last = str(exc)
+                if attempt < self.max_retries:
+                    self._sleep(self._backoff(attempt, exc.wait))
+        raise BackendError(f"{self._where()} failed after {self.max_retries + 1} attempts; last error: {last}")
+
+    def _sample(self, data: Any) -> Sample:
+        try:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            if not isinstance(text, str):
+                raise TypeError(f"content is {type(text).__name__}")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise BackendError(f"{self._where()}: reply is not a chat completion ({exc}): {str(data)[:200]}") from exc
+        finish = choice.get("finish_reason") or "stop"
+        logprobs = None
+        content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+        if content:
+            logprobs = tuple(float(t["logprob"]) for t in content if isinstance(t, dict) and "logprob" in t)
+        return Sample(text=text, token_ids=None, logprobs=logprobs, finish_reason=str(finish))
+
+    # -- batches --------------------------------------------------------------------------------
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        asks = list(asks)
+        if len(asks) <= 1:
+            return [self.complete(a) for a in asks]
+        with self._count:
+            if self._pool is None:  # kept across calls, so each worker keeps its connection alive
+                self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="cgym-openai")
+        futures = [self._pool.submit(self.complete, a) for a in asks]
+        results, first_error = [], None
+        for fut in futures:
+            try:
+                results.append(fut.result())
+            except BackendError as exc:
+                first_error = first_error or exc
+                results.append(None)
+        if first_error is not None:
+            failed = sum(r is None for r in results)
+            raise BackendError(f"{failed} of {len(asks)} requests failed; first: {first_error}") from first_error
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Stop the worker threads (their connections close with them)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._drop_connection()
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)

@@ -1,0 +1,97 @@
+"""In-process vLLM backend (extra ``vllm``; needs a CUDA GPU): one ``LLM`` engine, batched calls.
+
+Each Ask becomes its own ``SamplingParams`` (seed, temperature, top_p, max_tokens, and logprobs when
+asked), so seeds stay per Ask and results do not depend on the batch. Chats go through the model's
+chat template (``LLM.chat``); a tokenizer without one gets :func:`hf.plain_prompt` via ``LLM.generate``.
+``Sample.logprobs`` are vLLM's log-probs of the sampled tokens (raw model log-probs by default; see
+vLLM's ``logprobs_mode``), which is not the temperature-scaled quantity of the HF backend.
+
+vllm is imported only when the backend is built. For several GPUs, either pass
+``tensor_parallel_size`` here, or run ``vllm serve MODEL --tensor-parallel-size N`` and use the
+OpenAI backend against it (``backend: openai``, ``base_url: http://127.0.0.1:8000/v1``), which also
+lets many processes share one server.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import BackendError, ConfigError
+from ..types import Ask, Sample
+from .base import Generator
+from .hf import plain_prompt
+
+INSTALL_HINT = "pip install 'coalition-gym[vllm]' on a machine with a CUDA GPU"
+
+
+def import_vllm() -> Any:
+    """The ``vllm`` module, or a BackendError that says how to get it."""
+    try:
+        import vllm
+    except ImportError as exc:
+        raise BackendError(f"the vllm backend needs the vllm package, which is not installed ({exc}); "
+                           f"{INSTALL_HINT}, or use the 'hf' backend (transformers) or the 'openai' backend "
+                           "against a `vllm serve` server") from exc
+    return vllm
+
+
+def sampling_kwargs(ask: Ask, max_new_tokens: int | None = None, logprobs: bool = False) -> dict[str, Any]:
+    """vLLM ``SamplingParams`` keyword arguments for one Ask (temperature 0 is greedy in vLLM too)."""
+    max_tokens = int(ask.params.max_new_tokens)
+    if max_new_tokens is not None:
+        max_tokens = min(max_tokens, int(max_new_tokens))
+    kwargs: dict[str, Any] = {"temperature": float(ask.params.temperature), "top_p": float(ask.params.top_p),
+                              "max_tokens": max_tokens, "seed": int(ask.seed) % 2**63}
+    if logprobs:
+        kwargs["logprobs"] = 1  # the sampled token's log-prob is always included
+    return kwargs
+
+
+class VLLMGenerator(Generator):
+    """A Generator over an in-process ``vllm.LLM``; extra engine arguments go to ``LLM(...)``."""
+
+    def __init__(self, model: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
+                 gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
+                 max_new_tokens: int | None = None, logprobs: bool = False, trust_remote_code: bool = False,
+                 **engine_args: Any):
+        if not model:
+            raise ConfigError("the vllm backend needs a model (a local folder or a hub name)")
+        if tensor_parallel_size < 1 or not 0.0 < gpu_memory_utilization <= 1.0:
+            raise ConfigError(f"tensor_parallel_size={tensor_parallel_size} must be >= 1 and "
+                              f"gpu_memory_utilization={gpu_memory_utilization} in (0, 1]")
+        vllm = import_vllm()
+        self._vllm = vllm
+        self.model_name, self.max_new_tokens, self.logprobs = model, max_new_tokens, bool(logprobs)
+        args = {"model": model, "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
+                "gpu_memory_utilization": gpu_memory_utilization, "trust_remote_code": trust_remote_code,
+                **engine_args}
+        if max_model_len is not None:
+            args["max_model_len"] = max_model_len
+        try:
+            self.llm = vllm.LLM(**args)
+        except Exception as exc:  # vLLM raises many kinds on bad models or missing GPUs
+            raise BackendError(f"vllm could not start model {model!r}: {type(exc).__name__}: {exc}") from exc
+        tokenizer = self.llm.get_tokenizer()
+        self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
+        self.identity = f"vllm:{model}:{dtype}"
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        asks = list(asks)
+        if not asks:
+            return []
+        params = [self._vllm.SamplingParams(**sampling_kwargs(a, self.max_new_tokens, self.logprobs)) for a in asks]
+        if self.has_chat_template:
+            chats = [[{"role": m.role, "content": m.content} for m in a.messages] for a in asks]
+            outputs = self.llm.chat(chats, sampling_params=params, use_tqdm=False)
+        else:
+            outputs = self.llm.generate([plain_prompt(a.messages) for a in asks], sampling_params=params,
+                                        use_tqdm=False)
+        return [self._sample(o) for o in outputs]
+
+    def _sample(self, output: Any) -> Sample:
+        best = output.outputs[0]
+        ids = tuple(int(t) for t in best.token_ids)
+        logprobs = None
+        if best.logprobs:
+            logprobs = tuple(float(step[tok].logprob) for step, tok in zip(best.logprobs, ids))
+        return Sample(text=best.text, token_ids=ids, logprobs=logprobs, finish_reason=str(best.finish_reason or "stop"))

@@ -1,0 +1,334 @@
+"""OpenAI-compatible backend: against a small in-test server that injects every failure, and against a
+real `transformers serve` process running a tiny zoo model."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from coalition_gym.agents.openai_api import OpenAIGenerator, retry_after_seconds
+from coalition_gym.errors import BackendError, ConfigError
+from coalition_gym.types import Ask, Message, SamplingParams
+
+KEY_ENV = "CGYM_TEST_OPENAI_KEY"
+SECRET = "sk-test-secret-123"
+
+
+def ask(text: str = "Calculate 2 + 3.\nAnswer:", seed: int = 7, **params) -> Ask:
+    return Ask(member="remote", messages=(Message("user", text),), seed=seed, params=SamplingParams(**params))
+
+
+def completion(text: str, logprobs: list[float] | None = None) -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": [{"token": "x", "logprob": lp} for lp in logprobs]}
+    return {"id": "c1", "object": "chat.completion", "choices": [choice]}
+
+
+class FakeServer:
+    """Answers /v1/chat/completions; each request takes the next scripted behaviour (then "ok")."""
+
+    def __init__(self) -> None:
+        self.script: list[str] = []
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.delay = 0.0
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with fake.lock:
+                    fake.requests.append(body)
+                    fake.headers.append(dict(self.headers))
+                    action = fake.script.pop(0) if fake.script else "ok"
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    fake.act(self, action, body)
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+
+    def act(self, h: http.server.BaseHTTPRequestHandler, action: str, body: dict) -> None:
+        def send(status: int, payload: bytes, headers: dict | None = None) -> None:
+            h.send_response(status)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(payload)))
+            for k, v in (headers or {}).items():
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(payload)
+
+        if action == "ok":
+            time.sleep(self.delay)
+            text = " " + body["messages"][-1]["content"][-12:]
+            lps = [-0.5, -0.25] if body.get("logprobs") else None
+            send(200, json.dumps(completion(text, lps)).encode())
+        elif action == "ok_then_close":  # answer, then drop the keep-alive connection without saying so
+            send(200, json.dumps(completion("bye")).encode())
+            h.close_connection = True
+        elif action == "500":
+            send(500, b'{"error": {"message": "internal error"}}')
+        elif action == "429":
+            send(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "0.25"})
+        elif action == "timeout":
+            time.sleep(1.5)  # longer than the client's timeout
+            send(200, json.dumps(completion("late")).encode())
+        elif action == "reset":  # drop the connection abruptly (RST)
+            h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            h.connection.close()
+            h.close_connection = True
+        elif action == "malformed":
+            send(200, b'{"choices": [ {"message": ')
+        elif action == "not_found":
+            send(404, b'{"error": {"message": "The model `nope` does not exist.", "type": "invalid_request_error"}}')
+        elif action == "error_body":
+            send(200, b'{"error": {"message": "context length exceeded"}}')
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def server():
+    fake = FakeServer()
+    yield fake
+    fake.close()
+
+
+def client(server: FakeServer, **kw) -> tuple[OpenAIGenerator, list[float]]:
+    sleeps: list[float] = []
+    opts = dict(api_key_env=KEY_ENV, timeout=0.5, max_retries=3, backoff_base=0.01, sleep=sleeps.append)
+    opts.update(kw)
+    return OpenAIGenerator(server.url, "zoo-model", **opts), sleeps
+
+
+def test_request_carries_messages_sampling_seed_and_key(server, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    gen, _ = client(server)
+    a = ask(seed=2**40 + 5, temperature=0.3, top_p=0.9, max_new_tokens=11)
+    (sample,) = gen.generate([a])
+    assert sample.text == " " + a.messages[0].content[-12:] and sample.finish_reason == "stop" and sample.logprobs is None
+    body = server.requests[0]
+    assert body["model"] == "zoo-model" and body["messages"] == [{"role": "user", "content": a.messages[0].content}]
+    assert body["temperature"] == 0.3 and body["top_p"] == 0.9 and body["max_tokens"] == 11
+    assert body["seed"] == a.seed % (2**31 - 1) and "logprobs" not in body
+    assert server.headers[0]["Authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in repr(gen) and SECRET not in gen.identity
+
+
+def test_no_key_means_no_authorization_header(server, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    gen, _ = client(server)
+    gen.generate([ask()])
+    assert "Authorization" not in server.headers[0]
+
+
+def test_seed_is_omitted_when_disabled_and_cap_applies(server):
+    gen, _ = client(server, send_seed=False, max_new_tokens=4)
+    gen.generate([ask(max_new_tokens=50)])
+    assert "seed" not in server.requests[0] and server.requests[0]["max_tokens"] == 4
+
+
+def test_logprobs_are_requested_and_returned(server):
+    gen, _ = client(server, logprobs=True)
+    (sample,) = gen.generate([ask()])
+    assert server.requests[0]["logprobs"] is True and sample.logprobs == (-0.5, -0.25)
+
+
+@pytest.mark.parametrize("failure", ["500", "reset", "malformed", "timeout"])
+def test_transient_failures_are_retried_with_backoff(server, failure):
+    server.script = [failure, failure]
+    gen, sleeps = client(server)
+    (sample,) = gen.generate([ask()])
+    assert sample.text.endswith("Answer:")
+    assert gen.attempts == 3 and len(sleeps) == 2
+    assert all(0.0 <= s <= gen.backoff_base * 2 ** k for k, s in enumerate(sleeps))  # jittered exponential
+
+
+def test_a_keep_alive_connection_the_server_dropped_is_reopened_without_backoff(server):
+    server.script = ["ok_then_close"]
+    gen, sleeps = client(server)
+    assert gen.generate([ask()])[0].text == "bye"
+    time.sleep(0.1)  # let the server close its end
+    assert gen.generate([ask()])[0].text.endswith("Answer:")
+    assert sleeps == [] and gen.attempts == 3  # the failed send on the stale connection, then a fresh one
+
+
+def test_429_honours_retry_after(server):
+    server.script = ["429"]
+    gen, sleeps = client(server)
+    gen.generate([ask()])
+    assert sleeps == [0.25] and gen.attempts == 2
+
+
+def test_retry_after_parsing():
+    assert retry_after_seconds("3") == 3.0 and retry_after_seconds(None) is None
+    assert retry_after_seconds("garbage") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: no wait
+
+
+def test_persistent_failure_names_server_and_model_never_the_key(server, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    server.script = ["500"] * 10
+    gen, sleeps = client(server, max_retries=2)
+    with pytest.raises(BackendError) as err:
+        gen.generate([ask()])
+    message = str(err.value)
+    assert server.url in message and "zoo-model" in message and "3 attempts" in message
+    assert "internal error" in message and SECRET not in message
+    assert len(sleeps) == 2
+
+
+def test_client_errors_are_not_retried_and_quote_the_server(server):
+    server.script = ["not_found"]
+    gen, sleeps = client(server)
+    with pytest.raises(BackendError, match="HTTP 404.*does not exist"):
+        gen.generate([ask()])
+    assert gen.attempts == 1 and sleeps == []
+
+
+def test_an_api_error_body_is_a_clear_error(server):
+    server.script = ["error_body"]
+    gen, _ = client(server)
+    with pytest.raises(BackendError, match="context length exceeded"):
+        gen.generate([ask()])
+
+
+def test_server_that_is_down_gives_a_clear_error():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gen = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_base=0.0, sleep=lambda s: None)
+    with pytest.raises(BackendError, match=rf"127\.0\.0\.1:{port}.*'m'.*connection failed"):
+        gen.generate([ask()])
+
+
+def test_batches_are_concurrent_but_bounded_and_ordered(server):
+    server.delay = 0.05
+    gen, _ = client(server, max_concurrency=3)
+    asks = [ask(f"question {k}?", seed=k) for k in range(10)]
+    samples = gen.generate(asks)
+    assert [s.text for s in samples] == [" " + f"question {k}?"[-12:] for k in range(10)]
+    assert server.max_in_flight <= 3
+    gen.close()
+
+
+def test_one_failed_ask_fails_the_batch_with_a_count(server):
+    server.script = ["not_found"]
+    gen, _ = client(server, max_concurrency=1)
+    with pytest.raises(BackendError, match="1 of 3 requests failed"):
+        gen.generate([ask(seed=k) for k in range(3)])
+
+
+def test_bad_configuration_is_refused():
+    with pytest.raises(ConfigError, match="base_url"):
+        OpenAIGenerator("localhost:8000", "m")
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        OpenAIGenerator("http://127.0.0.1:1/v1", "m", max_concurrency=0)
+    with pytest.raises(ConfigError, match="model name"):
+        OpenAIGenerator("http://127.0.0.1:1/v1", "")
+
+
+# -- a real `transformers serve` ----------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from coalition_gym.agents.zoo import build_zoo
+
+    build = build_zoo("tiny", tmp_path_factory.getbasetemp() / "cgym-home" / "zoo", progress=False)
+    return build.model_path(next(iter(build.models)))
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model):
+    """`transformers serve` on 127.0.0.1 with a zoo model folder, started and stopped here."""
+    exe = Path(sys.executable).with_name("transformers")
+    cli = [str(exe)] if exe.exists() else [shutil.which("transformers") or "transformers"]
+    port = _free_port()
+    log = tiny_model.parent / f"serve-{port}.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cli + ["serve", str(tiny_model), "--host", "127.0.0.1", "--port", str(port),
+                                       "--device", "cpu"], stdout=fh, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"transformers serve did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield f"{url}/v1", str(tiny_model)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_real_transformers_serve_matches_the_hf_backend_when_greedy(served):
+    from coalition_gym.agents.hf import HFGenerator
+
+    url, model = served
+    remote = OpenAIGenerator(url, model, max_concurrency=4, timeout=60, max_retries=2)
+    local = HFGenerator(model, device="cpu", max_new_tokens=8)
+    asks = [ask(f"Calculate {a} + {b}.\nAnswer:", seed=a, temperature=0.0, max_new_tokens=8)
+            for a, b in [(1, 2), (3, 4), (5, 6), (7, 1), (2, 2)]]
+    got = remote.generate(asks)
+    assert [s.text for s in got] == [s.text for s in local.generate(asks)]
+    assert all(s.finish_reason in ("stop", "length") for s in got)
+    # Sampling goes through too, and the seed is passed on (the server seeds its global generator).
+    hot = [ask("Calculate 4 * 4.\nAnswer:", seed=3, temperature=1.0, max_new_tokens=8)]
+    assert all(isinstance(s.text, str) for s in remote.generate(hot))
+
+
+@pytest.mark.slow
+def test_real_server_errors_are_clear(served):
+    url, _ = served
+    wrong = OpenAIGenerator(url, "not-the-served-model", max_retries=0)
+    with pytest.raises(BackendError, match="HTTP 400.*pinned"):
+        wrong.generate([ask()])
