@@ -6,6 +6,13 @@ from typing import Callable, Sequence
 
 import pytest
 
+try:  # one intra-op thread: on a shared 2-core machine torch's default threads fight and crawl
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # pragma: no cover - torch is a core dependency
+    pass
+
 from coalition_gym.agents.base import Generator
 from coalition_gym.tasks.base import Task
 from coalition_gym.types import Ask, Item, Sample
