@@ -185,3 +185,25 @@ def test_cgym_eval_runs_the_zoo_pool(home, tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "pool zoo:tiny" in out and "pico" in out and "nano" in out
+
+
+def test_replicas_split_a_batch_and_keep_its_order():
+    from coalition_gym.agents.replicas import ReplicaGenerator
+    from coalition_gym.types import Ask, Message
+
+    from conftest import Scripted
+
+    first, second = Scripted(lambda a: f"r1:{a.seed}", "m"), Scripted(lambda a: f"r2:{a.seed}", "m")
+    gen = ReplicaGenerator([first, second])
+    asks = [Ask("x", (Message("user", "q"),), seed=k) for k in range(5)]
+    assert [s.text for s in gen.generate(asks)] == ["r1:0", "r2:1", "r1:2", "r2:3", "r1:4"]
+    assert [len(c) for c in first.calls] == [3] and [len(c) for c in second.calls] == [2]
+
+
+def test_openai_member_with_several_base_urls():
+    from coalition_gym.agents.pools import load_pool
+    from coalition_gym.agents.replicas import ReplicaGenerator
+
+    pool = load_pool({"members": [{"name": "served", "backend": "openai", "model": "m",
+                                   "base_url": ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]}]})
+    assert isinstance(pool.members["served"], ReplicaGenerator) and len(pool.members["served"].replicas) == 2

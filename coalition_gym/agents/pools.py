@@ -139,7 +139,7 @@ BACKEND_OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
     "sim": {},
     "hf": {"device": (str,), "dtype": (str,), "max_batch_size": (int,), "max_new_tokens": (int,),
            "trust_remote_code": (bool,), "allow_download": (bool,), "revision": (str,)},
-    "openai": {"base_url": (str,), "api_key_env": (str, type(None)), "max_concurrency": (int,),
+    "openai": {"base_url": (str, list), "api_key_env": (str, type(None)), "max_concurrency": (int,),
                "timeout": (int, float), "max_retries": (int,), "backoff_base": (int, float),
                "backoff_max": (int, float), "logprobs": (bool,), "send_seed": (bool,), "max_new_tokens": (int,),
                "extra_body": (dict,)},
@@ -375,6 +375,10 @@ def _openai(model: str, **opts: Any) -> Generator:
     from .openai_api import OpenAIGenerator
 
     base_url = opts.pop("base_url")
+    if isinstance(base_url, list):  # several replicas of one model: share the work between them
+        from .replicas import ReplicaGenerator
+
+        return ReplicaGenerator([OpenAIGenerator(str(url), model, **opts) for url in base_url])
     return OpenAIGenerator(base_url, model, **opts)
 
 
