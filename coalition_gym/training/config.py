@@ -1,4 +1,5 @@
-"""One config dataclass per training method, with documented defaults.
+"""One config dataclass per training method (``CRLConfig``, ``GRPOIndivConfig``, ``DAPOIndivConfig``,
+``RAFTConfig``, ``NudgeConfig``, ``BaseConfig``), sharing ``TrainConfig``'s documented defaults.
 
 Defaults follow the paper's C-RL setup (appendix B.2): 64 protocol executions per optimiser step (8
 items x G=8), group-relative advantages, clipped policy gradient with epsilon 0.2, no KL term, no
@@ -96,14 +97,56 @@ NUDGE_PROMPTS = (
     "Other models will read your answer: state it clearly and confidently on the last line.",
 )
 
-#: Per-method overrides applied on top of TrainConfig's defaults.
-METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "crl": {},
-    "grpo-indiv": {"aggregation": "seq-mean-token-mean"},
-    "dapo-indiv": {"eps_high": 0.28, "dynamic_sampling": True, "overlong_max": 64, "overlong_cache": 16},
-    "raft": {},
-    "nudge": {},
-    "base": {},
+@dataclass
+class CRLConfig(TrainConfig):
+    """C-RL: rollouts inside the protocol, reward = the system's score, token-mean clipped PG."""
+
+    method: str = "crl"
+
+
+@dataclass
+class GRPOIndivConfig(TrainConfig):
+    """GRPO on solo rollouts (reward = the policy's own correctness), sequence-level aggregation."""
+
+    method: str = "grpo-indiv"
+    aggregation: str = "seq-mean-token-mean"
+
+
+@dataclass
+class DAPOIndivConfig(TrainConfig):
+    """DAPO on solo rollouts: clip-higher 0.28, dynamic sampling, token-level loss, overlong penalty."""
+
+    method: str = "dapo-indiv"
+    eps_high: float | None = 0.28
+    dynamic_sampling: bool = True
+    overlong_max: int | None = 64
+    overlong_cache: int = 16
+
+
+@dataclass
+class RAFTConfig(TrainConfig):
+    """Collaborative RAFT: SFT on the policy's calls from executions scoring >= raft_threshold."""
+
+    method: str = "raft"
+
+
+@dataclass
+class NudgeConfig(TrainConfig):
+    """Prompt nudge: no weight update; the best of nudge_prompts by collaborative dev score."""
+
+    method: str = "nudge"
+
+
+@dataclass
+class BaseConfig(TrainConfig):
+    """Base: the untrained policy, evaluated only."""
+
+    method: str = "base"
+
+
+CONFIGS: dict[str, type[TrainConfig]] = {
+    "crl": CRLConfig, "grpo-indiv": GRPOIndivConfig, "dapo-indiv": DAPOIndivConfig, "raft": RAFTConfig,
+    "nudge": NudgeConfig, "base": BaseConfig,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -114,7 +157,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def make_config(method: str, preset: str = "paper", **overrides: Any) -> TrainConfig:
-    """A config for ``method``: TrainConfig defaults, then the method's, the preset's, then yours."""
+    """The method's config class with its defaults, then the preset's, then yours."""
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
     if method not in METHODS:
@@ -123,9 +166,10 @@ def make_config(method: str, preset: str = "paper", **overrides: Any) -> TrainCo
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise ConfigError(f"TrainConfig has no setting {unknown[0]!r}")
-    settings: dict[str, Any] = {**METHOD_DEFAULTS[method], **PRESETS[preset]}
+    settings: dict[str, Any] = dict(PRESETS[preset])
     if method != "dapo-indiv":  # the overlong penalty belongs to DAPO
         settings.pop("overlong_max", None)
         settings.pop("overlong_cache", None)
     settings.update(overrides)
-    return TrainConfig(method=method, **settings)
+    settings.pop("method", None)
+    return CONFIGS[method](**settings)
