@@ -29,6 +29,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/scoring_throughput.py
 	$(PY) benchmarks/protocol_comparison.py
 	$(PY) benchmarks/backend_throughput.py
+	$(PY) benchmarks/sb3_router.py
+	$(PY) benchmarks/vector_and_ray.py
+	$(PY) benchmarks/crl_tiny.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
