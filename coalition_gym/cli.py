@@ -145,6 +145,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from .envs.executors import make_executor
     from .training.trainer import run_methods, summary_table
 
     overrides = _settings(args.set)
@@ -158,7 +159,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     if protocol_settings:
         settings["protocol_settings"] = protocol_settings
     root = Path(args.out)
-    for report in run_methods(args.method.split(","), root, preset=args.preset, **settings):
+    executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
+    try:
+        reports = run_methods(args.method.split(","), root, preset=args.preset, executor=executor, **settings)
+    finally:
+        if executor is not None:
+            executor.close()
+    for report in reports:
         print(f"{report['method']} (seed {report['seed']}): best step {report['best_step']}, test collab "
               f"{report['collab']['mean']:.3f} {report['collab']['ci']}, solo {report['solo']['mean']:.3f} "
               f"{report['solo']['ci']}")
@@ -271,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any TrainConfig field, or protocol.<setting>")
     p.add_argument("--tensorboard", action="store_true")
+    p.add_argument("--executor", default="local", choices=["local", "ray"], help="where rollouts are collected")
+    p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")
     p.add_argument("--out", default="runs/train")
     p.set_defaults(func=cmd_train)
 

@@ -84,3 +84,18 @@ def test_unreachable_address_and_missing_ray(monkeypatch):
         make_executor("ray")
     with pytest.raises(ConfigError, match="unknown executor"):
         make_executor("dask")
+
+
+def test_training_rollouts_on_ray_equal_local_ones(executor, tmp_path):
+    from coalition_gym.training.config import make_config
+    from coalition_gym.training.trainer import Trainer
+
+    cfg = make_config("crl", preset="tiny", policy="zoo:tiny/pico", task="zoo:arith", task_kwargs={"size": 20},
+                      items_per_step=3, group_size=2, collaborators="sim:demo", members=["atlas", "delta"])
+    local = Trainer(cfg, out=tmp_path / "local")
+    remote = Trainer(cfg, out=tmp_path / "ray", executor=executor)
+    items = local.task.items("train")[:3]
+    a, b = local.rollouts(items, step_seed=7), remote.rollouts(items, step_seed=7)
+    assert [(r.index, r.group, r.reward) for r in a] == [(r.index, r.group, r.reward) for r in b]
+    assert [[c.completion_ids for c in r.calls] for r in a] == [[c.completion_ids for c in r.calls] for r in b]
+    assert all(c.rollout == r.index for r in b for c in r.calls)

@@ -129,7 +129,7 @@ class RayExecutor(Executor):
             elif num_cpus is not None:
                 kwargs["num_cpus"] = num_cpus
             ray.init(**kwargs)
-        self.shards_per_worker = shards_per_worker
+        self.shards_per_worker, self.max_retries = shards_per_worker, max_retries
         self._remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(run_shard)
 
     @property
@@ -152,6 +152,13 @@ class RayExecutor(Executor):
             outcomes += shard_outcomes
             counts.add(shard_counts)
         return outcomes, counts
+
+    def map(self, fn: Any, shards: Sequence[dict[str, Any]], shared: dict[str, Any]) -> list[Any]:
+        """``fn(**shared, **shard)`` for every shard as Ray tasks (``shared`` is put in the object store
+        once); results in shard order. Used for training rollouts."""
+        remote = self._ray.remote(max_retries=self.max_retries, retry_exceptions=False)(fn)
+        refs_shared = {k: self._ray.put(v) for k, v in shared.items()}
+        return self._ray.get([remote.remote(**refs_shared, **shard) for shard in shards])
 
     def close(self) -> None:
         if self._started_here and self._ray.is_initialized():

@@ -133,5 +133,53 @@ def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Se
     return rollouts
 
 
-__all__ = ["PolicyCall", "Rollout", "RecordingPolicy", "collect", "tag_policy_asks", "with_system_prompt",
-           "policy_solo_score"]
+def _rollout_shard(model_config: Any, state: Any, tokenizer: Any, max_new_tokens: int, identity: str,
+                   system_prompt: str, protocol: Protocol, task: Task, coalition: Sequence[str],
+                   backends: Mapping[str, Generator], policy_name: str, group_size: int, seed: int,
+                   styles: Mapping[str, str], dev_scores: Mapping[str, float], items: Sequence[Item],
+                   first_group: int) -> list[Rollout]:
+    """A Ray task: rebuild the policy from its weights and collect this shard's rollouts."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ..agents.hf import HFGenerator
+
+    torch.set_num_threads(1)  # one worker per core
+    model = AutoModelForCausalLM.from_config(model_config)
+    model.load_state_dict(state)
+    model.eval()
+    policy = RecordingPolicy(HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens, identity=identity),
+                             system_prompt)
+    return collect(protocol, task, items, coalition, backends, policy, policy_name, group_size, seed, styles,
+                   dev_scores, first_group=first_group)
+
+
+def collect_distributed(executor: Any, policy: RecordingPolicy, protocol: Protocol, task: Task,
+                        items: Sequence[Item], coalition: Sequence[str], backends: Mapping[str, Generator],
+                        policy_name: str, group_size: int, seed: int, styles: Mapping[str, str],
+                        dev_scores: Mapping[str, float] | None = None, first_group: int = 0) -> list[Rollout]:
+    """:func:`collect` spread over a Ray executor, whole items per shard. Seeds depend on the item and
+    execution, never on the shard, so the rollouts equal the local ones."""
+    hf = policy.backend
+    state = {k: v.detach().cpu() for k, v in hf.model.state_dict().items()}
+    shared = {"model_config": hf.model.config, "state": state, "tokenizer": hf.tokenizer,
+              "max_new_tokens": hf.max_new_tokens, "identity": hf.identity, "system_prompt": policy.system_prompt,
+              "protocol": protocol, "task": task, "coalition": list(coalition), "backends": dict(backends),
+              "policy_name": policy_name, "group_size": group_size, "seed": seed, "styles": dict(styles),
+              "dev_scores": dict(dev_scores or {})}
+    n = min(len(items), executor.workers)
+    size = -(-len(items) // n)
+    shards = [{"items": list(items[i:i + size]), "first_group": first_group + i} for i in range(0, len(items), size)]
+    rollouts: list[Rollout] = []
+    for part in executor.map(_rollout_shard, shards, shared):
+        offset = len(rollouts)
+        for r in part:  # indices are per shard: make them global, calls included
+            r.index += offset
+            for call in r.calls:
+                call.rollout = r.index
+        rollouts += part
+    return rollouts
+
+
+__all__ = ["PolicyCall", "Rollout", "RecordingPolicy", "collect", "collect_distributed", "tag_policy_asks",
+           "with_system_prompt", "policy_solo_score"]

@@ -38,7 +38,7 @@ from ..valuation.stats import bootstrap_mean, rescue_drag
 from .advantages import broadcast, group_advantages, informative_groups, overlong_penalty
 from .config import TrainConfig
 from .losses import clipped_policy_loss, sft_loss
-from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect
+from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect, collect_distributed
 
 STATE_FILE = "trainer_state.pt"
 
@@ -96,7 +96,7 @@ class TrainState:
 
 class Trainer:
     def __init__(self, config: TrainConfig, out: str | Path | None = None,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, executor: Any = None):
         import torch
         from transformers.utils import logging as hf_logging
 
@@ -120,6 +120,7 @@ class Trainer:
         self.state = TrainState()
         self.styles = {**self.pool.styles, config.policy_name: config.policy_style}
         self.rng = random.Random(config.seed)
+        self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
         self._tb = None
 
     # -- setup helpers --------------------------------------------------------------------------
@@ -149,9 +150,13 @@ class Trainer:
     # -- rollouts -------------------------------------------------------------------------------------
     def rollouts(self, items: Sequence[Item], step_seed: int, first_group: int = 0) -> list[Rollout]:
         proto = self.solo_protocol if self.config.solo else self.collab_protocol
-        return collect(proto, self.task, items, self.training_coalition, self.pool.backends(), self.backend(),
-                       self.config.policy_name, self.config.group_size, step_seed, self.styles,
-                       self.pool.dev_scores, first_group=first_group)
+        gather = collect_distributed if getattr(self.executor, "name", "local") == "ray" else None
+        args = (proto, self.task, items, self.training_coalition, self.pool.backends())
+        if gather is not None:
+            return gather(self.executor, self.backend(), *args, self.config.policy_name, self.config.group_size,
+                          step_seed, self.styles, self.pool.dev_scores, first_group=first_group)
+        return collect(*args, self.backend(), self.config.policy_name, self.config.group_size, step_seed,
+                       self.styles, self.pool.dev_scores, first_group=first_group)
 
     def _draw_items(self, n: int) -> list[Item]:
         pool = list(self.task.items("train"))
@@ -437,7 +442,7 @@ class Trainer:
 
 
 def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", progress: bool = True,
-                **settings: Any) -> list[dict[str, Any]]:
+                executor: Any = None, **settings: Any) -> list[dict[str, Any]]:
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
     which runs first when ``root`` has no Base for this seed yet."""
     from .config import make_config
@@ -451,7 +456,7 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     reports = []
     for method in methods:
         config = make_config(method, preset=preset, **settings)
-        trainer = Trainer(config, out=root / f"{config.method}-seed{config.seed}")
+        trainer = Trainer(config, out=root / f"{config.method}-seed{config.seed}", executor=executor)
         trainer.fit(progress=progress)
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         reports.append(trainer.report(base))
