@@ -31,6 +31,18 @@ class Scripted(Generator):
         return [Sample(text=self.reply(a)) for a in asks]
 
 
+class Recorder(Scripted):
+    """Passes batches to ``inner`` and records them."""
+
+    def __init__(self, inner: Generator):
+        super().__init__(lambda ask: "")
+        self.inner = inner
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        self.calls.append(list(asks))
+        return self.inner.generate(asks)
+
+
 class ListTask(Task):
     """Exact-match task over fixed items."""
 

@@ -18,7 +18,7 @@ from coalition_gym.errors import ConfigError, EmptyCoalitionError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.types import Sample
 
-from conftest import ListTask, Scripted, answer_text
+from conftest import ListTask, Recorder, Scripted, answer_text
 
 NEW_IDS = ["coalition_gym/MixtureOfAgents-v0", "coalition_gym/HeterogeneousSwarms-v0", "coalition_gym/Feedback-v0",
            "coalition_gym/PromptRouting-v0", "coalition_gym/TrainedRouter-v0", "coalition_gym/Cascade-v0"]
@@ -277,16 +277,6 @@ def test_cascade_seeds_do_not_depend_on_the_member_rank(task):
 
 
 # -- properties shared by the new protocols --------------------------------------------------------
-
-class Recorder(Scripted):
-    def __init__(self, inner):
-        super().__init__(lambda ask: "")
-        self.inner = inner
-
-    def generate(self, asks):
-        self.calls.append(list(asks))
-        return self.inner.generate(asks)
-
 
 @pytest.mark.parametrize("name", NEW_PROTOCOLS)
 def test_seeds_never_depend_on_the_coalition(name):

@@ -6,42 +6,14 @@ import pytest
 from coalition_gym import CollaborationEnv, load_pool, make_protocol, make_task, run_episodes
 from coalition_gym.envs.protocols.router_model import hashed_ngrams, logistic_learner
 from coalition_gym.errors import UnknownNameError
-from coalition_gym.tasks.base import Task
 
-from conftest import Scripted, answer_text
-
-
-class MixedTask(Task):
-    """Items of several reasoning-gym datasets, interleaved; each item is scored by its own dataset."""
-
-    name = "mixed"
-
-    def __init__(self, datasets, size):
-        self.parts = {f"rg/{d}": make_task(f"rg/{d}", size=size) for d in datasets}
-
-    def items(self, split="test"):
-        self.check_split(split)
-        groups = zip(*(part.items(split) for part in self.parts.values()))
-        return [it for group in groups for it in group]
-
-    def score(self, answer, item):
-        return self.parts[item.id.rsplit("/", 2)[0]].score(answer, item)
+from conftest import Recorder, Scripted, answer_text
 
 
 @pytest.fixture(scope="module")
 def mixed():
     # arithmetic (mathy's), algorithmic (wordy's) and logic (logician's) questions
-    return MixedTask(["basic_arithmetic", "caesar_cipher", "syllogism"], size=40)
-
-
-class Recorder(Scripted):
-    def __init__(self, inner):
-        super().__init__(lambda ask: "")
-        self.inner = inner
-
-    def generate(self, asks):
-        self.calls.append(list(asks))
-        return self.inner.generate(asks)
+    return make_task("mix:rg/basic_arithmetic,rg/caesar_cipher,rg/syllogism", size=40)
 
 
 def test_trained_router_beats_random_routing_on_specialists(mixed):

@@ -98,3 +98,11 @@ def answer_turns(ctx: EpisodeContext, asks: list[Ask], samples: list[Sample]) ->
     """Transcript lines for a wave, each with the task's extraction of the reply."""
     return [Turn(a.member, a.role, a.round, s.text, ctx.task.extract(s.text))
             for a, s in zip(asks, samples)]
+
+
+def answer_independently(ctx: EpisodeContext, params: SamplingParams
+                         ) -> PyGenerator[list[Ask], list[Sample], tuple[list[Sample], list[Turn]]]:
+    """The usual first wave (``yield from`` it): every member answers the question alone, round 0."""
+    asks = [ctx.ask(m, ctx.question(m), params, round_=0) for m in ctx.members]
+    samples = yield asks
+    return samples, answer_turns(ctx, asks, samples)

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from ...errors import ConfigError
 from ...types import Outcome, SamplingParams, Turn
-from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
+from .base import EpisodeContext, ProgramGen, Protocol, answer_independently
 from .prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
 
 RANKINGS = ("pairwise", "listwise")
@@ -51,9 +51,7 @@ class LLMBlender(Protocol):
 
     def program(self, ctx: EpisodeContext) -> ProgramGen:
         members = ctx.members
-        asks = [ctx.ask(m, ctx.question(m), self.params, round_=0) for m in members]
-        samples = yield asks
-        transcript = answer_turns(ctx, asks, samples)
+        samples, transcript = yield from answer_independently(ctx, self.params)
         texts = [s.text for s in samples]
         answers = [t.answer for t in transcript]
         judge = SamplingParams(temperature=self.judge_temperature, max_new_tokens=self.max_new_tokens)

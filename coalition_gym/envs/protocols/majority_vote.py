@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ...types import Outcome
-from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
+from .base import EpisodeContext, ProgramGen, Protocol, answer_independently
 from .voting import check_tie_break, plurality
 
 
@@ -25,9 +25,7 @@ class MajorityVote(Protocol):
         check_tie_break(self.tie_break)
 
     def program(self, ctx: EpisodeContext) -> ProgramGen:
-        asks = [ctx.ask(m, ctx.question(m), self.params, round_=0) for m in ctx.members]
-        samples = yield asks
-        transcript = answer_turns(ctx, asks, samples)
+        _, transcript = yield from answer_independently(ctx, self.params)
         final, votes = plurality([(t.member, t.answer) for t in transcript], self.tie_break,
                                  ctx.dev_scores, seed=ctx.seed_for("tie-break", 0))
         text = next((t.text for t in transcript if t.answer == final), "")

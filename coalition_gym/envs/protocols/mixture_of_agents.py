@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from ...errors import ConfigError
 from ...types import Outcome, Turn
-from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
+from .base import EpisodeContext, ProgramGen, Protocol, answer_independently, answer_turns
 from .helpers import best_dev_member
 from .prompts import references_prompt
 
@@ -43,9 +43,7 @@ class MixtureOfAgents(Protocol):
 
     def program(self, ctx: EpisodeContext) -> ProgramGen:
         members = ctx.members
-        asks = [ctx.ask(m, ctx.question(m), self.params, round_=0) for m in members]
-        samples = yield asks
-        transcript = answer_turns(ctx, asks, samples)
+        samples, transcript = yield from answer_independently(ctx, self.params)
         texts = [s.text for s in samples]
         answers = [t.answer for t in transcript]
         for layer in range(1, self.layers):
