@@ -73,6 +73,10 @@ def _enter_namespaces(job, libc):
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
     _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE, None)
+    # Hold every library folder open *before* covering /tmp and friends: the interpreter or the
+    # project may live under one of them (a checkout or venv in /tmp), and a covered path is gone.
+    held = [(index, path, os.open(path, os.O_PATH), os.path.isdir(path))
+            for index, path in enumerate(job["sys_path"]) if os.path.exists(path)]
     tmp_size = job["disk_bytes"]
     for path in SHARED_WRITABLE:
         if os.path.isdir(path) and not os.path.islink(path):
@@ -84,16 +88,15 @@ def _enter_namespaces(job, libc):
     # library folder read-only into the sandbox's own tmpfs and import from there.
     mapped = []
     os.mkdir(os.path.join(root, "lib"), 0o755)
-    for index, path in enumerate(job["sys_path"]):
-        if not os.path.exists(path):
-            continue
+    for index, path, fd, is_dir in held:
         target = os.path.join(root, "lib", str(index))
-        if os.path.isdir(path):
+        if is_dir:
             os.mkdir(target, 0o755)
         else:
             open(target, "w").close()
-        _mount(libc, path, target, None, MS_BIND | MS_REC, None)
+        _mount(libc, f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC, None)
         _mount(libc, None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, None)
+        os.close(fd)
         mapped.append((path, target))
     return os.path.join(root, "work"), mapped
 
