@@ -37,6 +37,13 @@ def completion(text: str, logprobs: list[float] | None = None) -> dict:
     return {"id": "c1", "object": "chat.completion", "choices": [choice]}
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    """Clients that time out on purpose leave broken pipes behind; they are expected, not news."""
+
+    def handle_error(self, request, client_address):
+        pass
+
+
 class FakeServer:
     """Answers /v1/chat/completions; each request takes the next scripted behaviour (then "ok")."""
 
@@ -70,7 +77,7 @@ class FakeServer:
                     with fake.lock:
                         fake.in_flight -= 1
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
