@@ -125,3 +125,17 @@ def test_runs_are_deterministic():
         assert [r.to_dict() for r in first] == [r.to_dict() for r in again]
         other = run_episodes(make_protocol(name), task, task.items(), pool.member_names, pool.backends(), seed=10)
         assert [r.to_dict() for r in first] != [r.to_dict() for r in other]
+
+
+def test_episodes_are_scored_in_one_batch():
+    class Counting(ListTask):
+        batches = []
+
+        def score_many(self, answers, items):
+            self.batches.append(len(answers))
+            return super().score_many(answers, items)
+
+    task = Counting(["1", "2", "3"])
+    gen = Scripted(lambda ask: answer_text(ask.item.gold))
+    results = run_episodes(make_protocol("majority_vote"), task, task.items(), ["a"], {"a": gen})
+    assert task.batches == [3] and [r.score for r in results] == [1.0, 1.0, 1.0]

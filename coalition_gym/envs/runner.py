@@ -181,12 +181,24 @@ def episode_seed(seed: int, item: Item) -> int:
 
 
 def score_outcome(task: Task, item: Item, coalition: Sequence[str], seed: int,
-                  outcome: "Outcome | ProgramFailed") -> EpisodeResult:
+                  outcome: "Outcome | ProgramFailed", score: float | None = None) -> EpisodeResult:
+    """The scored episode (``score`` when already computed); a failure scores 0 with its error."""
     if isinstance(outcome, ProgramFailed):
         return EpisodeResult(item.id, tuple(coalition), seed, 0.0, None, False, None, str(outcome))
-    score = task.score(outcome.answer, item)
+    if score is None:
+        score = task.score(outcome.answer, item)
     return EpisodeResult(item.id, tuple(coalition), seed, score, outcome.answer,
                          outcome.answer is not None, outcome)
+
+
+def score_outcomes(task: Task, contexts: Sequence[EpisodeContext],
+                   outcomes: Sequence["Outcome | ProgramFailed"]) -> list[EpisodeResult]:
+    """Score many episodes with one ``task.score_many`` call (execution-based tasks run in parallel)."""
+    done = [k for k, o in enumerate(outcomes) if not isinstance(o, ProgramFailed)]
+    scores = dict(zip(done, task.score_many([outcomes[k].answer for k in done],  # type: ignore[union-attr]
+                                            [contexts[k].item for k in done])))
+    return [score_outcome(task, ctx.item, ctx.members, ctx.seed, o, scores.get(k))
+            for k, (ctx, o) in enumerate(zip(contexts, outcomes))]
 
 
 def run_episodes(protocol: Protocol, task: Task, items: Iterable[Item], coalition: Sequence[str],
@@ -207,4 +219,4 @@ def run_episodes(protocol: Protocol, task: Task, items: Iterable[Item], coalitio
     outcomes = run_programs(programs, backends, stats, on_done=(lambda i, o: bar.update(1)) if bar else None)
     if bar is not None:
         bar.close()
-    return [score_outcome(task, ctx.item, coalition, ctx.seed, o) for ctx, o in zip(contexts, outcomes)]
+    return score_outcomes(task, contexts, outcomes)

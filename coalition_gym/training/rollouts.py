@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from ..agents.base import Generator, stable_hash
 from ..envs.protocols import EpisodeContext, Protocol, ProgramGen
-from ..envs.runner import ProgramFailed, RunStats, run_programs, score_outcome
+from ..envs.runner import ProgramFailed, RunStats, run_programs, score_outcomes
 from ..envs.protocols.voting import majority_of
 from ..errors import BackendError
 from ..tasks.base import Task
@@ -124,8 +124,7 @@ def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Se
     for call in policy.calls[start:]:
         by_rollout.setdefault(call.rollout, []).append(call)
     rollouts = []
-    for i, (ctx, outcome) in enumerate(zip(contexts, outcomes)):
-        result = score_outcome(task, ctx.item, ctx.members, ctx.seed, outcome)
+    for i, (ctx, outcome, result) in enumerate(zip(contexts, outcomes, score_outcomes(task, contexts, outcomes))):
         calls = by_rollout.get(i, [])
         rollouts.append(Rollout(i, ctx.item, groups[i], result.score, policy_solo_score(task, ctx.item, calls),
                                 calls, result.error if isinstance(outcome, ProgramFailed) else None))

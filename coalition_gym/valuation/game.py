@@ -22,7 +22,7 @@ from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
 from ..envs.protocols import EpisodeContext, Protocol, make_protocol
 from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
-from ..envs.runner import RunStats, episode_seed, run_programs, score_outcome
+from ..envs.runner import RunStats, episode_seed, run_programs, score_outcomes
 from ..envs.system import with_pool_defaults
 from ..errors import ConfigError
 from ..tasks.base import Task
@@ -161,10 +161,9 @@ class CoalitionGame(Game):
                                        dev_scores=self.pool.dev_scores)
                         for c in chunk for it in self.items]
             outcomes = self._run(contexts)
+            scored = score_outcomes(self.task, contexts, outcomes)
             for k, c in enumerate(chunk):
-                rows = [score_outcome(self.task, ctx.item, ctx.members, ctx.seed, o)
-                        for ctx, o in zip(contexts[k * self.n_items:(k + 1) * self.n_items],
-                                          outcomes[k * self.n_items:(k + 1) * self.n_items])]
+                rows = scored[k * self.n_items:(k + 1) * self.n_items]
                 out[c] = np.array([r.score for r in rows])
                 self.records[c] = [{**r.to_dict(with_transcript=False),
                                     "cost": r.outcome.details.get("cost") if r.outcome else None} for r in rows]
