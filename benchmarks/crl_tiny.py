@@ -13,15 +13,13 @@ table and writes JSON. Whatever comes out is reported as it is.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
 import time
 from pathlib import Path
 from statistics import fmean
 
 from coalition_gym.training.trainer import run_methods
+
+from _common import machine_info, write_json
 
 METHODS = ["base", "crl", "grpo-indiv", "dapo-indiv", "raft", "nudge"]
 
@@ -74,11 +72,8 @@ def main() -> None:
           f"{settings['members']}; {args.steps} steps, {args.seeds} seeds, {args.test_items} test items, "
           f"{total / 60:.1f} min\n")
     print(table)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({
-        "benchmark": "crl_tiny", "settings": {**settings, "seeds": args.seeds}, "total_seconds": total,
-        "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
-        "table": table, "methods": summary}, indent=2, default=str))
+    write_json(args.json, {"benchmark": "crl_tiny", "settings": {**settings, "seeds": args.seeds},
+                           "total_seconds": total, "machine": machine_info(), "table": table, "methods": summary})
     print(f"\nwrote {args.json}")
 
 

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 from statistics import median
 
 from coalition_gym import AgentProfile, CollaborationEnv, SimulatedAgent, load_pool, make_task, run_episodes
-from coalition_gym import __version__ as package_version
 from coalition_gym.envs import PROTOCOLS, RunStats, make_protocol
+
+from _common import machine_info, write_json
 
 POOL, TASK = "sim:demo", "rg/basic_arithmetic"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"
@@ -161,17 +159,12 @@ def main() -> None:
                      "split": "test", "protocols": list(PROTOCOLS), "policy_profile": repr(policy.profile),
                      # The env seats the policy after the frozen members: 5 members against the runner's 4.
                      "runner_coalition": pool.member_names, "env_coalition": pool.member_names + ["policy"]},
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "implementation": platform.python_implementation(), "cpu_count": os.cpu_count(),
-                    "coalition_gym": package_version},
+        "machine": machine_info(),
         "total_seconds": time.perf_counter() - total,
         "summary": summary,
         "repeats": runs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")  # write then rename: never a half-written file
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, args.out)
+    write_json(args.out, report)
     print(f"\nwrote {args.out}", file=sys.stderr)
 
 

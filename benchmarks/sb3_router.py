@@ -10,12 +10,7 @@ test split with random routing, every single member, and the simulated descripti
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
 import time
-from pathlib import Path
 from statistics import fmean
 
 import gymnasium as gym
@@ -23,6 +18,8 @@ import numpy as np
 
 import coalition_gym  # noqa: F401  (registers the ids)
 from coalition_gym.envs.wrappers import DiscreteChoiceWrapper
+
+from _common import machine_info, write_json
 
 TASK = "mix:rg/basic_arithmetic,rg/letter_counting,rg/syllogism"
 MEMBERS = ["mathy", "wordy", "logician"]
@@ -73,12 +70,10 @@ def main() -> None:
     print("| router | held-out system score | vs best single member |\n|---|---|---|")
     for name, values in rows.items():
         print(f"| {name} | {fmean(values):.3f} | {fmean(values) - best_single:+.3f} |")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({
+    write_json(args.out, {
         "benchmark": "sb3_router", "task": TASK, "held_out_items": n, "timesteps": args.timesteps,
         "train_seconds": train_seconds, "scores": rows, "best_single": best_single,
-        "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()}},
-        indent=2))
+        "machine": machine_info()})
     print(f"\nwrote {args.out}")
 
 

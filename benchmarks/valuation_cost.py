@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -32,10 +29,11 @@ from statistics import median
 
 import numpy as np
 
-from coalition_gym import __version__ as package_version
 from coalition_gym import load_pool, make_task
 from coalition_gym.envs import make_protocol
 from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out, monte_carlo_shapley
+
+from _common import machine_info, write_json
 
 TASK = "rg/basic_arithmetic"
 PROTOCOLS = ("majority_vote", "slm_mux", "debate", "llm_blender")
@@ -210,16 +208,11 @@ def main() -> None:
                      "targets": TARGETS, "max_unshared_n": args.max_unshared_n, "repeats": args.repeats,
                      "n_boot": N_BOOT, "mc": None if args.no_mc else {"budget": "4*(n+1) coalitions",
                                                                        "tolerance": 0.0}},
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "implementation": platform.python_implementation(), "cpu_count": os.cpu_count(),
-                    "coalition_gym": package_version},
+        "machine": machine_info(),
         "total_seconds": time.perf_counter() - total,
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")  # write then rename: never a half-written file
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, args.out)
+    write_json(args.out, report)
     print(f"\nwrote {args.out}", file=sys.stderr)
 
 

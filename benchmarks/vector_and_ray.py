@@ -12,10 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
 import time
 from pathlib import Path
 
@@ -27,6 +23,8 @@ from coalition_gym.envs.executors import LocalExecutor, RayExecutor
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.tasks import make as make_task
 from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out
+
+from _common import machine_info, write_json
 
 
 def episodes_per_second(env_id: str, n: int, episodes: int, **kwargs) -> tuple[float, float]:
@@ -91,10 +89,9 @@ def main() -> None:
     ray_exec.close()
     print("(Ray times include shipping work to the workers, not starting Ray)")
     result = {"benchmark": "vector_and_ray", "vector": vector, "ray": ray_rows,
-              "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()}}
+              "machine": machine_info()}
     out = Path(args.out if not args.quick else args.out.replace(".json", ".quick.json"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_json(out, result)
     print(f"\nwrote {out}")
 
 
