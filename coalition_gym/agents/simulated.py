@@ -291,4 +291,29 @@ SIM_PRESETS: dict[str, dict[str, Any]] = {
                          "wordy": "strong at algorithmic string tasks and cognition",
                          "logician": "strong at logic puzzles and games"},
     },
+    # C-RL's pivotal setting: a careless agent and a careful one with independent errors; the careless
+    # one (listed first) scatters its guesses when it does not know. They disagree on most items, and
+    # under majority vote with seat-order ties the careless one wins every three-way tie, so wherever
+    # it is wrong and the careful one right, the third voter decides.
+    "split": {
+        "members": _profiles(
+            AgentProfile("ana", skill=0.3, diversity=1.4, conformity=0.0, recognition=0.0),
+            AgentProfile("ben", skill=0.8, diversity=1.4, conformity=0.0, recognition=0.0),
+        ),
+        "helpers": DEFAULT_HELPERS,
+    },
+    # C-RL's dissociation setting: two calculators, reliable on arithmetic and blind on everything else,
+    # where they scatter their guesses (low self-consistency). Under SLM-MUX a policy helps this system
+    # by being right *and* self-consistent off arithmetic, and by not outvoting them on arithmetic with
+    # confident wrong answers: not the same thing as being right as often as possible on its own.
+    "calculators": {
+        "members": _profiles(
+            AgentProfile("abel", skill=0.05, category_skill={"arithmetic": 0.9}, diversity=2.0, conformity=0.0,
+                         recognition=0.0),
+            AgentProfile("gauss", skill=0.05, category_skill={"arithmetic": 0.85}, diversity=2.0, conformity=0.0,
+                         recognition=0.0),
+        ),
+        "helpers": DEFAULT_HELPERS,
+        "descriptions": {"abel": "strong at arithmetic", "gauss": "strong at arithmetic"},
+    },
 }

@@ -40,7 +40,7 @@ from ..errors import ConfigError, UnknownNameError
 from ..types import Ask, Item, Message, SamplingParams
 
 #: Bump when training or the saved format changes in a way the recipe fields do not show.
-ZOO_FORMAT_VERSION = 3
+ZOO_FORMAT_VERSION = 4  # 4: reasoning-gym splits no longer overlap
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -201,6 +201,13 @@ RECIPES: dict[str, ZooRecipe] = {
         ZooModelSpec("nano", {"reverse": 1.0, "arith": 1.0}, n_embd=32, n_layer=2, n_head=2, steps=25,
                      batch_size=16, debate_fraction=0.1, seed=2, context=384),
     ), train_items=300, eval_items=24),
+    # For GPU runs of the C-RL benchmark (benchmarks/crl_demo.py --device cuda --policy zoo:large/scholar):
+    # a 4.8M-parameter generalist. Train it where a GPU is (COALITION_GYM_ZOO_DEVICE=cuda cgym zoo build
+    # --recipe large, minutes); on one CPU thread it takes hours.
+    "large": ZooRecipe("large", (
+        ZooModelSpec("scholar", {"arith": 0.4, "reverse": 0.4, "sum": 0.2}, n_embd=256, n_layer=6, n_head=8,
+                     steps=4000, batch_size=96, lr=1e-3, seed=21),
+    ), train_items=8000),
 }
 
 
@@ -291,7 +298,8 @@ def _tensors(batch: Sequence[_Example], context: int) -> tuple[Any, Any, Any]:
 
 def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False) -> tuple[Any, dict[str, Any]]:
     """Train one zoo model from scratch; deterministic for a given spec, torch build and thread count
-    (:func:`build_zoo` always trains on one thread)."""
+    (:func:`build_zoo` always trains on one thread). ``$COALITION_GYM_ZOO_DEVICE`` (default cpu) picks
+    the device; it is not part of the recipe's hash, and a GPU build is not bit-identical to a CPU one."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -303,7 +311,8 @@ def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False) -
                         n_layer=spec.n_layer, n_head=spec.n_head, resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, bos_token_id=_VOCAB[BOS], eos_token_id=_VOCAB[EOS],
                         pad_token_id=_VOCAB[PAD], tie_word_embeddings=True, loss_type="ForCausalLM")
-    model = GPT2LMHeadModel(config)
+    device = os.environ.get("COALITION_GYM_ZOO_DEVICE", "cpu")
+    model = GPT2LMHeadModel(config).to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
@@ -323,7 +332,7 @@ def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False) -
         scale = min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
         for group in opt.param_groups:
             group["lr"] = spec.lr * scale
-        ids, mask, labels = _tensors(sampler.batch(rng), spec.context)
+        ids, mask, labels = (t.to(device) for t in _tensors(sampler.batch(rng), spec.context))
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -336,7 +345,7 @@ def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False) -
                 bar.set_postfix(loss=f"{_tail_mean(losses):.3f}")
     if bar is not None:
         bar.close()
-    model.eval()
+    model.cpu().eval()
     stats = {"params": sum(p.numel() for p in model.parameters()), "train_seconds": time.perf_counter() - start,
              "train_cpu_seconds": time.process_time() - cpu_start,
              "final_loss": _tail_mean(losses), "steps": spec.steps}

@@ -66,3 +66,11 @@ class Task(ABC):
 def check_style(style: str) -> None:
     if style not in PROMPT_STYLES:
         raise ConfigError(f"unknown prompt style {style!r}; use one of {', '.join(PROMPT_STYLES)}")
+
+
+def split_overlap(task: Task, split: str = "train", against: str = "test") -> float:
+    """Share of ``against``'s items whose question also occurs in ``split``: how far a score on
+    ``against`` measures memorised questions rather than held-out ones."""
+    seen = {item.question for item in task.items(split)}
+    items = list(task.items(against))
+    return sum(item.question in seen for item in items) / len(items) if items else 0.0

@@ -1,7 +1,11 @@
 """Adapter for reasoning-gym's procedural datasets (``rg/<dataset>``), which run fully offline.
 
-Each split is generated from its own seed (test: ``seed``, dev: ``seed + 1``, train: ``seed + 2``),
-so splits are reproducible; being procedural, two splits can occasionally share an item.
+Each split is generated from its own seed, ``seed + k * SPLIT_STRIDE`` (test k=0, dev 1, train 2).
+reasoning-gym seeds item ``i`` with ``seed + i``, so seeds one apart would make the splits shifted
+copies of each other (they did, until this was fixed: 99.9% of test questions were train questions);
+the stride keeps the splits' seed ranges disjoint for any size below it. A generator with a small
+question space (one-digit arithmetic has 360 questions) still repeats questions across splits, as
+independent draws from it do: :func:`split_overlap` tells how much.
 Scoring is reasoning-gym's own ``score_answer``.
 """
 
@@ -15,7 +19,8 @@ from ..scorers.answers import normalize_answer
 from ..types import Item
 from .base import SPLITS, Task
 
-_SPLIT_OFFSET = {"test": 0, "dev": 1, "train": 2}
+_SPLIT_INDEX = {"test": 0, "dev": 1, "train": 2}
+SPLIT_STRIDE = 1_000_003  # > any split size, so the seed ranges seed + [0, size) never meet
 
 
 def _datasets() -> dict[str, Any]:
@@ -54,7 +59,7 @@ class ReasoningGymTask(Task):
 
             try:
                 data = reasoning_gym.create_dataset(self.dataset, size=self.size,
-                                                    seed=self.seed + _SPLIT_OFFSET[split], **self.config)
+                                                    seed=self.seed + _SPLIT_INDEX[split] * SPLIT_STRIDE, **self.config)
             except (TypeError, ValueError, AssertionError) as exc:
                 raise ConfigError(f"task {self.name}: bad dataset config {self.config!r}: {exc}") from exc
             items = []

@@ -15,10 +15,11 @@ import numpy as np
 from ..errors import ConfigError
 
 
-def group_advantages(rewards: Sequence[float], groups: Sequence[Hashable], eps: float = 1e-6,
-                     scale: bool = True) -> np.ndarray:
-    """``(r - group mean) / (group std + eps)`` per rollout; std with Bessel's correction (as TRL);
-    ``scale=False`` keeps only the centring (Dr. GRPO-style)."""
+def group_advantages(rewards: Sequence[float], groups: Sequence[Hashable], eps: float = 1e-4,
+                     scale: bool = True, tol: float = 1e-12) -> np.ndarray:
+    """``(r - group mean) / (group std + eps)`` per rollout; std with Bessel's correction and eps 1e-4
+    (as TRL); ``scale=False`` keeps only the centring (Dr. GRPO-style). A group whose rewards are all
+    equal (within ``tol``) gets exactly 0, not the rounding residue of its mean."""
     r = np.asarray(rewards, dtype=float)
     if len(r) != len(groups):
         raise ConfigError(f"{len(r)} rewards but {len(groups)} group labels")
@@ -27,6 +28,8 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[Hashable], eps: 
     for k, g in enumerate(groups):
         members.setdefault(g, []).append(k)
     for idx in map(np.asarray, members.values()):
+        if r[idx].max() - r[idx].min() <= tol:
+            continue
         centred = r[idx] - r[idx].mean()
         if scale:
             std = r[idx].std(ddof=1) if len(idx) > 1 else 0.0

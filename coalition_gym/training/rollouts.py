@@ -5,6 +5,13 @@ for every policy call the prompt token ids, the sampled token ids and their log-
 sampling distribution, tagged with that rollout. Collaborators' text only ever enters the policy's
 prompts, so the loss (on the recorded sampled tokens) touches the policy's own tokens alone. A rollout
 may hold any number of policy calls (debate rounds, SLM-MUX samples, none at all under routing).
+
+Collaborator draws inside a group (``draws``): with ``"shared"`` the G executions of an item share one
+episode seed, so every collaborator, helper and tie-break draws exactly as in its group-mates, and
+only the policy's Asks are re-seeded per execution. A group's reward differences are then caused by
+the policy's replies alone (directly, or through what the collaborators make of them in later rounds),
+and the leave-one-out baseline cancels execution by execution, not just in expectation. With
+``"fresh"`` every execution draws everything anew.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from ..agents.base import Generator, stable_hash
 from ..envs.protocols import EpisodeContext, Protocol, ProgramGen
 from ..envs.runner import ProgramFailed, RunStats, run_programs, score_outcomes
 from ..envs.protocols.voting import majority_of
-from ..errors import BackendError
+from ..errors import BackendError, ConfigError
 from ..tasks.base import Task
 from ..types import Ask, Item, Message, Sample
 
@@ -42,6 +49,7 @@ class Rollout:
     solo_score: float  # the policy's own answer, scored alone
     calls: list[PolicyCall] = field(default_factory=list)
     error: str | None = None
+    policy_answer: str | None = None  # the policy's own extracted answer (majority of its last round)
 
 
 def with_system_prompt(ask: Ask, system_prompt: str) -> Ask:
@@ -62,14 +70,19 @@ def with_system_prompt(ask: Ask, system_prompt: str) -> Ask:
 class RecordingPolicy(Generator):
     """Wraps the policy's HF backend; records every call it answers (see module doc)."""
 
-    def __init__(self, backend: Any, system_prompt: str = ""):
+    def __init__(self, backend: Any, system_prompt: str = "", temperature: float | None = None):
         self.backend = backend
         self.system_prompt = system_prompt
-        self.identity = backend.identity + (f":sys{stable_hash(system_prompt):x}" if system_prompt else "")
+        self.temperature = temperature  # None: the protocol's; 0: greedy (evaluation only)
+        self.identity = (backend.identity + (f":sys{stable_hash(system_prompt):x}" if system_prompt else "")
+                         + (f":t{temperature}" if temperature is not None else ""))
         self.calls: list[PolicyCall] = []
 
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         asks = [with_system_prompt(a, self.system_prompt) for a in asks]
+        if self.temperature is not None:
+            asks = [dataclasses.replace(a, params=dataclasses.replace(a.params, temperature=self.temperature))
+                    for a in asks]
         samples = self.backend.generate(asks)
         for ask, sample in zip(asks, samples):
             if sample.token_ids is None or sample.logprobs is None:
@@ -81,44 +94,59 @@ class RecordingPolicy(Generator):
         return samples
 
 
-def tag_policy_asks(program: ProgramGen, policy_name: str, rollout: int) -> ProgramGen:
-    """Pass a program through, adding ``info["rollout"]`` to the policy's Asks (no effect on seeds or
-    on what any model sees)."""
+def tag_policy_asks(program: ProgramGen, policy_name: str, rollout: int, reseed: int | None = None) -> ProgramGen:
+    """Pass a program through, adding ``info["rollout"]`` to the policy's Asks (no effect on what any
+    model sees). ``reseed``: mix this execution number into the policy's seeds (shared draws: the
+    episode seed is the group's, so without it the G executions would all sample alike)."""
+
+    def tag(ask: Ask) -> Ask:
+        if ask.member != policy_name:
+            return ask
+        seed = ask.seed if reseed is None else stable_hash("execution", ask.seed, reseed)
+        return dataclasses.replace(ask, seed=seed, info={**ask.info, "rollout": rollout})
+
     replies = None
     try:
         while True:
             asks = program.send(replies) if replies is not None else next(program)
-            asks = [dataclasses.replace(a, info={**a.info, "rollout": rollout}) if a.member == policy_name else a
-                    for a in asks]
+            asks = [tag(a) for a in asks]
             replies = yield asks
     except StopIteration as stop:
         return stop.value
 
 
+def policy_answer(task: Task, calls: Sequence[PolicyCall]) -> str | None:
+    """The policy's own answer in an execution: the majority of its last round's replies."""
+    if not calls:
+        return None
+    last = max(c.round for c in calls)
+    return majority_of([task.extract(c.text) for c in calls if c.round == last])[0]
+
+
 def policy_solo_score(task: Task, item: Item, calls: Sequence[PolicyCall]) -> float:
     """The policy's own answer (majority of its last round's replies), scored alone."""
-    if not calls:
-        return 0.0
-    last = max(c.round for c in calls)
-    answer, _, _ = majority_of([task.extract(c.text) for c in calls if c.round == last])
-    return task.score(answer, item)
+    return task.score(policy_answer(task, calls), item) if calls else 0.0
 
 
 def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Sequence[str],
             backends: Mapping[str, Generator], policy: RecordingPolicy, policy_name: str, group_size: int,
             seed: int, styles: Mapping[str, str], dev_scores: Mapping[str, float] | None = None,
-            stats: RunStats | None = None, first_group: int = 0) -> list[Rollout]:
-    """``group_size`` executions of every item; each has its own episode seed, so the policy and the
-    collaborators both draw afresh."""
-    contexts, groups = [], []
+            stats: RunStats | None = None, first_group: int = 0, draws: str = "shared") -> list[Rollout]:
+    """``group_size`` executions of every item (see the module doc for ``draws``)."""
+    if draws not in ("shared", "fresh"):
+        raise ConfigError(f"draws={draws!r}; use 'shared' or 'fresh'")
+    contexts, groups, executions = [], [], []
     for g, item in enumerate(items):
         for k in range(group_size):
+            episode = ("rollout", seed, item.id) if draws == "shared" else ("rollout", seed, item.id, k)
             contexts.append(EpisodeContext(item=item, task=task, members=tuple(coalition),
-                                           seed=stable_hash("rollout", seed, item.id, k) % 2**31,
+                                           seed=stable_hash(*episode) % 2**31,
                                            styles=styles, dev_scores=dev_scores or {}))
             groups.append(first_group + g)
+            executions.append(k if draws == "shared" else None)
     start = len(policy.calls)
-    programs = [tag_policy_asks(protocol.start(ctx), policy_name, i) for i, ctx in enumerate(contexts)]
+    programs = [tag_policy_asks(protocol.start(ctx), policy_name, i, executions[i])
+                for i, ctx in enumerate(contexts)]
     outcomes = run_programs(programs, {**backends, policy_name: policy}, stats)
     by_rollout: dict[int, list[PolicyCall]] = {}
     for call in policy.calls[start:]:
@@ -126,17 +154,59 @@ def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Se
     rollouts = []
     for i, (ctx, outcome, result) in enumerate(zip(contexts, outcomes, score_outcomes(task, contexts, outcomes))):
         calls = by_rollout.get(i, [])
-        rollouts.append(Rollout(i, ctx.item, groups[i], result.score, policy_solo_score(task, ctx.item, calls),
-                                calls, result.error if isinstance(outcome, ProgramFailed) else None))
+        answer = policy_answer(task, calls)
+        rollouts.append(Rollout(i, ctx.item, groups[i], result.score, task.score(answer, ctx.item) if calls else 0.0,
+                                calls, result.error if isinstance(outcome, ProgramFailed) else None, answer))
     del policy.calls[start:]  # the rollouts own them now
     return rollouts
+
+
+class _ProbeReplies(Generator):
+    """Canned replies that parsers of answers, rankings, verdicts and routes accept: every route and
+    verdict names candidate ``pick``; answers are all the same (``vary=False``: every member looks
+    certain) or all different (``vary=True``: nobody does, so cascades escalate). Notes who was asked."""
+
+    identity = "probe"
+
+    def __init__(self, asked: set[str], name: str, pick: int, vary: bool, counter: list[int]):
+        self.asked, self.name, self.pick, self.vary, self.counter = asked, name, pick, vary, counter
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        self.asked.add(self.name)
+        out = []
+        for _ in asks:
+            self.counter[0] += 1
+            answer = self.counter[0] if self.vary else 0
+            out.append(Sample(text=f"Ranking: [{self.pick}] > [1]\n[[{self.pick}]]\nAnswer: {answer}"))
+        return out
+
+
+def protocol_asks(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Sequence[str],
+                  names: Sequence[str], member: str, styles: Mapping[str, str] | None = None) -> bool | None:
+    """Whether ``protocol`` can ask ``member`` anything with this coalition: its programs are driven
+    with canned replies (no model runs), once for every route/verdict choice, with certain and with
+    uncertain answers. False when no such run asks ``member``; None when every probe program failed,
+    so the question stays open."""
+    contexts = [EpisodeContext(item=item, task=task, members=tuple(coalition), seed=k, styles=styles or {})
+                for k, item in enumerate(items)]
+    any_finished = False
+    for pick in range(1, len(coalition) + 1):
+        for vary in (False, True):
+            asked: set[str] = set()
+            counter = [0]
+            backends = {n: _ProbeReplies(asked, n, pick, vary, counter) for n in {*names, *coalition}}
+            outcomes = run_programs([protocol.start(ctx) for ctx in contexts], backends)
+            if member in asked:
+                return True
+            any_finished = any_finished or not all(isinstance(o, ProgramFailed) for o in outcomes)
+    return False if any_finished else None
 
 
 def _rollout_shard(model_config: Any, state: Any, tokenizer: Any, max_new_tokens: int, identity: str,
                    system_prompt: str, protocol: Protocol, task: Task, coalition: Sequence[str],
                    backends: Mapping[str, Generator], policy_name: str, group_size: int, seed: int,
                    styles: Mapping[str, str], dev_scores: Mapping[str, float], items: Sequence[Item],
-                   first_group: int) -> list[Rollout]:
+                   first_group: int, draws: str = "shared", temperature: float | None = None) -> list[Rollout]:
     """A Ray task: rebuild the policy from its weights and collect this shard's rollouts."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -148,15 +218,16 @@ def _rollout_shard(model_config: Any, state: Any, tokenizer: Any, max_new_tokens
     model.load_state_dict(state)
     model.eval()
     policy = RecordingPolicy(HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens, identity=identity),
-                             system_prompt)
+                             system_prompt, temperature)
     return collect(protocol, task, items, coalition, backends, policy, policy_name, group_size, seed, styles,
-                   dev_scores, first_group=first_group)
+                   dev_scores, first_group=first_group, draws=draws)
 
 
 def collect_distributed(executor: Any, policy: RecordingPolicy, protocol: Protocol, task: Task,
                         items: Sequence[Item], coalition: Sequence[str], backends: Mapping[str, Generator],
                         policy_name: str, group_size: int, seed: int, styles: Mapping[str, str],
-                        dev_scores: Mapping[str, float] | None = None, first_group: int = 0) -> list[Rollout]:
+                        dev_scores: Mapping[str, float] | None = None, first_group: int = 0,
+                        draws: str = "shared") -> list[Rollout]:
     """:func:`collect` spread over a Ray executor, whole items per shard. Seeds depend on the item and
     execution, never on the shard, so the rollouts equal the local ones."""
     hf = policy.backend
@@ -165,7 +236,7 @@ def collect_distributed(executor: Any, policy: RecordingPolicy, protocol: Protoc
               "max_new_tokens": hf.max_new_tokens, "identity": hf.identity, "system_prompt": policy.system_prompt,
               "protocol": protocol, "task": task, "coalition": list(coalition), "backends": dict(backends),
               "policy_name": policy_name, "group_size": group_size, "seed": seed, "styles": dict(styles),
-              "dev_scores": dict(dev_scores or {})}
+              "dev_scores": dict(dev_scores or {}), "draws": draws, "temperature": policy.temperature}
     n = min(len(items), executor.workers)
     size = -(-len(items) // n)
     shards = [{"items": list(items[i:i + size]), "first_group": first_group + i} for i in range(0, len(items), size)]
@@ -181,4 +252,4 @@ def collect_distributed(executor: Any, policy: RecordingPolicy, protocol: Protoc
 
 
 __all__ = ["PolicyCall", "Rollout", "RecordingPolicy", "collect", "collect_distributed", "tag_policy_asks",
-           "with_system_prompt", "policy_solo_score"]
+           "with_system_prompt", "policy_solo_score", "policy_answer", "protocol_asks"]

@@ -1,20 +1,12 @@
-"""The trainer shared by C-RL and its baselines.
-
-One loop, methods differ in what they roll out and how they update:
-
-| method | rollouts | reward | update |
-|---|---|---|---|
-| crl | the protocol, policy seated with frozen collaborators | system score | clipped PG, group advantages |
-| grpo-indiv | the policy alone (majority vote of one) | its own score | clipped PG, seq-mean-token-mean |
-| dapo-indiv | the policy alone | its own score + overlong penalty | clip-higher, dynamic sampling |
-| raft | the protocol | system score | SFT on the policy's calls of executions at or above the threshold |
-| nudge | none | - | none: picks the system prompt with the best collaborative dev score |
-| base | none | - | none |
+"""The one training loop shared by C-RL and its baselines; what differs per method lives in
+:mod:`.methods` (rollouts, reward, update), checkpoints in :mod:`.checkpoints`, files in :mod:`.reporting`,
+learning-signal numbers in :mod:`.diagnostics`.
 
 Checkpoint selection: every ``eval_every`` steps the policy is scored on ``eval_items`` dev items in
 the mode its method optimises (collaborative for crl/raft, solo for the indiv methods); the best is
 saved; training stops after ``patience`` evaluations without improvement. After every step the full
 state (weights, optimiser, step, RNGs, history) is saved, so a killed run resumes where it stopped.
+The report scores both the best and the last checkpoint on the test split, which selection never sees.
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -34,13 +26,15 @@ from ..envs.protocols import Protocol, make_protocol
 from ..errors import ConfigError
 from ..tasks import make as make_task
 from ..types import Item
-from ..valuation.stats import bootstrap_mean, rescue_drag
-from .advantages import broadcast, group_advantages, informative_groups, overlong_penalty
-from .config import TrainConfig
-from .losses import clipped_policy_loss, sft_loss
-from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect, collect_distributed
-
-STATE_FILE = "trainer_state.pt"
+from ..valuation.stats import bootstrap_mean
+from . import checkpoints
+from .advantages import informative_groups
+from .config import TrainConfig, check_methods, make_config
+from .diagnostics import signal_metrics, summarise_signal
+from .losses import batch_normalizer, clipped_policy_loss, sft_loss
+from .methods import make_method
+from .reporting import MetricsLog, summary_table, vs_base, write_report
+from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect, collect_distributed, protocol_asks
 
 
 def resolve_policy(spec: str) -> str:
@@ -88,10 +82,15 @@ class EvalResult:
 class TrainState:
     step: int = 0
     best_score: float = float("-inf")
+    best_ci: list[float] = field(default_factory=list)
     best_step: int = -1
     evals_without_gain: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     system_prompt: str = ""
+
+
+def _chunks(seq: Sequence[int], size: int) -> list[Sequence[int]]:
+    return [seq[i:i + size] for i in range(0, len(seq), size)]
 
 
 class Trainer:
@@ -103,6 +102,7 @@ class Trainer:
         hf_logging.disable_progress_bar()  # weight loading/saving bars would drown the training bar
 
         self.config, self.log = config, log
+        self.method = make_method(config)
         self.out = Path(out or config.out)
         self.torch = torch
         self._seed_everything(config.seed)
@@ -115,13 +115,14 @@ class Trainer:
         self.collab_protocol = self._protocol(config.protocol, settings)
         self.solo_protocol = make_protocol("majority_vote", max_new_tokens=config.max_new_tokens,
                                            temperature=self.collab_protocol.temperature)
+        self.check_signal()
         self.model, self.tokenizer = load_policy(config.policy, config.device, config.dtype)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.state = TrainState()
         self.styles = {**self.pool.styles, config.policy_name: config.policy_style}
         self.rng = random.Random(config.seed)
         self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
-        self._tb = None
+        self.metrics = MetricsLog(self.out)
 
     # -- setup helpers --------------------------------------------------------------------------
     def _seed_everything(self, seed: int) -> None:
@@ -136,63 +137,91 @@ class Trainer:
             overrides["rounds"] = self.config.rounds
         return make_protocol(proto, **overrides)
 
-    def backend(self, system_prompt: str | None = None) -> RecordingPolicy:
+    def check_signal(self) -> None:
+        """Refuse, before any rollout, settings in which the collaborative methods can get no signal
+        from the policy: it is not in the coalition, it is one of the protocol's fixed helpers, or the
+        protocol can never ask it (found by driving the protocol with canned replies)."""
+        if self.method.solo or not self.method.trains:
+            return
+        cfg, proto = self.config, self.collab_protocol
+        if cfg.policy_name not in self.training_coalition:
+            raise ConfigError(f"the policy {cfg.policy_name!r} is not in the coalition {self.training_coalition}: "
+                              f"{cfg.method} would train on no call of its own")
+        if len(self.training_coalition) < proto.min_members:
+            raise ConfigError(f"{proto.name} needs at least {proto.min_members} members; the training coalition "
+                              f"is {self.training_coalition}")
+        probe = list(self.task.items("train"))[:4]
+        asked = protocol_asks(proto, self.task, probe, self.training_coalition, list(self.pool.backends()),
+                              cfg.policy_name)
+        if asked is False:
+            raise ConfigError(f"{proto.name} never asks the policy anything with coalition "
+                              f"{self.training_coalition}: {cfg.method} would get no signal; seat the policy in a "
+                              "protocol where it answers (e.g. majority_vote, debate, slm_mux)")
+
+    def backend(self, system_prompt: str | None = None, temperature: float | None = None) -> RecordingPolicy:
         from ..agents.hf import HFGenerator
 
         hf = HFGenerator(self.model, self.tokenizer, max_new_tokens=self.config.max_new_tokens,
                          identity=f"policy:{self.config.method}:step{self.state.step}")
-        return RecordingPolicy(hf, self.state.system_prompt if system_prompt is None else system_prompt)
+        return RecordingPolicy(hf, self.state.system_prompt if system_prompt is None else system_prompt,
+                               temperature)
 
     @property
     def training_coalition(self) -> list[str]:
-        return [self.config.policy_name] if self.config.solo else self.members + [self.config.policy_name]
+        return [self.config.policy_name] if self.method.solo else self.members + [self.config.policy_name]
 
     # -- rollouts -------------------------------------------------------------------------------------
     def rollouts(self, items: Sequence[Item], step_seed: int, first_group: int = 0) -> list[Rollout]:
-        proto = self.solo_protocol if self.config.solo else self.collab_protocol
-        gather = collect_distributed if getattr(self.executor, "name", "local") == "ray" else None
+        cfg = self.config
+        proto = self.solo_protocol if self.method.solo else self.collab_protocol
         args = (proto, self.task, items, self.training_coalition, self.pool.backends())
-        if gather is not None:
-            return gather(self.executor, self.backend(), *args, self.config.policy_name, self.config.group_size,
-                          step_seed, self.styles, self.pool.dev_scores, first_group=first_group)
-        return collect(*args, self.backend(), self.config.policy_name, self.config.group_size, step_seed,
-                       self.styles, self.pool.dev_scores, first_group=first_group)
+        policy = self.backend(temperature=cfg.rollout_temperature)
+        if getattr(self.executor, "name", "local") == "ray":
+            return collect_distributed(self.executor, policy, *args, cfg.policy_name, cfg.group_size, step_seed,
+                                       self.styles, self.pool.dev_scores, first_group=first_group,
+                                       draws=cfg.collaborator_draws)
+        return collect(*args, policy, cfg.policy_name, cfg.group_size, step_seed, self.styles,
+                       self.pool.dev_scores, first_group=first_group, draws=cfg.collaborator_draws)
 
     def _draw_items(self, n: int) -> list[Item]:
         pool = list(self.task.items("train"))
         return [pool[self.rng.randrange(len(pool))] for _ in range(n)]
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
-        cfg = self.config
-        out = []
-        for r in rollouts:
-            reward = r.solo_score if cfg.solo else r.reward
-            if cfg.overlong_max:  # DAPO: penalise the longest response of the rollout
-                longest = max((len(c.completion_ids) for c in r.calls), default=0)
-                reward += overlong_penalty(longest, cfg.overlong_max, cfg.overlong_cache)
-            out.append(reward)
-        return out
+        return [self.method.reward(r) for r in rollouts]
 
     def gather_batch(self, step: int) -> tuple[list[Rollout], list[float], dict[str, Any]]:
-        """Rollouts for one step; DAPO's dynamic sampling drops all-equal groups and refills."""
+        """Rollouts for one step. Dynamic sampling (DAPO; any PG method may turn it on) drops all-equal
+        groups and refills with new items, keeping at most ``items_per_step`` informative groups."""
         cfg = self.config
         rollouts = self.rollouts(self._draw_items(cfg.items_per_step), stable_hash("step", cfg.seed, step))
         rewards = self.rewards(rollouts)
         groups = [r.group for r in rollouts]
-        zero_var = 1.0 - len(informative_groups(rewards, groups)) / max(len(set(groups)), 1)
-        if cfg.dynamic_sampling:
-            keep = informative_groups(rewards, groups)
-            kept = [(r, w) for r, w in zip(rollouts, rewards) if r.group in keep]
-            refills = 0
-            while len({r.group for r, _ in kept}) < cfg.items_per_step and refills < cfg.max_refills:
+        first_share = len(informative_groups(rewards, groups)) / max(len(set(groups)), 1)
+        refills = 0
+        if getattr(cfg, "dynamic_sampling", False):
+            kept_groups: list[int] = []
+            pairs: list[tuple[Rollout, float]] = []
+
+            def keep(batch: list[Rollout], scores: list[float]) -> None:
+                ok = informative_groups(scores, [r.group for r in batch])
+                for g in sorted(ok, key=lambda g: min(r.index for r in batch if r.group == g)):
+                    if len(kept_groups) < cfg.items_per_step:
+                        kept_groups.append(g)
+                pairs.extend((r, w) for r, w in zip(batch, scores) if r.group in kept_groups)
+
+            keep(rollouts, rewards)
+            while len(kept_groups) < cfg.items_per_step and refills < cfg.max_refills:
                 refills += 1
                 more = self.rollouts(self._draw_items(cfg.items_per_step),
                                      stable_hash("refill", cfg.seed, step, refills), first_group=refills * 10_000)
-                more_rewards = self.rewards(more)
-                ok = informative_groups(more_rewards, [r.group for r in more])
-                kept += [(r, w) for r, w in zip(more, more_rewards) if r.group in ok]
-            rollouts, rewards = [r for r, _ in kept], [w for _, w in kept]
-        return rollouts, rewards, {"zero_variance_groups": zero_var}
+                for r in more:  # indices stay unique across refills (calls point at their rollout)
+                    r.index += refills * 10_000 * cfg.group_size
+                    for c in r.calls:
+                        c.rollout = r.index
+                keep(more, self.rewards(more))
+            rollouts, rewards = [r for r, _ in pairs], [w for _, w in pairs]
+        return rollouts, rewards, {"first_informative_groups": first_share, "refills": refills}
 
     # -- updates ----------------------------------------------------------------------------------
     def _token_batch(self, calls: Sequence[PolicyCall]) -> tuple[Any, Any, Any]:
@@ -224,220 +253,190 @@ class Trainer:
         tok = self.tokenizer
         return int(tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0))
 
-    def update(self, calls: Sequence[PolicyCall], advantages: Sequence[float] | None) -> dict[str, float]:
-        """One optimiser step per pass over ``calls`` (policy gradient, or SFT when advantages is None).
-        Micro-batch losses are weighted by their share of tokens, so the sum is the batch's token mean."""
-        cfg, torch = self.config, self.torch
-        if not calls:
-            return {"loss": 0.0, "tokens": 0, "clip_low": 0.0, "clip_high": 0.0}
-        total_tokens = sum(len(c.completion_ids) for c in calls)
-        metrics = {"loss": 0.0, "tokens": total_tokens, "clip_low": 0.0, "clip_high": 0.0}
-        order = list(range(len(calls)))
-        for _ in range(cfg.updates_per_batch):
+    def _optimise(self, calls: Sequence[PolicyCall], active: Sequence[int], passes: int,
+                  micro_loss: Callable[[Any, Any, Any, Sequence[int]], tuple[Any, float, float]]) -> dict[str, float]:
+        """``passes`` optimiser steps, each over ``active`` calls in micro-batches. ``micro_loss`` returns
+        the micro-batch's *share* of the full-batch loss (normalised by the whole batch), so the
+        gradients add up to the one-shot gradient whatever the micro-batch size."""
+        torch = self.torch
+        metrics = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "grad_norm": 0.0}
+        if not active:
+            return metrics  # nothing carries signal: the weights (and Adam's moments) stay as they are
+        all_tokens = sum(len(c.completion_ids) for c in calls)  # clip shares of the whole batch, as TRL logs them
+        for _ in range(passes):
             self.optimizer.zero_grad(set_to_none=True)
             loss_sum, low, high = 0.0, 0.0, 0.0
-            for start in range(0, len(order), cfg.micro_batch):
-                idx = order[start:start + cfg.micro_batch]
-                chunk = [calls[k] for k in idx]
-                new, old, mask = self._token_batch(chunk)
-                share = float(mask.sum()) / total_tokens
-                if advantages is None:
-                    loss = sft_loss(new, mask)
-                else:
-                    adv = torch.tensor([advantages[k] for k in idx], dtype=torch.float32)
-                    out = clipped_policy_loss(new, old, adv, mask, cfg.eps_low, cfg.eps_high, cfg.aggregation)
-                    loss = out.loss
-                    low += out.clip_fraction_low * share
-                    high += out.clip_fraction_high * share
-                (loss * share).backward()
-                loss_sum += float(loss.detach()) * share
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            for idx in _chunks(list(active), self.config.micro_batch):
+                new, old, mask = self._token_batch([calls[k] for k in idx])
+                loss, lo, hi = micro_loss(new, old, mask, idx)
+                loss.backward()
+                loss_sum += float(loss.detach())
+                share = float(mask.sum()) / all_tokens
+                low, high = low + lo * share, high + hi * share
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
             self.optimizer.step()
-            metrics.update(loss=loss_sum, clip_low=low, clip_high=high)
+            metrics.update(loss=loss_sum, clip_low=low, clip_high=high, grad_norm=float(norm))
+        return metrics
+
+    def policy_gradient_update(self, calls: Sequence[PolicyCall], advantages: Sequence[float]) -> dict[str, float]:
+        """The clipped policy gradient on ``calls``, normalised over *all* of them (TRL's semantics):
+        calls with advantage 0 add nothing to the loss but count in its denominator, so the step size does
+        not swell when many groups carry no signal. Only the non-zero ones are forwarded."""
+        cfg, torch = self.config, self.torch
+        normalizer = batch_normalizer([len(c.completion_ids) for c in calls], cfg.aggregation)
+        active = [k for k, a in enumerate(advantages) if a != 0.0]
+
+        def micro_loss(new: Any, old: Any, mask: Any, idx: Sequence[int]) -> tuple[Any, float, float]:
+            adv = torch.tensor([advantages[k] for k in idx], dtype=torch.float32)
+            out = clipped_policy_loss(new, old, adv, mask, cfg.eps_low, cfg.eps_high, cfg.aggregation, normalizer)
+            return out.loss, out.clip_fraction_low, out.clip_fraction_high
+
+        metrics = self._optimise(calls, active, cfg.updates_per_batch, micro_loss)
+        metrics["tokens"] = sum(len(c.completion_ids) for c in calls)
+        return metrics
+
+    def sft_update(self, calls: Sequence[PolicyCall]) -> dict[str, float]:
+        """One SFT step (token-mean negative log-likelihood) on ``calls`` (Collaborative RAFT)."""
+        normalizer = batch_normalizer([len(c.completion_ids) for c in calls], "token-mean")
+        metrics = self._optimise(calls, list(range(len(calls))), 1,
+                                 lambda new, old, mask, idx: (sft_loss(new, mask, normalizer=normalizer), 0.0, 0.0))
+        metrics["tokens"] = sum(len(c.completion_ids) for c in calls)
         return metrics
 
     def train_step(self, step: int) -> dict[str, Any]:
-        cfg = self.config
         t0 = time.perf_counter()
         rollouts, rewards, extra = self.gather_batch(step)
         t1 = time.perf_counter()
-        calls = [c for r in rollouts for c in r.calls if c.completion_ids]
-        if cfg.method == "raft":
-            winners = {r.index for r, w in zip(rollouts, rewards) if w >= cfg.raft_threshold}
-            kept = [c for r in rollouts if r.index in winners for c in r.calls if c.completion_ids]
-            metrics = self.update(kept, None)
-            metrics["kept_executions"] = len(winners)
-        else:
-            adv = group_advantages(rewards, [r.group for r in rollouts])
-            index_of = {r.index: k for k, r in enumerate(rollouts)}
-            # every policy call gets its rollout's advantage (uniform credit); zero ones add nothing
-            per_call = broadcast(adv, [index_of[c.rollout] for c in calls]) if calls else np.zeros(0)
-            active = [k for k, a in enumerate(per_call) if a != 0.0]
-            metrics = self.update([calls[k] for k in active], [float(per_call[k]) for k in active])
+        metrics, advantages = self.method.update(self, rollouts, rewards)
         t2 = time.perf_counter()
         arr = np.asarray(rewards, dtype=float)
-        return {"step": step, "reward_mean": float(arr.mean()) if len(arr) else 0.0,
-                "reward_std": float(arr.std()) if len(arr) else 0.0,
-                "system_score_mean": float(np.mean([r.reward for r in rollouts])) if rollouts else 0.0,
-                "solo_score_mean": float(np.mean([r.solo_score for r in rollouts])) if rollouts else 0.0,
-                "rollouts": len(rollouts), "policy_calls": len(calls), **extra, **metrics,
+        mean = (lambda xs: float(np.mean(xs)) if len(xs) else 0.0)
+        return {"step": step, "reward_mean": mean(arr), "reward_std": float(arr.std()) if len(arr) else 0.0,
+                "system_score_mean": mean([r.reward for r in rollouts]),
+                "solo_score_mean": mean([r.solo_score for r in rollouts]),
+                "rollouts": len(rollouts), "policy_calls": sum(len(r.calls) for r in rollouts),
+                **signal_metrics(rollouts, rewards, advantages), **extra, **metrics,
                 "rollout_seconds": t1 - t0, "update_seconds": t2 - t1}
 
     # -- evaluation -----------------------------------------------------------------------------------
     def evaluate(self, items: Sequence[Item], mode: str, system_prompt: str | None = None,
-                 seed: int = 12345) -> EvalResult:
-        """One execution per item with fixed seeds (deterministic); ``collab`` inside the protocol with the
-        frozen collaborators, ``solo`` alone."""
-        coalition = self.members + [self.config.policy_name] if mode == "collab" else [self.config.policy_name]
-        proto = self.collab_protocol if mode == "collab" else self.solo_protocol
-        backend = self.backend(system_prompt)
+                 seed: int | None = None) -> EvalResult:
+        """One execution per item, deterministic for the run's seed: ``collab`` inside the protocol with
+        the frozen collaborators, ``solo`` the policy alone, ``without`` the collaborators alone (the
+        leave-one-out coalition; the policy is not asked). The policy decodes as ``eval_decoding`` says.
+        The seed depends on the run's seed only, so every method of one seed meets the same collaborator
+        draws on every item (paired comparisons), and different seeds draw independently."""
+        if mode not in ("collab", "solo", "without"):
+            raise ConfigError(f"evaluation mode {mode!r}; use collab, solo or without")
+        seed = stable_hash("eval", self.config.seed) % 2**31 if seed is None else seed
+        coalition = {"collab": self.members + [self.config.policy_name], "solo": [self.config.policy_name],
+                     "without": list(self.members)}[mode]
+        proto = self.solo_protocol if mode == "solo" else self.collab_protocol
+        backend = self.backend(system_prompt, 0.0 if self.config.eval_decoding == "greedy" else None)
         self.model.eval()
         try:
             rollouts = collect(proto, self.task, items, coalition, self.pool.backends(), backend,
                                self.config.policy_name, 1, seed, self.styles, self.pool.dev_scores)
         finally:
             self.model.train()
-        scores = [r.reward if mode == "collab" else r.solo_score for r in rollouts]
+        scores = [r.solo_score if mode == "solo" else r.reward for r in rollouts]
         _, _, lo, hi = bootstrap_mean(np.asarray([scores]), n_boot=1000, seed=seed)
         return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
-
-    @property
-    def selection_mode(self) -> str:
-        return "solo" if self.config.solo else "collab"
 
     def dev_items(self) -> list[Item]:
         return list(self.task.items("dev"))[: self.config.eval_items]
 
+    def test_items(self) -> list[Item]:
+        return list(self.task.items("test"))[: self.config.test_items]
+
     # -- checkpoints -------------------------------------------------------------------------------------
+    def record_best(self, result: EvalResult, step: int) -> None:
+        self.state.best_score, self.state.best_ci, self.state.best_step = result.mean, list(result.ci), step
+        self.state.evals_without_gain = 0
+        checkpoints.save_best(self.out, self.model, self.tokenizer, self.state.system_prompt)
+
     def save_state(self) -> None:
-        torch = self.torch
-        last = self.out / "last"
-        last.mkdir(parents=True, exist_ok=True)
-        tmp = last / (STATE_FILE + ".tmp")
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "state": self.state.__dict__, "python_rng": random.getstate(),
-                    "trainer_rng": self.rng.getstate(), "numpy_rng": np.random.get_state(),
-                    "torch_rng": torch.get_rng_state(), "config": self.config.to_dict()}, tmp)
-        tmp.replace(last / STATE_FILE)  # atomic: a kill never leaves a half-written state
+        checkpoints.save_state(self.out, self.model, self.optimizer, asdict(self.state), self.rng,
+                               self.config.to_dict())
 
     def try_resume(self) -> bool:
-        path = self.out / "last" / STATE_FILE
-        if not path.is_file():
+        saved = checkpoints.load_state(self.out, self.model, self.optimizer, self.rng, self.config.to_dict())
+        if saved is None:
             return False
-        saved = self.torch.load(path, weights_only=False)
-        if saved["config"] != self.config.to_dict():
-            raise ConfigError(f"{path} was written with a different configuration; use a fresh --out folder "
-                              "or delete it to start over")
-        self.model.load_state_dict(saved["model"])
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.state = TrainState(**saved["state"])
-        random.setstate(saved["python_rng"])
-        self.rng.setstate(saved["trainer_rng"])
-        np.random.set_state(saved["numpy_rng"])
-        self.torch.set_rng_state(saved["torch_rng"])
+        self.state = TrainState(**saved)
         self.log(f"resumed {self.config.method} from step {self.state.step}")
         return True
 
-    def save_best(self) -> None:
-        best = self.out / "best"
-        self.model.save_pretrained(best)
-        self.tokenizer.save_pretrained(best)
-        (best / "system_prompt.txt").write_text(self.state.system_prompt)
-
     def load_best(self) -> None:
-        best = self.out / "best"
-        if (best / "config.json").is_file():
-            from transformers import AutoModelForCausalLM
-
-            loaded = AutoModelForCausalLM.from_pretrained(best, local_files_only=True)
-            self.model.load_state_dict(loaded.state_dict())
-            self.state.system_prompt = (best / "system_prompt.txt").read_text()
-
-    def _log_metrics(self, row: dict[str, Any]) -> None:
-        with open(self.out / "metrics.jsonl", "a") as fh:
-            fh.write(json.dumps(row) + "\n")
-        if self._tb is not None:
-            for key, value in row.items():
-                if isinstance(value, (int, float)):
-                    self._tb.add_scalar(key, value, row.get("step", 0))
+        prompt = checkpoints.load_best(self.out, self.model)
+        if prompt is not None:
+            self.state.system_prompt = prompt
 
     # -- the whole run -----------------------------------------------------------------------------------
     def fit(self, progress: bool = True) -> TrainState:
         cfg = self.config
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
-        if cfg.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise ConfigError("--tensorboard needs the tensorboard package: pip install tensorboard") from exc
-            self._tb = SummaryWriter(str(self.out / "tensorboard"))
+        self.metrics = MetricsLog(self.out, cfg.tensorboard)
         resumed = self.try_resume()
-        if cfg.method == "base":
-            self.state.best_step = 0
-            self.save_best()
+        if not self.method.trains:
+            if not resumed:
+                self.method.run_untrained(self)
+                self.save_state()
             return self.state
-        if cfg.method == "nudge":
-            return self._nudge()
         if not resumed:
-            score = self.evaluate(self.dev_items(), self.selection_mode).mean
-            self.state.best_score, self.state.best_step = score, 0
-            self.save_best()
-            self._log_metrics({"step": 0, "dev_score": score, "best": True})
+            result = self.evaluate(self.dev_items(), self.method.selection_mode)
+            self.record_best(result, step=0)
+            self.metrics.write({"step": 0, "dev_score": result.mean, "dev_ci": list(result.ci), "best": True})
         from tqdm.auto import tqdm
 
         bar = tqdm(total=cfg.steps, initial=self.state.step, desc=cfg.method, unit="step", disable=not progress)
         while self.state.step < cfg.steps and self.state.evals_without_gain < cfg.patience:
             row = self.train_step(self.state.step)
             self.state.step += 1
+            row["step"] = self.state.step
             if self.state.step % cfg.eval_every == 0:
-                score = self.evaluate(self.dev_items(), self.selection_mode).mean
-                row["dev_score"] = score
-                if score > self.state.best_score:
-                    self.state.best_score, self.state.best_step = score, self.state.step
-                    self.state.evals_without_gain = 0
-                    self.save_best()
+                result = self.evaluate(self.dev_items(), self.method.selection_mode)
+                row["dev_score"], row["dev_ci"] = result.mean, list(result.ci)
+                if result.mean > self.state.best_score:
+                    self.record_best(result, self.state.step)
                     row["best"] = True
                 else:
                     self.state.evals_without_gain += 1
             self.state.history.append({k: row[k] for k in ("step", "reward_mean") if k in row})
-            self._log_metrics(row)
+            self.metrics.write(row)
             self.save_state()
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}", dev=f"{self.state.best_score:.3f}")
         bar.close()
         return self.state
 
-    def _nudge(self) -> TrainState:
-        """Prompt nudge: no weight update; the candidate system prompt with the best collaborative dev score."""
-        best = None
-        for k, prompt in enumerate(self.config.nudge_prompts):
-            score = self.evaluate(self.dev_items(), "collab", system_prompt=prompt).mean
-            self._log_metrics({"step": k, "candidate": prompt, "dev_score": score})
-            if best is None or score > best[0]:
-                best = (score, prompt)
-        assert best is not None
-        self.state.best_score, self.state.system_prompt, self.state.best_step = best[0], best[1], 0
-        self.save_best()
-        return self.state
-
     def report(self, base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
-        """Score the best checkpoint on the test split in both modes; rescue/drag against Base's per-item
-        scores (``{"collab": [...], "solo": [...]}``, as in Base's per_item.json) when given."""
+        """Score the last and then the best checkpoint on the test split in both modes; rescue/drag
+        against Base's per-item scores (``{"collab": [...], "solo": [...]}``) when given."""
+        items = self.test_items()
+        last = {m: self.evaluate(items, m) for m in ("collab", "solo")}
         self.load_best()
-        items = list(self.task.items("test"))[: self.config.test_items]
-        collab, solo = self.evaluate(items, "collab"), self.evaluate(items, "solo")
-        result: dict[str, Any] = {"method": self.config.method, "seed": self.config.seed,
-                                  "best_step": self.state.best_step, "best_dev_score": self.state.best_score,
-                                  "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
-                                  "collab": collab.to_dict(), "solo": solo.to_dict(),
-                                  "config": self.config.to_dict()}
-        for mine in (collab, solo):
-            if base_per_item is not None and len(base_per_item.get(mine.mode, [])) == len(mine.per_item):
-                moves = rescue_drag(base_per_item[mine.mode], mine.per_item)
-                result[f"vs_base_{mine.mode}"] = {"rescue": moves.rescue, "drag": moves.drag}
-        (self.out / "report.json").write_text(json.dumps(result, indent=2))
-        (self.out / "per_item.json").write_text(json.dumps({"collab": collab.per_item, "solo": solo.per_item}))
+        best = {m: self.evaluate(items, m) for m in ("collab", "solo")}
+        without = self.evaluate(items, "without") if len(self.members) >= self.collab_protocol.min_members else None
+        result: dict[str, Any] = {
+            "method": self.config.method, "seed": self.config.seed, "best_step": self.state.best_step,
+            "best_dev_score": self.state.best_score, "selection_mode": self.method.selection_mode,
+            "dev_at_best": {"mean": self.state.best_score, "ci": self.state.best_ci, "n": len(self.dev_items())},
+            "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
+            "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
+            "last": {m: r.to_dict() for m, r in last.items()},
+            "signal": summarise_signal(self.metrics.rows()), "config": self.config.to_dict()}
+        for mode in ("collab", "solo"):
+            moves = vs_base(base_per_item, mode, best[mode].per_item)
+            if moves is not None:
+                result[f"vs_base_{mode}"] = moves
+        if without is not None:  # the policy's leave-one-out effect on the system, item by item
+            moves = vs_base({"collab": without.per_item}, "collab", best["collab"].per_item) or {}
+            result["vs_without_policy"] = {"without": without.to_dict(), **moves,
+                                           "loo": best["collab"].mean - without.mean}
+        write_report(self.out, result, {**{m: best[m].per_item for m in best},
+                                        **({"without": without.per_item} if without is not None else {})})
         return result
 
 
@@ -445,37 +444,23 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
                 executor: Any = None, **settings: Any) -> list[dict[str, Any]]:
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
     which runs first when ``root`` has no Base for this seed yet."""
-    from .config import make_config
-
     root = Path(root)
-    methods = [m.strip() for m in methods if m.strip()]
+    methods = check_methods(methods)
+    for method in methods:  # every setting checked before the first run starts
+        make_config(method, preset=preset, strict=False, **settings)
     seed = settings.get("seed", 0)
     base_file = root / f"base-seed{seed}" / "per_item.json"
     if methods != ["base"] and not base_file.is_file():
         methods = ["base"] + [m for m in methods if m != "base"]  # rescue/drag need Base first
     reports = []
     for method in methods:
-        config = make_config(method, preset=preset, **settings)
+        config = make_config(method, preset=preset, strict=False, **settings)
         trainer = Trainer(config, out=root / f"{config.method}-seed{config.seed}", executor=executor)
         trainer.fit(progress=progress)
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         reports.append(trainer.report(base))
     (root / "summary.md").write_text(summary_table(root))
     return reports
-
-
-def summary_table(folder: str | Path) -> str:
-    """A markdown table of every report.json under ``folder`` (every method run so far)."""
-    rows = ["| method | seed | best step | collab [95% CI] | solo [95% CI] | rescue | drag |",
-            "|---|---|---|---|---|---|---|"]
-    for path in sorted(Path(folder).rglob("report.json")):
-        r = json.loads(path.read_text())
-        vs = r.get("vs_base_collab", {})
-        rows.append(f"| {r['method']} | {r['seed']} | {r['best_step']} | {r['collab']['mean']:.3f} "
-                    f"[{r['collab']['ci'][0]:.3f}, {r['collab']['ci'][1]:.3f}] | {r['solo']['mean']:.3f} "
-                    f"[{r['solo']['ci'][0]:.3f}, {r['solo']['ci'][1]:.3f}] | "
-                    f"{vs.get('rescue', float('nan')):.3f} | {vs.get('drag', float('nan')):.3f} |")
-    return "\n".join(rows) + "\n"
 
 
 __all__ = ["Trainer", "EvalResult", "TrainState", "load_policy", "resolve_policy", "run_methods",

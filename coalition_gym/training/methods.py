@@ -1,0 +1,138 @@
+"""Each training method as a small strategy: how it rolls out, what it rewards, how it updates.
+The one loop in :mod:`.trainer` calls them.
+
+| method | rollouts | reward | update |
+|---|---|---|---|
+| crl | the protocol, policy seated with frozen collaborators | system score | clipped PG, group advantages |
+| grpo-indiv | the policy alone (majority vote of one) | its own score | clipped PG, seq-mean-token-mean |
+| dapo-indiv | the policy alone | its own score + overlong penalty | clip-higher, dynamic sampling |
+| raft | the protocol | system score | SFT on the policy's calls of executions at or above the threshold |
+| nudge | none | - | none: picks the system prompt with the best collaborative dev score |
+| base | none | - | none |
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+import numpy as np
+
+from .advantages import broadcast, group_advantages, overlong_penalty
+from .config import DAPOIndivConfig, TrainConfig
+from .rollouts import Rollout
+
+if TYPE_CHECKING:
+    from .trainer import Trainer
+
+
+def _calls_with_tokens(rollouts: Sequence[Rollout]) -> list[Any]:
+    return [c for r in rollouts for c in r.calls if c.completion_ids]
+
+
+class Method:
+    name: ClassVar[str] = ""
+    trains: ClassVar[bool] = True  # False: evaluated (and, for nudge, selected) without weight updates
+
+    def __init__(self, config: TrainConfig):
+        self.config = config
+
+    @property
+    def solo(self) -> bool:
+        return self.config.solo
+
+    @property
+    def selection_mode(self) -> str:
+        """The mode the method optimises, in which its dev checkpoints are compared."""
+        return "solo" if self.solo else "collab"
+
+    def reward(self, rollout: Rollout) -> float:
+        return rollout.solo_score if self.solo else rollout.reward
+
+    def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
+               ) -> tuple[dict[str, Any], list[float] | None]:
+        """One update on a step's batch: (metrics, per-rollout advantages or None)."""
+        raise NotImplementedError
+
+    def run_untrained(self, trainer: "Trainer") -> None:
+        """Methods that do not train: whatever they do instead (nothing for Base)."""
+
+
+class PolicyGradient(Method):
+    """Group-relative advantages, broadcast to every policy call of an execution (uniform credit), and
+    the clipped policy gradient normalised over the whole batch."""
+
+    def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
+               ) -> tuple[dict[str, Any], list[float] | None]:
+        cfg = self.config
+        adv = group_advantages(rewards, [r.group for r in rollouts], eps=cfg.advantage_eps,
+                               scale=cfg.scale_advantages)
+        index_of = {r.index: k for k, r in enumerate(rollouts)}
+        calls = _calls_with_tokens(rollouts)
+        per_call = broadcast(adv, [index_of[c.rollout] for c in calls]) if calls else np.zeros(0)
+        return trainer.policy_gradient_update(calls, [float(a) for a in per_call]), [float(a) for a in adv]
+
+
+class CRL(PolicyGradient):
+    name = "crl"
+
+
+class GRPOIndiv(PolicyGradient):
+    name = "grpo-indiv"
+
+
+class DAPOIndiv(PolicyGradient):
+    name = "dapo-indiv"
+
+    def reward(self, rollout: Rollout) -> float:
+        cfg = self.config
+        assert isinstance(cfg, DAPOIndivConfig)
+        longest = max((len(c.completion_ids) for c in rollout.calls), default=0)
+        return rollout.solo_score + overlong_penalty(longest, cfg.overlong_limit, cfg.overlong_cache)
+
+
+class RAFT(Method):
+    name = "raft"
+
+    def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
+               ) -> tuple[dict[str, Any], list[float] | None]:
+        winners = {r.index for r, w in zip(rollouts, rewards) if w >= self.config.raft_threshold}
+        kept = _calls_with_tokens([r for r in rollouts if r.index in winners])
+        metrics = trainer.sft_update(kept)
+        metrics["kept_executions"] = len(winners)
+        return metrics, None
+
+
+class Nudge(Method):
+    name = "nudge"
+    trains = False
+
+    def run_untrained(self, trainer: "Trainer") -> None:
+        """No weight update; the candidate system prompt with the best collaborative dev score."""
+        best = None
+        for k, prompt in enumerate(self.config.nudge_prompts):
+            result = trainer.evaluate(trainer.dev_items(), "collab", system_prompt=prompt)
+            trainer.metrics.write({"step": k, "candidate": prompt, "dev_score": result.mean})
+            if best is None or result.mean > best[0].mean:
+                best = (result, prompt)
+        assert best is not None
+        trainer.state.system_prompt = best[1]
+        trainer.record_best(best[0], step=0)
+
+
+class Base(Method):
+    name = "base"
+    trains = False
+
+    def run_untrained(self, trainer: "Trainer") -> None:
+        trainer.record_best(trainer.evaluate(trainer.dev_items(), "collab"), step=0)
+
+
+METHOD_CLASSES: dict[str, type[Method]] = {m.name: m for m in (CRL, GRPOIndiv, DAPOIndiv, RAFT, Nudge, Base)}
+
+
+def make_method(config: TrainConfig) -> Method:
+    return METHOD_CLASSES[config.method](config)
+
+
+__all__ = ["Method", "PolicyGradient", "CRL", "GRPOIndiv", "DAPOIndiv", "RAFT", "Nudge", "Base", "METHOD_CLASSES",
+           "make_method"]
