@@ -102,6 +102,72 @@ def run_one(job: dict[str, Any]) -> list[dict[str, Any]]:
     return reports
 
 
+class _Rewrite:
+    """Wraps the policy's backend and replaces its replies (token ids and log-probs pass through):
+    a counterfactual policy that behaves as ``rewrite(ask, text)`` says."""
+
+    def __init__(self, backend: Any, rewrite: Any):
+        self.backend, self.rewrite, self.identity = backend, rewrite, backend.identity + ":counterfactual"
+
+    def encode_prompt(self, ask: Any) -> list[int]:
+        return self.backend.encode_prompt(ask)
+
+    def generate(self, asks: Any) -> list[Any]:
+        import dataclasses
+
+        return [dataclasses.replace(s, text=self.rewrite(a, s.text)) for a, s in zip(asks, self.backend.generate(asks))]
+
+
+def counterfactuals(setting: str, overrides: dict[str, Any], n_items: int = 1000) -> dict[str, Any]:
+    """The system score on dev items (never test) if the untrained policy behaved differently: greedy,
+    always right (oracle), never answering (abstain), and each of these on one item category only.
+    How much a behaviour could add to the system, which training can then be checked against."""
+    import torch
+
+    torch.set_num_threads(1)
+    from coalition_gym.training.config import make_config
+    from coalition_gym.training.rollouts import RecordingPolicy, collect
+    from coalition_gym.training.trainer import Trainer
+
+    config = make_config("base", preset="tiny", strict=False,
+                         **{**COMMON, **SETTINGS[setting]["train"], **overrides, "eval_items": n_items})
+    trainer = Trainer(config, out=Path("/dev/null"), log=lambda *_: None)
+    items = trainer.dev_items()
+    coalition = trainer.members + [config.policy_name]
+    categories = sorted({it.category for it in items})
+    oracle = lambda ask, text: f"Answer: {ask.item.gold}"  # noqa: E731
+    abstain = lambda ask, text: "I cannot work this one out, so I will not give an answer."  # noqa: E731
+    behaviours: dict[str, Any] = {"untrained (sampled)": None, "greedy": "greedy", "oracle": oracle,
+                                  "abstain": abstain}
+    if len(categories) > 1:
+        for cat in categories:
+            behaviours[f"oracle on {cat}"] = (lambda c: lambda a, t: oracle(a, t) if a.item.category == c else t)(cat)
+            behaviours[f"abstain on {cat}"] = (lambda c: lambda a, t: abstain(a, t) if a.item.category == c else t)(cat)
+    out = {}
+    for name, behaviour in behaviours.items():
+        hf = trainer.backend().backend
+        policy = RecordingPolicy(_Rewrite(hf, behaviour) if callable(behaviour) else hf,
+                                 temperature=0.0 if behaviour == "greedy" else None)
+        rollouts = collect(trainer.collab_protocol, trainer.task, items, coalition, trainer.pool.backends(), policy,
+                           config.policy_name, 1, 777, trainer.styles, trainer.pool.dev_scores)
+        scores = np.asarray([r.reward for r in rollouts])
+        solo = np.asarray([r.solo_score for r in rollouts])
+        out[name] = {"system": float(scores.mean()), "policy_answer_score": float(solo.mean()),
+                     **{f"system on {c}": float(scores[[it.category == c for it in items]].mean()) for c in categories}}
+    return out
+
+
+def counterfactual_table(setting: str, rows: dict[str, Any]) -> str:
+    cols = [k for k in next(iter(rows.values())) if k.startswith("system on")]
+    lines = [f"counterfactual policies, {setting} (the untrained policy's replies rewritten; dev items, "
+             "not test)", "", "| behaviour | system | " + " | ".join(cols) + " | policy's own answer |",
+             "|---" * (len(cols) + 3) + "|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['system']:.3f} | " + " | ".join(f"{r[c]:.3f}" for c in cols)
+                     + f" | {r['policy_answer_score']:.3f} |")
+    return "\n".join(lines)
+
+
 def pooled_ci(matrix: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, list[float]]:
     """Mean of a seeds x items matrix and a 95% CI from resampling seeds and items (two-level
     bootstrap): training randomness and item sampling both count."""
@@ -284,8 +350,10 @@ def main() -> None:
     summary, texts = [], []
     for s in settings:
         methods = summarise(root, s, names[s], seeds, reports)
-        summary.append({"name": s, "why": SETTINGS[s]["why"], "train": SETTINGS[s]["train"], "methods": methods})
-        texts += [table(s, methods), "", signal_table(s, methods), ""]
+        what_if = counterfactuals(s, overrides, n_items=300 if args.quick else 1000)
+        summary.append({"name": s, "why": SETTINGS[s]["why"], "train": SETTINGS[s]["train"], "methods": methods,
+                        "counterfactuals": what_if})
+        texts += [table(s, methods), "", signal_table(s, methods), "", counterfactual_table(s, what_if), ""]
     text = "\n".join(texts)
     png = out.with_suffix(".png")
     plot(root, settings, names, seeds, png)

@@ -202,3 +202,33 @@ def test_the_trainer_refuses_a_protocol_that_never_asks_the_policy(monkeypatch, 
                       policy="/no/model/needed/before/the/refusal")
     with pytest.raises(ConfigError, match="never asks the policy"):
         Trainer(cfg, out=tmp_path)
+
+
+def test_rollout_temperature_and_greedy_evaluation_reach_the_policy_only():
+    backend = FakeHF()
+    seen = []
+    original = backend.generate
+
+    def spy(asks):
+        seen.extend(a.params.temperature for a in asks)
+        return original(asks)
+
+    backend.generate = spy
+    task = make_task("zoo:arith", size=5)
+    policy = RecordingPolicy(backend, temperature=0.3)
+    rollouts = collect(make_protocol("majority_vote", temperature=0.9), task, task.items("train")[:2],
+                       ["policy"], {}, policy, "policy", 2, 0, {})
+    assert seen == [0.3] * 4 and all(c.temperature == 0.3 for r in rollouts for c in r.calls)
+    assert RecordingPolicy(FakeHF(), temperature=0.0).identity != RecordingPolicy(FakeHF()).identity
+
+
+def test_run_methods_checks_every_method_and_setting_before_running_any(tmp_path):
+    from coalition_gym.training.trainer import run_methods
+
+    with pytest.raises(ConfigError, match="unknown method 'nope'"):
+        run_methods(["base", "nope"], tmp_path / "a", preset="tiny")
+    with pytest.raises(ConfigError, match="has a setting 'group_sise'"):
+        run_methods(["base", "crl"], tmp_path / "b", preset="tiny", group_sise=4)
+    with pytest.raises(ConfigError, match="G >= 2"):
+        run_methods(["base", "crl"], tmp_path / "c", preset="tiny", group_size=1)
+    assert not any(tmp_path.iterdir())  # nothing ran, nothing was written

@@ -202,7 +202,7 @@ RECIPES: dict[str, ZooRecipe] = {
                      batch_size=16, debate_fraction=0.1, seed=2, context=384),
     ), train_items=300, eval_items=24),
     # For GPU runs of the C-RL benchmark (benchmarks/crl_demo.py --device cuda --policy zoo:large/scholar):
-    # a 4.8M-parameter generalist. Train it where a GPU is (COALITION_GYM_ZOO_DEVICE=cuda cgym zoo build
+    # a 4.9M-parameter generalist. Train it where a GPU is (COALITION_GYM_ZOO_DEVICE=cuda cgym zoo build
     # --recipe large, minutes); on one CPU thread it takes hours.
     "large": ZooRecipe("large", (
         ZooModelSpec("scholar", {"arith": 0.4, "reverse": 0.4, "sum": 0.2}, n_embd=256, n_layer=6, n_head=8,

@@ -71,15 +71,23 @@ def _num(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _trend(report: dict[str, Any], key: str) -> str:
+    """First fifth -> last fifth of training, from the report's signal summary."""
+    signal = report.get("signal") or {}
+    first, last = (signal.get("first") or {}).get(key), (signal.get("last") or {}).get(key)
+    return "-" if first is None or last is None else f"{first:.2f} -> {last:.2f}"
+
+
 def summary_table(folder: str | Path) -> str:
     """A markdown table of every report.json under ``folder`` (every method run so far)."""
     rows = ["| method | seed | best step | dev at best [95% CI] | system (best) [95% CI] | solo (best) [95% CI] | "
-            "system (last) | rescue | drag |", "|---|---|---|---|---|---|---|---|---|"]
+            "system (last) | rescue | drag | informative groups | pivotality |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for path in sorted(Path(folder).rglob("report.json")):
         r = json.loads(path.read_text())
         vs = r.get("vs_base_collab") or {}
         last = (r.get("last") or {}).get("collab")
         rows.append(f"| {r['method']} | {r['seed']} | {r['best_step']} | {_cell(r.get('dev_at_best'))} | "
                     f"{_cell(r['collab'])} | {_cell(r['solo'])} | {_cell(last)} | {_num(vs.get('rescue'))} | "
-                    f"{_num(vs.get('drag'))} |")
+                    f"{_num(vs.get('drag'))} | {_trend(r, 'informative_groups')} | {_trend(r, 'pivotality')} |")
     return "\n".join(rows) + "\n"

@@ -123,11 +123,6 @@ def policy_answer(task: Task, calls: Sequence[PolicyCall]) -> str | None:
     return majority_of([task.extract(c.text) for c in calls if c.round == last])[0]
 
 
-def policy_solo_score(task: Task, item: Item, calls: Sequence[PolicyCall]) -> float:
-    """The policy's own answer (majority of its last round's replies), scored alone."""
-    return task.score(policy_answer(task, calls), item) if calls else 0.0
-
-
 def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Sequence[str],
             backends: Mapping[str, Generator], policy: RecordingPolicy, policy_name: str, group_size: int,
             seed: int, styles: Mapping[str, str], dev_scores: Mapping[str, float] | None = None,
@@ -252,4 +247,4 @@ def collect_distributed(executor: Any, policy: RecordingPolicy, protocol: Protoc
 
 
 __all__ = ["PolicyCall", "Rollout", "RecordingPolicy", "collect", "collect_distributed", "tag_policy_asks",
-           "with_system_prompt", "policy_solo_score", "policy_answer", "protocol_asks"]
+           "with_system_prompt", "policy_answer", "protocol_asks"]
