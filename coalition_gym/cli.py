@@ -161,15 +161,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     root = Path(args.out)
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
     try:
-        reports = run_methods(args.method.split(","), root, preset=args.preset, executor=executor, **settings)
+        run_methods(args.method.split(","), root, preset=args.preset, executor=executor, **settings)
     finally:
         if executor is not None:
             executor.close()
-    for report in reports:
-        print(f"{report['method']} (seed {report['seed']}): best step {report['best_step']}, test collab "
-              f"{report['collab']['mean']:.3f} {report['collab']['ci']}, solo {report['solo']['mean']:.3f} "
-              f"{report['solo']['ci']}")
-    print(summary_table(root))
+    print(summary_table(root))  # every report's test scores with CIs, one row per method
     return 0
 
 

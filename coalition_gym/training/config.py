@@ -9,8 +9,9 @@ reference model, AdamW at lr 1e-6, up to 100 steps, evaluation on 16 dev items e
 stop after 25 evaluations without improvement, two collaboration rounds during training.
 
 ``preset="tiny"`` adapts them to the project's tiny zoo models on CPU (a learning rate of 1e-6 does
-not move a model of a few hundred thousand parameters in a few dozen steps): lr 3e-4, 4 items x G=8,
-16 new tokens, and 200 dev items, so that picking the best checkpoint is not picking noise.
+not move a model of a few hundred thousand parameters in a few dozen steps): lr 3e-4, 8 items x G=8,
+16 new tokens, and 200 dev items every 25 steps, stopping after 12 evaluations without gain, so that
+picking the best checkpoint is not picking noise and a sparse C-RL signal gets 300 steps to show.
 """
 
 from __future__ import annotations
@@ -203,8 +204,8 @@ CONFIGS: dict[str, type[TrainConfig]] = {
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
-    "tiny": {"lr": 3e-4, "items_per_step": 4, "group_size": 8, "max_new_tokens": 16, "overlong_cache": 4,
-             "micro_batch": 64, "eval_items": 200},
+    "tiny": {"lr": 3e-4, "items_per_step": 8, "group_size": 8, "max_new_tokens": 16, "overlong_cache": 4,
+             "micro_batch": 64, "eval_items": 200, "eval_every": 25, "patience": 12},
 }
 
 
