@@ -75,7 +75,7 @@ def test_sft_and_token_logprobs():
 def test_group_advantages_and_broadcast():
     adv = group_advantages([1, 0, 1, 1, 1, 1], ["a", "a", "a", "b", "b", "b"])
     std = np.std([1, 0, 1], ddof=1)
-    np.testing.assert_allclose(adv[:3], (np.array([1, 0, 1]) - 2 / 3) / (std + 1e-6))
+    np.testing.assert_allclose(adv[:3], (np.array([1, 0, 1]) - 2 / 3) / (std + 1e-4))  # TRL eps
     np.testing.assert_allclose(adv[3:], 0.0)  # all-equal group: no signal
     # the constant leave-one-out term v(N minus policy) cancels: shifting a group's rewards changes nothing
     np.testing.assert_allclose(group_advantages([1.3, 0.3, 1.3], "ggg"), group_advantages([1, 0, 1], "ggg"))
