@@ -103,6 +103,7 @@ class RunResult:
     cpu_seconds: float = 0.0
     isolation: str = ""
     truncated: bool = False
+    uid: int | None = None  # the fresh uid the program ran as (namespace and uid modes), to check on it
 
 
 def run_program(program: Program | str, limits: Limits | None = None, mode: str = "auto") -> RunResult:
@@ -269,7 +270,8 @@ class _Run:
             status = {}
         common = dict(stdout=out, stderr=err, wall_seconds=wall, truncated=truncated,
                       exit_code=status.get("exit_code"), signal=status.get("signal"),
-                      cpu_seconds=float(status.get("cpu_seconds") or 0.0), isolation=status.get("mode") or "")
+                      cpu_seconds=float(status.get("cpu_seconds") or 0.0), isolation=status.get("mode") or "",
+                      uid=self.uid if status.get("mode") in ("namespace", "uid") else None)
         report, proved = self._proof(result)
         if killed or not status:
             return RunResult(False, "timeout", f"the sandbox launcher had to be killed after {wall:.1f}s", **common)
