@@ -14,7 +14,7 @@ import pytest
 
 from coalition_gym.errors import ConfigError
 from coalition_gym.scorers import sandbox
-from coalition_gym.scorers.code import score_programs
+from coalition_gym.scorers.code import assert_split, score_programs
 from coalition_gym.scorers.sandbox import Limits, Program, run_program, run_programs
 
 TIGHT = Limits(wall_seconds=3.0, cpu_seconds=2, memory_bytes=256 << 20, file_bytes=1 << 20,
@@ -207,7 +207,9 @@ def test_rlimit_mode_blocks_sockets_and_still_limits():
 def test_non_utf8_output_and_code_scoring():
     result = run_program("import sys\nsys.stdout.buffer.write(b'\\xff\\xfe ok')\n", TIGHT)
     assert result.passed and "ok" in result.stdout
-    scores = score_programs(["assert sum([1, 2]) == 3\n", "assert False\n", None], limits=TIGHT)
+    scores = score_programs([assert_split("def add(a, b):\n    return a + b\n", ["assert add(1, 2) == 3"]),
+                             assert_split("def add(a, b):\n    return a - b\n", ["assert add(1, 2) == 3"]), None],
+                            limits=TIGHT)
     assert [s.score for s in scores] == [1.0, 0.0, 0.0]
     assert [s.parsed for s in scores] == [True, True, False]
 

@@ -193,6 +193,7 @@ def _run_program(job, mode, work, sys_path, uid, result_fd):
     module.__file__ = main_path
     payload = []
     module.__dict__["__report__"] = lambda obj: payload.append(obj)
+    module.__dict__["__channel__"] = job.get("channel")  # the split harness's pipes, or None
     sys.modules["__main__"] = module
     sys.argv = [main_path]
     nonce = job.pop("nonce")
@@ -340,6 +341,8 @@ def launch(job, status_fd, result_fd):
             finally:
                 _hard_exit(4)
         os.close(result_fd)
+        for fd in job.get("channel") or ():  # only the program holds the channel: its end is the channel's end
+            os.close(fd)
         job.pop("nonce", None)
         pidfd = os.pidfd_open(child)
         remaining = job["limits"]["wall_seconds"]
@@ -384,7 +387,7 @@ def _read_job(fd):
 
 def serve(sock_fd):
     """Fork server: one message per program, carrying five file descriptors (job, stdout, stderr,
-    status, result). Forking this warm process saves the interpreter start per program. The
+    status, result), and two more for a program with a channel (read, write). Forking this warm process saves the interpreter start per program. The
     server runs until its socket closes (the host exited)."""
     import socket
 
@@ -396,13 +399,13 @@ def serve(sock_fd):
             message, fds, _, _ = socket.recv_fds(sock, 16, 8)
         except OSError:
             return
-        if len(fds) != 5:
+        if len(fds) not in (5, 7):
             if not fds and not message:
                 return  # the host closed the socket
             for fd in fds:
                 os.close(fd)
             continue
-        job_fd, out_fd, err_fd, status_fd, result_fd = fds
+        job_fd, out_fd, err_fd, status_fd, result_fd, *channel = fds
         pid = os.fork()
         if pid == 0:
             try:
@@ -415,6 +418,8 @@ def serve(sock_fd):
                 os.close(err_fd)
                 job = _read_job(job_fd)
                 os.close(job_fd)
+                if channel:
+                    job["channel"] = tuple(channel)
                 launch(job, status_fd, result_fd)
             finally:
                 _hard_exit(5)

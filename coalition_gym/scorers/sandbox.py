@@ -85,6 +85,9 @@ class Program:
     source: str
     files: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    #: (read fd, write fd) of the host handed to the program as ``__channel__`` (the split harness's
+    #: pipes to the other process); the run takes ownership and closes the host's copies.
+    channel: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,9 @@ class _Run:
         started = time.monotonic()
         open_fds = {fd for pair in pipes.values() for fd in pair}
         child_fds = [pipes["job"][0], pipes["out"][1], pipes["err"][1], pipes["status"][1], pipes["result"][1]]
+        if self.program.channel is not None:
+            child_fds += list(self.program.channel)
+            open_fds.update(self.program.channel)
         try:
             job = self._job(workdir)
             try:
@@ -387,11 +393,13 @@ USE_FORK_SERVER = True  # False: start a fresh interpreter per program (slower, 
 def _start_launcher(job: dict[str, Any], fds: Sequence[int], workdir: str) -> _Launcher:
     if USE_FORK_SERVER:
         return _Launcher(_SERVER.spawn(fds))
-    job_r, out_w, err_w, status_w, result_w = fds
+    job_r, out_w, err_w, status_w, result_w, *channel = fds
     job["status_fd"], job["result_fd"] = status_w, result_w
+    if channel:
+        job["channel"] = tuple(channel)
     proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER)], stdin=job_r, stdout=out_w, stderr=err_w,
                             env=dict(_SAFE_ENV), cwd=workdir, start_new_session=True,
-                            pass_fds=(status_w, result_w), close_fds=True)
+                            pass_fds=(status_w, result_w, *channel), close_fds=True)
     return _Launcher(proc.pid, proc)
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import ConfigError
 from ..scorers import choice as mc
 from ..scorers.answers import extract_final_answer, last_boxed, normalize_answer
-from ..scorers.code import assert_program, extract_code, score_programs, verdict
+from ..scorers.code import assert_split, extract_code, score_programs, verdict
 from ..scorers.kernels import KernelConfig, kernel_program, kernel_verdict
 from ..scorers.mathematics import extract_boxed, numeric_match, score_math
 from ..scorers.ranking import parse_ranking, score_ranking
@@ -412,7 +412,7 @@ class FileTask(Task):
         """Execution-based kinds run all programs in parallel in the sandbox."""
         if self.spec.kind == "code":
             programs = [None if as_text(a) is None else
-                        assert_program(str(a), i.meta["tests"], i.meta.get("setup", "")) for a, i in zip(answers, items)]
+                        assert_split(str(a), i.meta["tests"], i.meta.get("setup", "")) for a, i in zip(answers, items)]
             return score_programs(programs, workers=self.workers)
         if self.spec.kind == "kernel":
             todo = [(k, kernel_program(i.meta["reference"], str(a), self.kernel))

@@ -11,9 +11,10 @@ from functools import cached_property
 from typing import Sequence
 
 from ..errors import ConfigError
-from ..scorers.code import CODE_LIMITS, extract_code, humaneval_program, score_programs
+from ..scorers.code import CODE_LIMITS, extract_code, humaneval_split, score_programs
 from ..scorers.result import ScoreResult, as_text, unparsed
 from ..scorers.sandbox import Limits
+from ..scorers.split import SplitProgram
 from ..types import Item, Message
 from .base import SYSTEM_PROMPT, Task, check_style
 
@@ -67,8 +68,8 @@ class HumanEvalTask(Task):
     def extract(self, text: str | None) -> str | None:
         return extract_code(text)
 
-    def program(self, completion: str, item: Item) -> str:
-        return humaneval_program(item.meta["prompt"], completion, item.meta["test"], item.meta["entry_point"])
+    def program(self, completion: str, item: Item) -> SplitProgram:
+        return humaneval_split(item.meta["prompt"], completion, item.meta["test"], item.meta["entry_point"])
 
     def score(self, answer: str | None, item: Item) -> float:
         return self.score_detail(answer, item).score
