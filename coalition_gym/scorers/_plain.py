@@ -24,7 +24,7 @@ def _enc(value, depth):
     if value is None or kind is bool or kind is str:
         return value
     if kind is int:
-        return {"i": str(value)}  # no precision loss for big ints, no bool confusion
+        return {"i": hex(value)}  # exact for big ints (hex has no digit limit), no bool confusion
     if kind is float:
         return {"f": repr(value)}  # keeps inf, nan and -0.0
     if kind is complex:
@@ -61,7 +61,7 @@ def _dec(node, depth):
         raise NotPlain(f"malformed value {str(node)[:80]!r}")
     (tag, body), = node.items()
     if tag == "i" and type(body) is str:
-        return int(body)
+        return int(body, 16)
     if tag == "f":
         return _float(body)
     if tag == "c" and type(body) is list and len(body) == 2:

@@ -32,14 +32,21 @@ from .sandbox import Limits, Program, RunResult, default_workers, run_program
 PLAIN_SOURCE = Path(__file__).with_name("_plain.py").read_text(encoding="utf-8")
 
 _CHANNEL = '''
+import signal
+signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed channel is an answer (False), not a kill
 _CH_R, _CH_W = __channel__
 _ch_buffer = bytearray()
 
 
 def _ch_send(text):
+    """Write one line; False when the other process is gone."""
     data = (text + "\\n").encode("utf-8")
-    while data:
-        data = data[os.write(_CH_W, data):]
+    try:
+        while data:
+            data = data[os.write(_CH_W, data):]
+    except OSError:
+        return False
+    return True
 
 
 def _ch_receive():
@@ -89,13 +96,16 @@ def _answer(line):
         return encode(("ok", value))
     except NotPlain as exc:
         return encode(("error", name + "() returned " + str(exc)))
+    except BaseException as exc:  # a hostile value's hooks; still the candidate's failure, said as such
+        return encode(("error", name + "() returned a value that could not be sent: " + type(exc).__name__))
 
 
 while True:
     _line = _ch_receive()
     if _line is None:
         break
-    _ch_send(_answer(_line))
+    if not _ch_send(_answer(_line)):
+        break
 '''
 
 _TESTS_HEAD = '''import builtins as _builtins
@@ -122,8 +132,7 @@ def __proxy__(name):
             request = encode(("call", name, args, kwargs))
         except NotPlain as exc:
             _fail("an argument of " + name + "() cannot be sent to the candidate: " + str(exc))
-        _ch_send(request)
-        line = _ch_receive()
+        line = _ch_receive() if _ch_send(request) else None
         if line is None:
             _fail("the candidate's process ended while " + name + "() was called")
         try:
