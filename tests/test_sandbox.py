@@ -229,3 +229,20 @@ def test_one_shot_launcher_gives_the_same_verdicts(monkeypatch):
     monkeypatch.setattr(sandbox, "USE_FORK_SERVER", False)
     assert run_program("x = 1\n", TIGHT).passed
     assert run_program("import os\nos._exit(0)\n", TIGHT).status == "exit"
+
+
+def test_one_memory_cap_holds_for_the_program_and_its_children():
+    if BEST != "namespace":
+        pytest.skip("the cgroup memory cap needs root")
+    probe = ("import os\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+             "        block = b'\\x01' * (200 << 20)\n        os._exit(0)\n    kids.append(pid)\n"
+             "__report__([os.waitpid(k, 0)[1] for k in kids])\n")
+    result = run_program(probe, Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=320 << 20))
+    if not result.memory_cap.startswith("cgroup"):
+        pytest.skip(f"no writable memory cgroup here: {result.memory_cap}")
+    assert result.passed, result
+    # each child alone fits under the per-process cap (200 MiB < 320 MiB) but four together do not
+    assert sum(1 for status in result.report if os.WIFSIGNALED(status)) >= 2, result.report
+    hog = run_program("blocks = []\nwhile True:\n    blocks.append(b'\\x01' * (32 << 20))\n",
+                      Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=256 << 20))
+    assert hog.status == "memory", hog

@@ -101,6 +101,76 @@ def _enter_namespaces(job, libc):
     return os.path.join(root, "work"), mapped
 
 
+CGROUP_V2, CGROUP_V1 = "/sys/fs/cgroup", "/sys/fs/cgroup/memory"
+
+
+def _memory_cgroup(name, limit):
+    """A memory cgroup capping the program *and all its children* together at ``limit`` bytes
+    (the address-space rlimit is per process, so N processes could otherwise hold N times it).
+    Returns (folder, kind) or (None, why not); needs root and a writable cgroup hierarchy."""
+    if not limit:
+        return None, "no memory limit asked"
+    for kind, root, limit_file, extra in (
+            ("cgroup v2", CGROUP_V2, "memory.max", ("memory.swap.max", "0")),
+            ("cgroup v1", CGROUP_V1, "memory.limit_in_bytes", ("memory.memsw.limit_in_bytes", None))):
+        if kind == "cgroup v2" and not os.path.exists(os.path.join(root, "cgroup.controllers")):
+            continue
+        if kind == "cgroup v1" and not os.path.exists(os.path.join(root, "memory.limit_in_bytes")):
+            continue
+        folder = os.path.join(root, "coalition_gym", name)
+        try:
+            os.makedirs(folder)
+            if kind == "cgroup v2":  # the controller must be handed down to our group's children
+                for parent in (root, os.path.dirname(folder)):
+                    with open(os.path.join(parent, "cgroup.subtree_control"), "w") as fh:
+                        fh.write("+memory")
+            with open(os.path.join(folder, limit_file), "w") as fh:
+                fh.write(str(limit))
+            swap_file, swap_value = extra
+            if os.path.exists(os.path.join(folder, swap_file)):  # no escape into swap
+                try:
+                    with open(os.path.join(folder, swap_file), "w") as fh:
+                        fh.write(swap_value or str(limit))
+                except OSError:
+                    pass
+            return folder, kind
+        except OSError as exc:
+            _remove_cgroup(folder)
+            why = f"{kind}: {exc}"
+            continue
+    return None, locals().get("why", "no memory cgroup hierarchy")
+
+
+def _cgroup_oom_kills(folder):
+    """How many processes of the group the kernel killed for memory (v2 memory.events, v1 oom_control
+    or, on older kernels, any allocation failure)."""
+    for name, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
+        try:
+            with open(os.path.join(folder, name)) as fh:
+                for line in fh:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0] == key:
+                        return int(parts[1])
+        except (OSError, ValueError):
+            pass
+    try:
+        with open(os.path.join(folder, "memory.failcnt")) as fh:
+            return int(fh.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _remove_cgroup(folder):
+    for _ in range(50):  # the killed processes leave the group a moment after they are reaped
+        try:
+            os.rmdir(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
 def _count_user_processes(uid):
     count = 0
     for name in os.listdir("/proc"):
@@ -153,10 +223,13 @@ def _remap_packages(pairs):
         search[:] = fixed
 
 
-def _run_program(job, mode, work, sys_path, uid, result_fd):
+def _run_program(job, mode, work, sys_path, uid, result_fd, cgroup):
     """In the forked child: drop privileges, apply limits, run the program, report the nonce."""
     limits = job["limits"]
     os.setpgid(0, 0)
+    if cgroup:  # joined while still root; every process the program starts inherits the group
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as fh:
+            fh.write(str(os.getpid()))
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     nproc = limits["processes"]
@@ -314,10 +387,11 @@ def _choose_mode(job, libc):
 def launch(job, status_fd, result_fd):
     """Set up, run and clean up one program; write the status record; never returns."""
     status = {"mode": None, "exit_code": None, "signal": None, "timed_out": False, "stopped": False,
-              "cpu_seconds": 0.0, "error": None, "fallback_reason": None}
+              "cpu_seconds": 0.0, "error": None, "fallback_reason": None, "memory_cap": "per process",
+              "oom_kills": 0}
     signal.signal(signal.SIGTERM, _on_term)
     child = None
-    mode, uid = "rlimit", None
+    mode, uid, cgroup = "rlimit", None, None
     try:
         libc = _libc()
         mode, work, sys_path, status["fallback_reason"] = _choose_mode(job, libc)
@@ -330,12 +404,15 @@ def launch(job, status_fd, result_fd):
             os.chown(work, uid, uid)
         _write_files(work, job["files"], uid)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        if uid is not None:  # root: one memory cap for the program and its children together
+            cgroup, cap = _memory_cgroup(f"run-{uid}-{os.getpid()}", job["limits"]["memory_bytes"])
+            status["memory_cap"] = cap if cgroup else f"per process ({cap})"
         start = time.monotonic()
         child = os.fork()
         if child == 0:
             try:
                 os.close(status_fd)
-                _run_program(job, mode, work, sys_path, uid, result_fd)
+                _run_program(job, mode, work, sys_path, uid, result_fd, cgroup)
             except BaseException as exc:  # setup failed before the program started
                 _write(2, f"sandbox: setup failed: {type(exc).__name__}: {exc}\n".encode())
             finally:
@@ -367,6 +444,9 @@ def launch(job, status_fd, result_fd):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if child and (status["timed_out"] or status["stopped"] or _reap()):
         _kill_everything(mode, uid, child)
+    if cgroup:
+        status["oom_kills"] = _cgroup_oom_kills(cgroup)
+        _remove_cgroup(cgroup)
     os.write(status_fd, marshal.dumps(status))
     _hard_exit(0)
 

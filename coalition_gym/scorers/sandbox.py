@@ -107,6 +107,7 @@ class RunResult:
     isolation: str = ""
     truncated: bool = False
     uid: int | None = None  # the fresh uid the program ran as (namespace and uid modes), to check on it
+    memory_cap: str = ""  # "cgroup v1|v2" (program and children together) or "per process (why)"
 
 
 def run_program(program: Program | str, limits: Limits | None = None, mode: str = "auto") -> RunResult:
@@ -277,7 +278,8 @@ class _Run:
         common = dict(stdout=out, stderr=err, wall_seconds=wall, truncated=truncated,
                       exit_code=status.get("exit_code"), signal=status.get("signal"),
                       cpu_seconds=float(status.get("cpu_seconds") or 0.0), isolation=status.get("mode") or "",
-                      uid=self.uid if status.get("mode") in ("namespace", "uid") else None)
+                      uid=self.uid if status.get("mode") in ("namespace", "uid") else None,
+                      memory_cap=status.get("memory_cap") or "")
         report, proved = self._proof(result)
         if killed or not status:
             return RunResult(False, "timeout", f"the sandbox launcher had to be killed after {wall:.1f}s", **common)
@@ -288,6 +290,9 @@ class _Run:
         if status.get("timed_out"):
             return RunResult(False, "timeout", f"wall-clock limit of {self.limits.wall_seconds}s reached", **common)
         sig = status.get("signal")
+        if sig == signal.SIGKILL and status.get("oom_kills"):
+            return RunResult(False, "memory", f"memory limit of {self.limits.memory_bytes} bytes for the program "
+                                              "and its children together reached", **common)
         if sig is not None:
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and common["cpu_seconds"] >= 0.9 * self.limits.cpu_seconds):
                 return RunResult(False, "cpu", f"CPU-time limit of {self.limits.cpu_seconds}s reached", **common)
