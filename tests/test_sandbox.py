@@ -246,3 +246,23 @@ def test_one_memory_cap_holds_for_the_program_and_its_children():
     hog = run_program("blocks = []\nwhile True:\n    blocks.append(b'\\x01' * (32 << 20))\n",
                       Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=256 << 20))
     assert hog.status == "memory", hog
+
+
+def test_the_program_sees_no_checkout_home_or_workplace():
+    if BEST != "namespace":
+        pytest.skip("the sealed view needs a mount namespace (root)")
+    checkout_file = str(Path(sandbox.PROJECT_ROOT) / "pyproject.toml")
+    assert os.path.exists(checkout_file)
+    folders = [p for p in sandbox.hidden_paths()]
+    probe = (f"import os\nfolders = {folders!r}\n"
+             "seen = {p: sorted(os.listdir(p)) if os.path.isdir(p) else [] for p in folders}\n"
+             f"__report__({{'seen': seen, 'checkout': os.path.exists({checkout_file!r})}})\n")
+    result = run_program(probe, TIGHT)
+    assert result.passed, result
+    assert result.report["checkout"] is False
+    # what is left in a hidden folder is only the way to the interpreter's own installation
+    keep = sandbox.interpreter_paths()
+    for folder, names in result.report["seen"].items():
+        for name in names:
+            path = os.path.join(folder, name)
+            assert any(k == path or k.startswith(path + os.sep) for k in keep), f"{path} is visible"

@@ -9,12 +9,16 @@ the host. Isolation modes (best first, "auto" takes the best that works):
 
 * ``namespace`` (root with CAP_SYS_ADMIN): private network namespace with no interface up (no
   network, not even loopback), private mount namespace with fresh size-limited tmpfs over /tmp,
-  /var/tmp, /dev/shm, /run/lock and the working directory, private IPC namespace, the interpreter's
-  library folders bind-mounted read-only, and the program runs as a fresh random uid/gid.
+  /var/tmp, /dev/shm, /run/lock and the working directory, an empty folder over homes, the
+  workplace and the project checkout (``sandbox.hidden_paths``; the interpreter's installation is
+  put back read-only), private IPC namespace, the interpreter's library folders bind-mounted
+  read-only, the program runs as a fresh random uid/gid, and one memory cgroup caps the program and
+  all its children together (when the hierarchy is writable; ``RunResult.memory_cap`` says).
 * ``uid`` (root without namespaces): fresh random uid/gid (so RLIMIT_NPROC is enforced, files of
   other users are protected and other users' processes cannot be signalled), and an audit hook
   that refuses socket use. World-writable folders (/tmp ...) stay writable, and the program can
-  import only what the sandbox uid may read (an interpreter installed under /root is not): weaker.
+  import only what the sandbox uid may read (an interpreter installed under /root is not), and
+  world-readable files of the host stay readable: weaker. The memory cgroup applies here too.
 * ``rlimit`` (not root): same user as the host, resource limits, and an audit hook that refuses
   sockets, signals to other processes and spawning programs. Weakest: a program that uses ctypes
   can get around the hook.
@@ -77,10 +81,20 @@ def _enter_namespaces(job, libc):
     # project may live under one of them (a checkout or venv in /tmp), and a covered path is gone.
     held = [(index, path, os.open(path, os.O_PATH), os.path.isdir(path))
             for index, path in enumerate(job["sys_path"]) if os.path.exists(path)]
+    kept = [(path, os.open(path, os.O_PATH)) for path in job.get("keep", ()) if os.path.isdir(path)]
+    for path in job.get("hidden", ()):  # homes, the workplace, the checkout: an empty folder instead
+        if os.path.isdir(path) and not os.path.islink(path) and os.path.realpath(path) != "/":
+            _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     tmp_size = job["disk_bytes"]
     for path in SHARED_WRITABLE:
         if os.path.isdir(path) and not os.path.islink(path):
             _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_size},mode=1777")
+    for path, fd in kept:  # the interpreter's installation, back where it was, read-only
+        if not os.path.isdir(path) or not os.listdir(path):
+            os.makedirs(path, exist_ok=True)
+            _mount(libc, f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+            _mount(libc, None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, None)
+        os.close(fd)
     root = job["workdir"]
     os.makedirs(root, exist_ok=True)  # it vanished if it lay under a folder just covered
     _mount(libc, "tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_size},mode=0755")

@@ -16,7 +16,10 @@ Every execution-based scorer goes through :func:`run_program` or :func:`run_prog
 Isolation modes and their guarantees are described in ``_sandbox_child.py``; ``RunResult.isolation``
 says which one a run got. Running as root on Linux with namespaces (as here) gives the strongest,
 ``namespace``: the program runs as a fresh random uid (so RLIMIT_NPROC is enforced even though the
-host is root), sees fresh tmpfs over every shared writable folder, and cannot reach any network.
+host is root), sees fresh tmpfs over every shared writable folder and empty folders over homes, the
+workplace and this checkout, cannot reach any network, and shares one memory cap with its children.
+Without a writable cgroup hierarchy the memory bound is per process: at most ``processes`` x
+``memory_bytes`` in all.
 
 A program passes only when it runs to its last statement: the launcher then writes a per-run
 secret to a private pipe. Exit codes and printed text are never trusted.
@@ -141,10 +144,28 @@ def default_workers() -> int:
 
 @functools.lru_cache(maxsize=1)
 def library_paths() -> tuple[str, ...]:
-    """The host interpreter's import folders (stdlib and site-packages), not the current folder."""
+    """The host interpreter's import folders (stdlib and site-packages), not the current folder and
+    not the project's own checkout (an editable install puts it on sys.path; programs never need it)."""
     cwd = os.getcwd()
     return tuple(p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)
-                 and not os.path.samefile(p, cwd))
+                 and not os.path.samefile(p, cwd) and not os.path.samefile(p, PROJECT_ROOT))
+
+
+#: Folders a sandboxed program must not see (namespace mode covers them with an empty tmpfs): homes,
+#: the workplace, data and add-on folders, the project checkout and the host's working folder. The
+#: interpreter's own installation (``interpreter_paths``) is put back read-only where it lay inside one.
+HIDDEN_FOLDERS = ("/root", "/home", "/work", "/srv", "/mnt", "/media", "/opt", "/var/lib", "/var/log")
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def hidden_paths() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p for p in (*HIDDEN_FOLDERS, PROJECT_ROOT, os.getcwd()) if os.path.isdir(p)))
+
+
+def interpreter_paths() -> tuple[str, ...]:
+    """The installation the launcher runs from (venv and base prefix): shared libraries and
+    extension modules find each other by path inside it."""
+    return tuple(dict.fromkeys(p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if os.path.isdir(p)))
 
 
 class _Run:
@@ -165,6 +186,7 @@ class _Run:
         env.update(self.program.env)
         return {"workdir": workdir, "files": files, "main": "main.py", "mode": self.mode, "uid": self.uid,
                 "nonce": self.nonce, "env": env, "sys_path": list(library_paths()),
+                "hidden": list(hidden_paths()), "keep": list(interpreter_paths()),
                 "disk_bytes": self.limits.disk_bytes,
                 "limits": {"wall_seconds": self.limits.wall_seconds, "cpu_seconds": int(self.limits.cpu_seconds),
                            "memory_bytes": self.limits.memory_bytes, "file_bytes": self.limits.file_bytes,
