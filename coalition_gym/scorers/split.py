@@ -242,13 +242,14 @@ def run_split(program: SplitProgram, limits: Limits | None = None, mode: str = "
 
 def run_splits(programs: Sequence[SplitProgram], limits: Limits | None = None, mode: str = "auto",
                workers: int | None = None) -> list[RunResult]:
-    """Many split programs, at most ``workers`` pairs at once (default: the usable cores)."""
+    """Many split programs on ``workers`` cores (default: the usable cores). The two processes of a
+    pair mostly take turns (call, answer), so two pairs run per core to keep it busy."""
     from concurrent.futures import ThreadPoolExecutor
 
-    workers = workers or default_workers()
-    if len(programs) <= 1 or workers == 1:
+    pairs = 2 * (workers or default_workers())
+    if len(programs) <= 1:
         return [run_split(p, limits, mode) for p in programs]
-    with ThreadPoolExecutor(max_workers=min(workers, len(programs))) as pool:
+    with ThreadPoolExecutor(max_workers=min(pairs, len(programs))) as pool:
         return list(pool.map(lambda p: run_split(p, limits, mode), programs))
 
 
