@@ -124,6 +124,7 @@ def _memory_cgroup(name, limit):
     Returns (folder, kind) or (None, why not); needs root and a writable cgroup hierarchy."""
     if not limit:
         return None, "no memory limit asked"
+    why = "no memory cgroup hierarchy"
     for kind, root, limit_file, extra in (
             ("cgroup v2", CGROUP_V2, "memory.max", ("memory.swap.max", "0")),
             ("cgroup v1", CGROUP_V1, "memory.limit_in_bytes", ("memory.memsw.limit_in_bytes", None))):
@@ -151,8 +152,7 @@ def _memory_cgroup(name, limit):
         except OSError as exc:
             _remove_cgroup(folder)
             why = f"{kind}: {exc}"
-            continue
-    return None, locals().get("why", "no memory cgroup hierarchy")
+    return None, why
 
 
 def _cgroup_oom_kills(folder):

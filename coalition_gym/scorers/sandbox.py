@@ -148,18 +148,22 @@ def library_paths() -> tuple[str, ...]:
     not the project's own checkout (an editable install puts it on sys.path; programs never need it)."""
     cwd = os.getcwd()
     return tuple(p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)
-                 and not os.path.samefile(p, cwd) and not os.path.samefile(p, PROJECT_ROOT))
+                 and not os.path.samefile(p, cwd) and not (PROJECT_ROOT and os.path.samefile(p, PROJECT_ROOT)))
 
 
 #: Folders a sandboxed program must not see (namespace mode covers them with an empty tmpfs): homes,
-#: the workplace, data and add-on folders, the project checkout and the host's working folder. The
+#: the workplace, data and add-on folders, and the project checkout (``hidden_paths``). The
 #: interpreter's own installation (``interpreter_paths``) is put back read-only where it lay inside one.
 HIDDEN_FOLDERS = ("/root", "/home", "/work", "/srv", "/mnt", "/media", "/opt", "/var/lib", "/var/log")
-PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+_ROOT = Path(__file__).resolve().parents[2]
+#: This checkout, when the package runs from one (an installed wheel lies in site-packages: None).
+PROJECT_ROOT = str(_ROOT) if (_ROOT / "pyproject.toml").is_file() else None
 
 
 def hidden_paths() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(p for p in (*HIDDEN_FOLDERS, PROJECT_ROOT, os.getcwd()) if os.path.isdir(p)))
+    """HIDDEN_FOLDERS and this checkout. The host's working folder is hidden when it lies in one of
+    them; elsewhere (say /usr/local/src/...) it stays visible, because system folders cannot be."""
+    return tuple(dict.fromkeys(p for p in (*HIDDEN_FOLDERS, PROJECT_ROOT) if p and os.path.isdir(p)))
 
 
 def interpreter_paths() -> tuple[str, ...]:
