@@ -366,8 +366,10 @@ def main() -> None:
     text = "\n".join(texts)
     png = out.with_suffix(".png")
     plot(root, settings, names, seeds, png)
+    trained = sum(m["train_seconds"] for s in summary for m in s["methods"].values())
     header = (f"crl_demo: policy {overrides.get('policy', COMMON['policy'])}, seeds {seeds}, "
-              f"{total / 60:.1f} min on {os.cpu_count()} cores")
+              f"{total / 60:.1f} min on {os.cpu_count()} cores for this invocation (finished runs are reused); "
+              f"all runs together trained for {trained / 60:.1f} core-minutes")
     print(f"\n{header}\n\n{text}")
     write_json(out, {"benchmark": "crl_demo", "seeds": seeds, "common": {**COMMON, **overrides},
                      "total_seconds": total, "machine": machine_info(), "settings": summary, "table": text})
