@@ -280,7 +280,7 @@ def _run_program(job, mode, work, sys_path, uid, result_fd, cgroup):
     module.__file__ = main_path
     payload = []
     module.__dict__["__report__"] = lambda obj: payload.append(obj)
-    module.__dict__["__channel__"] = job.get("channel")  # the split harness's pipes, or None
+    module.__dict__["__channel__"] = job.get("channel")  # pipes to the companion program, or None
     sys.modules["__main__"] = module
     sys.argv = [main_path]
     nonce = job.pop("nonce")
@@ -398,14 +398,62 @@ def _choose_mode(job, libc):
     return "rlimit", os.path.join(job["workdir"], "work"), [(p, p) for p in job["sys_path"]], reason
 
 
+def _pipe_above_stdio():
+    """A pipe whose ends are not 0-2 (the program's stdin is replaced with /dev/null, and a fork
+    server's launcher has fd 0 free, so a plain pipe could land there)."""
+    import fcntl
+
+    ends = []
+    for fd in os.pipe():
+        if fd <= 2:
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD, 3)
+            os.close(fd)
+            fd = high
+        ends.append(fd)
+    return tuple(ends)
+
+
+def _start_companion(job, mode, work, sys_path, uid, private_fds):
+    """Fork the companion program (the split harness's candidate) under its own uid, working folder
+    and memory cgroup, with its output discarded, and join it to the main program by two pipes:
+    ``job["channel"]`` gets the main program's ends. Returns (pid, cgroup folder or None)."""
+    spec = job["companion"]
+    os.makedirs(work, mode=0o700, exist_ok=True)
+    if uid is not None:
+        os.chown(work, uid, uid)
+    _write_files(work, spec["files"], uid)
+    cgroup = _memory_cgroup(f"run-{uid}-{os.getpid()}", job["limits"]["memory_bytes"])[0] if uid is not None else None
+    to_companion_r, to_companion_w = _pipe_above_stdio()
+    to_main_r, to_main_w = _pipe_above_stdio()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for fd in (*private_fds, to_main_r, to_companion_w):
+                os.close(fd)
+            sink = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(sink, 1)
+            os.dup2(sink, 2)
+            own = {**job, "files": spec["files"], "env": spec["env"], "channel": (to_companion_r, to_main_w),
+                   "nonce": "companion"}  # its nonce proves nothing to anyone
+            _run_program(own, mode, work, sys_path, uid, sink, cgroup)
+        except BaseException as exc:
+            _write(2, f"sandbox: companion setup failed: {type(exc).__name__}: {exc}\n".encode())
+        finally:
+            _hard_exit(4)
+    os.close(to_companion_r)
+    os.close(to_main_w)
+    job["channel"] = (to_main_r, to_companion_w)
+    return pid, cgroup
+
+
 def launch(job, status_fd, result_fd):
     """Set up, run and clean up one program; write the status record; never returns."""
     status = {"mode": None, "exit_code": None, "signal": None, "timed_out": False, "stopped": False,
               "cpu_seconds": 0.0, "error": None, "fallback_reason": None, "memory_cap": "per process",
               "oom_kills": 0}
     signal.signal(signal.SIGTERM, _on_term)
-    child = None
-    mode, uid, cgroup = "rlimit", None, None
+    child = companion = None
+    mode, uid, cgroup, c_uid, c_cgroup = "rlimit", None, None, None, None
     try:
         libc = _libc()
         mode, work, sys_path, status["fallback_reason"] = _choose_mode(job, libc)
@@ -421,6 +469,10 @@ def launch(job, status_fd, result_fd):
         if uid is not None:  # root: one memory cap for the program and its children together
             cgroup, cap = _memory_cgroup(f"run-{uid}-{os.getpid()}", job["limits"]["memory_bytes"])
             status["memory_cap"] = cap if cgroup else f"per process ({cap})"
+        if job.get("companion"):
+            c_uid = job["companion"]["uid"] if uid is not None else None
+            companion, c_cgroup = _start_companion(job, mode, work + "-companion", sys_path, c_uid,
+                                                   (status_fd, result_fd))
         start = time.monotonic()
         child = os.fork()
         if child == 0:
@@ -432,7 +484,7 @@ def launch(job, status_fd, result_fd):
             finally:
                 _hard_exit(4)
         os.close(result_fd)
-        for fd in job.get("channel") or ():  # only the program holds the channel: its end is the channel's end
+        for fd in job.get("channel") or ():  # only the programs hold the channel: one's end is the other's EOF
             os.close(fd)
         job.pop("nonce", None)
         pidfd = os.pidfd_open(child)
@@ -458,9 +510,13 @@ def launch(job, status_fd, result_fd):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if child and (status["timed_out"] or status["stopped"] or _reap()):
         _kill_everything(mode, uid, child)
+    if companion:  # its verdict counts for nothing; it ends with the program it served
+        _kill_everything(mode, c_uid, companion)
     if cgroup:
         status["oom_kills"] = _cgroup_oom_kills(cgroup)
         _remove_cgroup(cgroup)
+    if c_cgroup:
+        _remove_cgroup(c_cgroup)
     os.write(status_fd, marshal.dumps(status))
     _hard_exit(0)
 
@@ -481,10 +537,10 @@ def _read_job(fd):
 
 def serve(sock_fd):
     """Fork server: one message per program, carrying five file descriptors (job, stdout, stderr,
-    status, result), and two more for a program with a channel (read, write). Forking this warm
-    process saves the interpreter start per program. The server runs until its socket closes (the
-    host exited)."""
+    status, result). Forking this warm process saves the interpreter start per program. The server
+    runs until its socket closes (the host exited)."""
     import json  # noqa: F401  (warm for every program: the split harness's codec needs it on both sides)
+    import traceback  # noqa: F401  (warm: every failing program prints one)
     import socket
 
     sock = socket.socket(fileno=sock_fd)
@@ -495,13 +551,13 @@ def serve(sock_fd):
             message, fds, _, _ = socket.recv_fds(sock, 16, 8)
         except OSError:
             return
-        if len(fds) not in (5, 7):
+        if len(fds) != 5:
             if not fds and not message:
                 return  # the host closed the socket
             for fd in fds:
                 os.close(fd)
             continue
-        job_fd, out_fd, err_fd, status_fd, result_fd, *channel = fds
+        job_fd, out_fd, err_fd, status_fd, result_fd = fds
         pid = os.fork()
         if pid == 0:
             try:
@@ -514,8 +570,6 @@ def serve(sock_fd):
                 os.close(err_fd)
                 job = _read_job(job_fd)
                 os.close(job_fd)
-                if channel:
-                    job["channel"] = tuple(channel)
                 launch(job, status_fd, result_fd)
             finally:
                 _hard_exit(5)

@@ -88,9 +88,10 @@ class Program:
     source: str
     files: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
-    #: (read fd, write fd) of the host handed to the program as ``__channel__`` (the split harness's
-    #: pipes to the other process); the run takes ownership and closes the host's copies.
-    channel: tuple[int, int] | None = None
+    #: A second program run beside this one by the same launcher (same namespaces, its own fresh uid,
+    #: working folder and memory cgroup, output discarded); the two are joined by two pipes, which each
+    #: sees as ``__channel__ = (read fd, write fd)``. The run's verdict is this program's alone.
+    companion: "Program | None" = None
 
 
 @dataclass(frozen=True)
@@ -176,19 +177,30 @@ class _Run:
     def __init__(self, program: Program, limits: Limits, mode: str):
         self.program, self.limits, self.mode = program, limits, mode
         self.uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
+        self.companion_uid = self.uid + 1 if self.uid + 1 < _UID_RANGE[1] else self.uid - 1
         self.nonce = secrets.token_hex(16)
 
-    def _job(self, workdir: str) -> dict[str, Any]:
-        files = dict(self.program.files)
+    @staticmethod
+    def _files_and_env(program: Program, work: str) -> tuple[dict[str, str], dict[str, str]]:
+        files = dict(program.files)
         for name in files:
             if os.path.isabs(name) or ".." in Path(name).parts or name == "main.py":
                 raise ConfigError(f"sandbox file name {name!r} must be a relative path inside the working "
                                   "directory, without '..', and not main.py")
-        files["main.py"] = self.program.source
-        env = dict(_SAFE_ENV)
-        env.update({"HOME": f"{workdir}/work", "TMPDIR": f"{workdir}/work"})
-        env.update(self.program.env)
+        files["main.py"] = program.source
+        env = {**_SAFE_ENV, "HOME": work, "TMPDIR": work, **program.env}
+        return files, env
+
+    def _job(self, workdir: str) -> dict[str, Any]:
+        files, env = self._files_and_env(self.program, f"{workdir}/work")
+        companion = None
+        if self.program.companion is not None:
+            if self.program.companion.companion is not None:
+                raise ConfigError("a companion program cannot have a companion of its own")
+            c_files, c_env = self._files_and_env(self.program.companion, f"{workdir}/work-companion")
+            companion = {"files": c_files, "env": c_env, "uid": self.companion_uid}
         return {"workdir": workdir, "files": files, "main": "main.py", "mode": self.mode, "uid": self.uid,
+                "companion": companion,
                 "nonce": self.nonce, "env": env, "sys_path": list(library_paths()),
                 "hidden": list(hidden_paths()), "keep": list(interpreter_paths()),
                 "disk_bytes": self.limits.disk_bytes,
@@ -202,9 +214,6 @@ class _Run:
         started = time.monotonic()
         open_fds = {fd for pair in pipes.values() for fd in pair}
         child_fds = [pipes["job"][0], pipes["out"][1], pipes["err"][1], pipes["status"][1], pipes["result"][1]]
-        if self.program.channel is not None:
-            child_fds += list(self.program.channel)
-            open_fds.update(self.program.channel)
         try:
             job = self._job(workdir)
             try:
@@ -290,9 +299,11 @@ class _Run:
         except OSError:
             pass
         if os.geteuid() == 0:
+            uids = (self.uid, self.companion_uid) if self.program.companion is not None else (self.uid,)
             for _ in range(3):
-                subprocess.run(["kill", "-KILL", "-1"], user=self.uid, group=self.uid, extra_groups=[],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                for uid in uids:
+                    subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
     def _verdict(self, stdout: bytes, stderr: bytes, result: bytes, status_raw: bytes, truncated: bool,
                  killed: bool, wall: float) -> RunResult:
@@ -424,13 +435,11 @@ USE_FORK_SERVER = True  # False: start a fresh interpreter per program (slower, 
 def _start_launcher(job: dict[str, Any], fds: Sequence[int], workdir: str) -> _Launcher:
     if USE_FORK_SERVER:
         return _Launcher(_SERVER.spawn(fds))
-    job_r, out_w, err_w, status_w, result_w, *channel = fds
+    job_r, out_w, err_w, status_w, result_w = fds
     job["status_fd"], job["result_fd"] = status_w, result_w
-    if channel:
-        job["channel"] = tuple(channel)
     proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER)], stdin=job_r, stdout=out_w, stderr=err_w,
                             env=dict(_SAFE_ENV), cwd=workdir, start_new_session=True,
-                            pass_fds=(status_w, result_w, *channel), close_fds=True)
+                            pass_fds=(status_w, result_w), close_fds=True)
     return _Launcher(proc.pid, proc)
 
 

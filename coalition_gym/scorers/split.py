@@ -12,6 +12,10 @@ processes, so nothing the code does to its own interpreter can reach the verdict
   see ``sandbox.py``); frames, gc, threads, patched builtins or modules and exit tricks in the
   candidate's process touch none of it.
 
+One launcher runs both (``Program.companion``): one namespace setup, two fresh uids (neither can
+signal, trace or read the other), two working folders, two memory cgroups; the candidate's output is
+discarded and its process is killed when the tests end.
+
 A failure of the channel itself (the candidate's process died, sent something that is not plain data,
 lacks the function) is raised as ``CandidateFailed``, a BaseException that ``except Exception`` in
 a test cannot swallow, and is re-checked after the tests ended.
@@ -21,8 +25,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -227,17 +229,9 @@ def called_names(test_code: str, context: str = "") -> list[str]:
 
 
 def run_split(program: SplitProgram, limits: Limits | None = None, mode: str = "auto") -> RunResult:
-    """Run both halves at once, joined by two pipes; the tests' run is the verdict. The candidate's
-    run ends when the tests' end of the pipes closes (or at its own limits)."""
-    to_candidate_r, to_candidate_w = os.pipe()
-    to_tests_r, to_tests_w = os.pipe()
-    candidate = Program(program.candidate, channel=(to_candidate_r, to_tests_w))
-    tests = Program(program.tests, channel=(to_tests_r, to_candidate_w))
-    side = threading.Thread(target=run_program, args=(candidate, limits, mode), daemon=True)
-    side.start()
-    result = run_program(tests, limits, mode)
-    side.join()
-    return result
+    """Run both halves under one launcher (one namespace setup, two fresh uids, joined by two pipes);
+    the tests' run is the verdict, and the candidate's process ends with it."""
+    return run_program(Program(program.tests, companion=Program(program.candidate)), limits, mode)
 
 
 def run_splits(programs: Sequence[SplitProgram], limits: Limits | None = None, mode: str = "auto",
