@@ -5,13 +5,15 @@ the split) to show that they are real attacks, not programs that fail anyway."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from coalition_gym.scorers._plain import NotPlain, decode, encode
 from coalition_gym.scorers.sandbox import Limits, run_program
-from coalition_gym.scorers.split import assert_split, called_names, run_split
+from coalition_gym.scorers.split import assert_split, called_names, humaneval_split, run_split
 from coalition_gym.tasks import make
 
 LIMITS = Limits(wall_seconds=4, cpu_seconds=4, memory_bytes=512 << 20, processes=16)
@@ -203,3 +205,24 @@ def test_plain_data_round_trip_and_refusals():
 def test_called_names_are_what_the_tests_need_from_the_candidate():
     tests = "import math\nassert f(1) == g(2)\nfor k in range(3):\n    assert math.isclose(h(k), k)\n"
     assert called_names(tests, "def h(v):\n    return v\n") == ["f", "g"]
+
+
+def test_the_candidate_leaves_no_process_behind(add_item):
+    _, item = add_item
+    run = run_split(humaneval_split(item.meta["prompt"], HOSTILE_BUT_CORRECT["leaves_a_child"], item.meta["test"],
+                                    item.meta["entry_point"]), LIMITS)
+    assert run.passed, run
+    if run.uid is None:
+        pytest.skip("no fresh uids without root")
+    assert run.companion_uid not in (None, run.uid)
+    time.sleep(0.2)
+    ours = {run.uid, run.companion_uid}
+    left = [name for name in os.listdir("/proc") if name.isdigit() and _uid_of(name) in ours]
+    assert not left, left
+
+
+def _uid_of(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None

@@ -111,6 +111,7 @@ class RunResult:
     isolation: str = ""
     truncated: bool = False
     uid: int | None = None  # the fresh uid the program ran as (namespace and uid modes), to check on it
+    companion_uid: int | None = None  # the companion program's uid, likewise
     memory_cap: str = ""  # "cgroup v1|v2" (program and children together) or "per process (why)"
 
 
@@ -316,6 +317,8 @@ class _Run:
                       exit_code=status.get("exit_code"), signal=status.get("signal"),
                       cpu_seconds=float(status.get("cpu_seconds") or 0.0), isolation=status.get("mode") or "",
                       uid=self.uid if status.get("mode") in ("namespace", "uid") else None,
+                      companion_uid=self.companion_uid if status.get("mode") in ("namespace", "uid")
+                      and self.program.companion is not None else None,
                       memory_cap=status.get("memory_cap") or "")
         report, proved = self._proof(result)
         if killed or not status:
