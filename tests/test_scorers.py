@@ -158,10 +158,17 @@ def test_kernel_scoring_correctness_speed_and_cheats():
                                            "torch.allclose = lambda *a, **k: True\n", 1).replace(
         "torch.relu(x) * self.scale", "x * 0")
     shape = same.replace("torch.relu(x) * self.scale", "x.sum()")
+    # reaching into the harness's frames for the expected outputs: a different process now
+    snoop = same.replace("return torch.relu(x) * self.scale",
+                         "import sys\n        f = sys._getframe()\n        while f is not None:\n"
+                         "            for v in f.f_locals.values():\n"
+                         "                if isinstance(v, list) and v and isinstance(v[0], torch.Tensor):\n"
+                         "                    v[:] = [t * 0 for t in v]\n"
+                         "            f = f.f_back\n        return x * 0")
     config = KernelConfig(n_timing=3, warmup=1)
     results = score_kernels([(KERNEL_REF, same), (KERNEL_REF, wrong), (KERNEL_REF, slow), (KERNEL_REF, cheat),
-                             (KERNEL_REF, shape), (KERNEL_REF, None), (KERNEL_REF, "raise RuntimeError('x')")],
-                            config=config)
+                             (KERNEL_REF, shape), (KERNEL_REF, None), (KERNEL_REF, "raise RuntimeError('x')"),
+                             (KERNEL_REF, snoop)], config=config)
     scores = [r.score for r in results]
     assert 0 < scores[0] < 1 and results[0].details["speedup"] > 0
     assert scores[1] == 0.0 and "differs" in results[1].reason
@@ -170,6 +177,8 @@ def test_kernel_scoring_correctness_speed_and_cheats():
     assert scores[4] == 0.0 and "shape" in results[4].reason
     assert scores[5] == 0.0 and not results[5].parsed
     assert scores[6] == 0.0
+    assert scores[7] == 0.0 and "differs" in results[7].reason
+    assert results[0].details["repetitions"] >= 1  # fast kernels are timed in repeated calls
 
 
 def test_speedup_score_grows_with_speedup():

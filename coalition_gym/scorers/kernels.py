@@ -1,22 +1,27 @@
 """Kernel scoring (KernelBench-style): is a candidate PyTorch module correct, and how much faster?
 
 The reference source defines ``Model(nn.Module)``, ``get_inputs()`` and ``get_init_inputs()``;
-the candidate source defines ``ModelNew`` with the same constructor and forward signature. Inside
-the sandbox a trusted harness:
+the candidate source defines ``ModelNew`` with the same constructor and forward signature. Scoring
+goes through the split harness (``split.py``): the candidate's code runs in its own sandboxed
+process and only answers calls; tensors cross the channel as plain data
+``("tensor", dtype, shape, bytes)``. The trusted tests' process, which never runs candidate code:
 
 1. builds the reference (seeded), draws ``n_correctness`` seeded input sets and ``n_timing``
-   other ones, computes the reference outputs and times the reference, all **before** the
-   candidate's code is executed (so the candidate cannot slow down or rewrite the reference);
-2. executes the candidate, builds ``ModelNew`` with the same seed and init inputs, checks every
-   output's shape and values (``torch.allclose`` with ``atol``/``rtol``, taken before the
-   candidate ran, so patching torch does not help);
-3. times the candidate on the timing inputs (a clock taken before the candidate ran; CUDA is
-   synchronised after each call).
+   other ones, computes the reference outputs and times the reference;
+2. asks the candidate's process to build ``ModelNew`` with the same seed and init inputs, sends each
+   correctness input set and checks the returned output's shape and values (``torch.allclose``
+   with ``atol``/``rtol``) itself;
+3. times the candidate with *its own* clock: one call per timing input set ("run set k, R times",
+   no tensor in the reply; CUDA synchronised in the candidate's process before it answers), minus
+   the median round trip of an empty call; R makes one call last ~2 ms (the reference is timed with
+   its own R), so the channel costs the candidate under 1%.
 
 Score: ``0`` when the candidate fails to build, crashes or is wrong anywhere; otherwise
 ``speedup / (1 + speedup)`` with ``speedup = median reference time / median candidate time``:
 0.5 for a correct kernel as fast as the reference, 2/3 at 2x, 0.9 at 9x, approaching 1.
-It runs on CPU, and on CUDA when the sandbox sees a GPU (``device="auto"``).
+It runs on CPU, and on CUDA when the sandbox sees a GPU (``device="auto"``). Not covered: a
+candidate that answers the timing calls without computing (the timing sets' outputs are not
+fetched back), as in KernelBench itself.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .result import ScoreResult, as_text, unparsed
-from .sandbox import Limits, Program, RunResult, run_programs
+from .sandbox import Limits, RunResult
+from .split import SplitProgram, candidate_program, run_split, run_splits, tests_program
 
 KERNEL_LIMITS_CPU = Limits(wall_seconds=120.0, cpu_seconds=240, memory_bytes=16 << 30, processes=64,
                            output_bytes=256 << 10)
@@ -32,14 +38,92 @@ KERNEL_LIMITS_CPU = Limits(wall_seconds=120.0, cpu_seconds=240, memory_bytes=16 
 KERNEL_LIMITS_GPU = Limits(wall_seconds=120.0, cpu_seconds=240, memory_bytes=None, processes=256,
                            output_bytes=256 << 10)
 
-_HARNESS = r'''
+# Both processes: tensors to and from plain data (exact dtype, shape and bytes).
+_TENSOR_CODEC = r'''
+import torch as _torch
+
+
+def to_plain(value):
+    if isinstance(value, _torch.Tensor):
+        flat = value.detach().to("cpu").contiguous().reshape(-1)
+        return ("tensor", str(flat.dtype).split(".")[-1], tuple(value.shape), flat.view(_torch.uint8).numpy().tobytes())
+    return value
+
+
+def from_plain(value, device):
+    if type(value) is tuple and len(value) == 4 and value[0] == "tensor":
+        dtype = getattr(_torch, value[1], None)
+        if not isinstance(dtype, _torch.dtype):
+            raise TypeError("unknown tensor dtype " + repr(value[1]))
+        shape = tuple(value[2])
+        if not value[3]:
+            return _torch.empty(shape, dtype=dtype, device=device)
+        flat = _torch.frombuffer(bytearray(value[3]), dtype=_torch.uint8).view(dtype)
+        return flat.reshape(shape).to(device)
+    return value
+'''
+
+# The candidate's process: served functions appended to the candidate's code (same namespace).
+_CANDIDATE_SERVICE = r'''
+__kernel_state__ = {}
+
+
+def __kernel_sync__():
+    if __kernel_state__["device"].type == "cuda":
+        _torch.cuda.synchronize()
+
+
+def __kernel_build__(init, device, seed, threads):
+    if "ModelNew" not in globals():
+        raise AssertionError("the candidate defines no ModelNew")
+    _torch.set_num_threads(threads)
+    device = _torch.device(device)
+    _torch.manual_seed(seed)
+    model = ModelNew(*[from_plain(v, device) for v in init]).to(device).eval()
+    __kernel_state__.update(model=model, device=device)
+
+
+def __kernel_run__(inputs):
+    state = __kernel_state__
+    with _torch.no_grad():
+        return to_plain(state["model"](*[from_plain(v, state["device"]) for v in inputs]))
+
+
+def __kernel_load__(input_sets, warmup):
+    state = __kernel_state__
+    state["sets"] = [[from_plain(v, state["device"]) for v in inputs] for inputs in input_sets]
+    with _torch.no_grad():
+        for inputs in state["sets"][:warmup]:
+            state["model"](*inputs)
+    __kernel_sync__()
+
+
+def __kernel_time__(k, reps):
+    model, inputs = __kernel_state__["model"], __kernel_state__["sets"][k]
+    with _torch.no_grad():
+        for _ in range(reps):
+            model(*inputs)
+    __kernel_sync__()
+
+
+def __kernel_ping__():
+    return None
+'''
+
+_CALLS = ["__kernel_build__", "__kernel_run__", "__kernel_load__", "__kernel_time__", "__kernel_ping__"]
+
+# The tests' process (trusted): reference, inputs, expected outputs, the verdict and both timings.
+_TESTS = r'''
 import statistics
 import time
-import torch
 
 REFERENCE = __REFERENCE__
-CANDIDATE = __CANDIDATE__
 CONFIG = __CONFIG__
+
+
+def _repetitions(seconds):
+    """Calls per timed measurement so that one lasts ~2 ms (1 to 1000)."""
+    return max(1, min(1000, int(2e-3 / max(seconds, 1e-7))))
 
 
 def _load(source, name):
@@ -48,69 +132,80 @@ def _load(source, name):
     return namespace
 
 
-def _main(report, clock, allclose, synchronize):
+def _main(report, clock, allclose):
     seed = CONFIG["seed"]
     want = CONFIG["device"]
-    device = torch.device("cuda" if want == "cuda" or (want == "auto" and torch.cuda.is_available()) else "cpu")
-    torch.set_num_threads(CONFIG["threads"])
+    device = _torch.device("cuda" if want == "cuda" or (want == "auto" and _torch.cuda.is_available()) else "cpu")
+    _torch.set_num_threads(CONFIG["threads"])
+
+    def synchronize():
+        if device.type == "cuda":
+            _torch.cuda.synchronize()
 
     def move(values):
-        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
-
-    def timed(model, input_sets):
-        with torch.no_grad():
-            for inputs in input_sets[:CONFIG["warmup"]]:
-                model(*inputs)
-            synchronize(device)
-            times = []
-            for inputs in input_sets:
-                start = clock()
-                model(*inputs)
-                synchronize(device)
-                times.append(clock() - start)
-        return statistics.median(times)
+        return [v.to(device) if isinstance(v, _torch.Tensor) else v for v in values]
 
     reference = _load(REFERENCE, "reference")
-    torch.manual_seed(seed)
+    _torch.manual_seed(seed)
     init = reference["get_init_inputs"]()
-    torch.manual_seed(seed)
+    _torch.manual_seed(seed)
     ref_model = reference["Model"](*init).to(device).eval()
     check_sets, time_sets = [], []
     for trial in range(CONFIG["n_correctness"]):
-        torch.manual_seed(seed + 1 + trial)
+        _torch.manual_seed(seed + 1 + trial)
         check_sets.append(move(reference["get_inputs"]()))
     for trial in range(CONFIG["n_timing"]):
-        torch.manual_seed(seed + 10_000 + trial)
+        _torch.manual_seed(seed + 10_000 + trial)
         time_sets.append(move(reference["get_inputs"]()))
-    with torch.no_grad():
+    with _torch.no_grad():
         expected = [ref_model(*inputs).detach().clone() for inputs in check_sets]
-    ref_seconds = timed(ref_model, time_sets)
+        for inputs in time_sets[:CONFIG["warmup"]]:
+            ref_model(*inputs)
+        synchronize()
+        start = clock()
+        ref_model(*time_sets[0])
+        synchronize()
+        # repeat fast kernels so that one timed call lasts ~2 ms: the channel's round trip (tens of
+        # microseconds) then costs the candidate under 1% of its time
+        reps = _repetitions(clock() - start)
+        ref_times = []
+        for inputs in time_sets:
+            start = clock()
+            for _ in range(reps):
+                ref_model(*inputs)
+            synchronize()
+            ref_times.append((clock() - start) / reps)
     del ref_model, reference
 
-    candidate = _load(CANDIDATE, "candidate")
-    if "ModelNew" not in candidate:
-        raise AssertionError("the candidate defines no ModelNew")
-    torch.manual_seed(seed)
-    new_model = candidate["ModelNew"](*init).to(device).eval()
-    with torch.no_grad():
-        for trial, (inputs, want_out) in enumerate(zip(check_sets, expected)):
-            got = new_model(*inputs)
-            if not isinstance(got, torch.Tensor) or got.shape != want_out.shape:
-                raise AssertionError(f"trial {trial}: output shape {getattr(got, 'shape', type(got))} != "
-                                     f"{tuple(want_out.shape)}")
-            if not allclose(got.to(want_out.dtype), want_out, atol=CONFIG["atol"], rtol=CONFIG["rtol"]):
-                raise AssertionError(f"trial {trial}: output differs from the reference beyond "
-                                     f"atol={CONFIG['atol']}, rtol={CONFIG['rtol']}")
-    new_seconds = timed(new_model, time_sets)
-    report({"ref_seconds": ref_seconds, "new_seconds": new_seconds, "device": str(device)})
+    __kernel_build__([to_plain(v) for v in init], str(device), seed, CONFIG["threads"])
+    for trial, (inputs, want_out) in enumerate(zip(check_sets, expected)):
+        got = from_plain(__kernel_run__([to_plain(v) for v in inputs]), device)
+        if not isinstance(got, _torch.Tensor) or got.shape != want_out.shape:
+            raise AssertionError(f"trial {trial}: output shape {getattr(got, 'shape', type(got))} != "
+                                 f"{tuple(want_out.shape)}")
+        if not allclose(got.to(want_out.dtype), want_out, atol=CONFIG["atol"], rtol=CONFIG["rtol"]):
+            raise AssertionError(f"trial {trial}: output differs from the reference beyond "
+                                 f"atol={CONFIG['atol']}, rtol={CONFIG['rtol']}")
+    __kernel_load__([[to_plain(v) for v in inputs] for inputs in time_sets], CONFIG["warmup"])
+    pings = []
+    for _ in range(5):
+        start = clock()
+        __kernel_ping__()
+        pings.append(clock() - start)
+    overhead = statistics.median(pings)
+    start = clock()
+    __kernel_time__(0, 1)
+    reps = _repetitions(clock() - start - overhead)  # its own count: a slow kernel is not run 1000 times
+    new_times = []
+    for k in range(len(time_sets)):
+        start = clock()
+        __kernel_time__(k, reps)
+        new_times.append(max(clock() - start - overhead, 1e-9) / reps)
+    report({"ref_seconds": statistics.median(ref_times), "new_seconds": statistics.median(new_times),
+            "device": str(device), "call_overhead_seconds": overhead, "repetitions": reps})
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-_main(globals().pop("__report__"), time.perf_counter, torch.allclose, _sync)
+_main(__report__, time.perf_counter, _torch.allclose)
 '''
 
 
@@ -126,11 +221,12 @@ class KernelConfig:
     threads: int = 1
 
 
-def kernel_program(reference: str, candidate: str, config: KernelConfig = KernelConfig()) -> str:
-    """The sandboxed harness program comparing ``candidate`` with ``reference``."""
+def kernel_program(reference: str, candidate: str, config: KernelConfig = KernelConfig()) -> SplitProgram:
+    """The two halves comparing ``candidate`` with ``reference``: the trusted tests and the served code."""
     settings = {k: getattr(config, k) for k in KernelConfig.__dataclass_fields__}
-    return (_HARNESS.replace("__REFERENCE__", repr(reference)).replace("__CANDIDATE__", repr(candidate))
-            .replace("__CONFIG__", repr(settings)))
+    tests = _TENSOR_CODEC + _TESTS.replace("__REFERENCE__", repr(reference)).replace("__CONFIG__", repr(settings))
+    return SplitProgram(tests=tests_program("", tests, _CALLS),
+                        candidate=candidate_program(f"{candidate}\n{_TENSOR_CODEC}\n{_CANDIDATE_SERVICE}"))
 
 
 def speedup_score(speedup: float) -> float:
@@ -174,7 +270,10 @@ def score_kernels(pairs: list[tuple[str, str | None]], config: KernelConfig = Ke
     compete for the same cores. A None or empty candidate scores 0 unparsed."""
     limits = limits or kernel_limits(config)
     todo = [(i, kernel_program(ref, cand, config)) for i, (ref, cand) in enumerate(pairs) if as_text(cand)]
-    runs = run_programs([Program(p) for _, p in todo], limits=limits, workers=workers)
+    if workers == 1:  # timings must not compete: one pair at a time
+        runs = [run_split(p, limits) for _, p in todo]
+    else:
+        runs = run_splits([p for _, p in todo], limits=limits, workers=workers)
     out = [unparsed("no kernel code")] * len(pairs)
     for (i, _), run in zip(todo, runs):
         out[i] = kernel_verdict(run)
