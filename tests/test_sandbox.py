@@ -266,3 +266,15 @@ def test_the_program_sees_no_checkout_home_or_workplace():
         for name in names:
             path = os.path.join(folder, name)
             assert any(k == path or k.startswith(path + os.sep) for k in keep), f"{path} is visible"
+
+
+def test_without_a_cgroup_the_memory_bound_is_per_process():
+    # rlimit mode (a non-root host) gets no cgroup: RLIMIT_AS caps each process, and the audit hook
+    # refuses new processes, so the program holds at most memory_bytes (uid mode, root without
+    # namespaces, keeps the cgroup, or else processes x memory_bytes through RLIMIT_NPROC)
+    probe = ("import os\ntry:\n    os.fork()\n    forked = True\nexcept PermissionError:\n    forked = False\n"
+             "try:\n    block = b'\\x01' * (200 << 20)\n    grew = True\nexcept MemoryError:\n    grew = False\n"
+             "__report__([forked, grew])\n")
+    result = run_program(probe, Limits(wall_seconds=10, cpu_seconds=10, memory_bytes=128 << 20), mode="rlimit")
+    assert result.memory_cap.startswith("per process"), result.memory_cap
+    assert result.passed and result.report == [False, False], result
