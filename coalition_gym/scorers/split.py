@@ -14,7 +14,9 @@ processes, so nothing the code does to its own interpreter can reach the verdict
 
 One launcher runs both (``Program.companion``): one namespace setup, two fresh uids (neither can
 signal, trace or read the other), two working folders, two memory cgroups; the candidate's output is
-discarded and its process is killed when the tests end.
+discarded and its process is killed when the tests end. Without root (``rlimit`` mode) both run as
+the host's user, so the candidate could reach the tests' process through ctypes or ptrace: that
+mode's documented weakness, now shared by the split.
 
 A failure of the channel itself (the candidate's process died, sent something that is not plain data,
 lacks the function) is raised as ``CandidateFailed``, a BaseException that ``except Exception`` in
