@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 
@@ -32,6 +32,10 @@ class Item:
     difficulty: float | None = None  # in [0, 1] when the task knows it
     choices: tuple[str, ...] | None = None  # multiple-choice options, if any
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def for_policy(self) -> "Item":
+        """What a policy may see: no gold answer, no scorer data (tests, references, relevance)."""
+        return replace(self, gold="", meta={})
 
 
 @dataclass(frozen=True)

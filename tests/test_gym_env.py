@@ -130,3 +130,15 @@ def test_reset_options_pick_the_item():
     assert env._ctx.item == item
     with pytest.raises(UnknownNameError):
         env.reset(options={"item_id": "nope"})
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pending_ask_shows_no_gold_answer_or_scorer_data(env_id):
+    env = gym.make(env_id, task_kwargs={"size": 20})
+    env.reset(seed=3)
+    ask = env.get_wrapper_attr("pending_ask")  # Gymnasium 1.x: wrappers do not forward attributes
+    if ask is None:  # this protocol did not ask the policy first
+        return
+    assert env.unwrapped._ctx.item.gold  # the episode has one...
+    assert ask.item.gold == "" and dict(ask.item.meta) == {}  # ...the policy does not see it
+    assert ask.item.question  # the question itself stays

@@ -16,6 +16,7 @@ action, ends the episode with the system's reward.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -109,8 +110,14 @@ class CollaborationEnv(gym.Env[str, str]):
     @property
     def pending_ask(self) -> Ask | None:
         """The structured request behind the current observation (role, round, item, peers' answers),
-        for policies that want more than the rendered prompt; None when the policy is not asked."""
-        return self._episode.pending(self.policy_name) if self._episode is not None else None
+        for policies that want more than the rendered prompt; None when the policy is not asked. Its
+        item is the policy's view (``Item.for_policy``: no gold answer, no scorer data). On what
+        ``gym.make`` returns, read it as ``env.get_wrapper_attr("pending_ask")`` (Gymnasium 1.x
+        wrappers do not forward attributes)."""
+        ask = self._episode.pending(self.policy_name) if self._episode is not None else None
+        if ask is None or ask.item is None:
+            return ask
+        return dataclasses.replace(ask, item=ask.item.for_policy())
 
     def render(self) -> str | None:
         text = self._last_obs if not self._finished else "[episode finished]"
