@@ -85,3 +85,12 @@ def test_ppo_learns_a_router_that_beats_random_and_the_best_single_model():
     random_routing = held_out_score(test, lambda obs: int(rng.integers(len(MEMBERS))))
     best_single = max(held_out_score(test, lambda obs, k=k: k) for k in range(len(MEMBERS)))
     assert learned > random_routing + 0.1 and learned > best_single + 0.1
+
+
+def test_a_routing_choice_is_not_the_policys_answer():
+    env = gym.make("coalition_gym/PromptRouting-v0", helper_seat="router", task_kwargs={"size": 20})
+    env.reset(seed=0)
+    done, info = False, {}
+    while not done:
+        _, _, done, _, info = env.step("[[1]]")
+    assert info["policy_answer"] is None and info["policy_score"] == 0.0  # "[[1]]" picked a member; it answered nothing

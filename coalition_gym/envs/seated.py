@@ -126,7 +126,9 @@ def drive(episodes: Sequence[SeatedEpisode], backends: Mapping[str, Generator], 
 
 # -- reporting an episode's end -----------------------------------------------------------------
 
-HELPER_ROLES = ("rank_pair", "rank_list", "fuse")
+#: Replies that are not a seat's own answer to the episode's item: rankings, fusions, routing
+#: choices, reviews of a peer's answer, and answers to a trained router's dev items.
+HELPER_ROLES = ("rank_pair", "rank_list", "fuse", "route", "feedback", "dev")
 
 
 def messages_info(ask: Ask) -> list[dict[str, str]]:
