@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from statistics import fmean, pstdev
@@ -304,12 +305,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_output_folder(path: str) -> None:
+    """Refuse, before any work, an output folder that cannot be written: a file in its place or on
+    its way, or a first existing folder on its way this user cannot write to."""
+    target = Path(path).expanduser()
+    probe = target
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == target else f"lies under {probe}, which is a file"
+        raise ConfigError(f"--out {path}: {where}; give a folder path")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {path}: {probe} is not writable by this user; choose another folder")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "episodes", 1) is not None and getattr(args, "episodes", 1) < 1:
         print("cgym: error: --episodes must be >= 1", file=sys.stderr)
         return 2
     try:
+        if getattr(args, "out", None):
+            check_output_folder(args.out)
         return args.func(args)
     except CoalitionGymError as exc:
         print(f"cgym: error: {exc}", file=sys.stderr)

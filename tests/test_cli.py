@@ -118,3 +118,14 @@ def test_sweep_summarises_settings_with_bh(tmp_path, capsys):
     assert len(setting["observations"]) == 8 and setting["correlation"]["n"] == 8
     assert (tmp_path / "sim_demo" / "debate" / "rg_chain_sum" / "leaderboard.md").exists()
     assert "Benjamini-Hochberg" in (tmp_path / "sweep.md").read_text()
+
+
+@pytest.mark.parametrize("command", [["run", "coalition_gym/MajorityVote-v0"], ["eval"], ["sweep"],
+                                     ["train", "--method", "crl"], ["zoo", "build"], ["zoo", "list"], ["demo"]])
+def test_an_unwritable_out_is_refused_before_any_work(command, tmp_path, capsys):
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    for out, says in ((a_file, "is a file"), (a_file / "sub", "lies under")):
+        assert main([*command, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1  # one actionable line, no traceback
