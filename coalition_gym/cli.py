@@ -34,6 +34,27 @@ def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     return fmean(values), se
 
 
+def _number_at_least(low: float, kind: type = int, strict: bool = False) -> Any:
+    """An argparse type: a ``kind`` number >= low (> low when ``strict``)."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value < low or (strict and value == low) or (kind is float and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if strict else '>='} {low}")
+        return value
+    return parse
+
+
+def _probability(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1 (a significance level)."""
+    value = _number_at_least(0.0, float, strict=True)(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"{text} must be < 1")
+    return value
+
+
 def cmd_envs(args: argparse.Namespace) -> int:
     from .envs.registration import describe_envs
 
@@ -216,9 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a protocol's episodes with a pool and print the system score")
     p.add_argument("env_id", help="e.g. coalition_gym/Debate-v0 (see `cgym envs`)")
-    p.add_argument("--episodes", type=int, default=100)
+    p.add_argument("--episodes", type=_number_at_least(1), default=100)
     p.add_argument("--task", default="rg/basic_arithmetic")
-    p.add_argument("--size", type=int, default=None, help="items per split (default: --episodes)")
+    p.add_argument("--size", type=_number_at_least(1), default=None, help="items per split (default: --episodes)")
     p.add_argument("--task-seed", type=int, default=0)
     p.add_argument("--split", default="test")
     p.add_argument("--pool", default="sim:demo")
@@ -235,19 +256,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-seed", type=int, default=0)
     p.add_argument("--split", default="test")
     p.add_argument("--estimator", default="all", help="loo, shapley, banzhaf, mc, a comma list, or all")
-    p.add_argument("--items", type=int, default=200)
+    p.add_argument("--items", type=_number_at_least(1), default=200)
     p.add_argument("--members", default=None, help="comma-separated subset of the pool")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="protocol setting")
     p.add_argument("--out", default="runs/eval")
     p.add_argument("--cache", default=None, help="folder for the persistent generation cache (resumable)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples over items")
-    p.add_argument("--mc-tolerance", type=float, default=0.005, help="MC Shapley: stop at this permutation stderr")
-    p.add_argument("--mc-budget", type=int, default=None, help="MC Shapley: at most this many coalitions")
+    p.add_argument("--bootstrap", type=_number_at_least(1), default=2000, help="bootstrap resamples over items")
+    p.add_argument("--mc-tolerance", type=_number_at_least(0.0, float, strict=True), default=0.005, help="MC Shapley: stop at this permutation stderr")
+    p.add_argument("--mc-budget", type=_number_at_least(1), default=None, help="MC Shapley: at most this many coalitions")
     p.add_argument("--executor", default="local", choices=["local", "ray"],
                    help="where coalition executions run (ray: pip install 'coalition-gym[ray]')")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a locally started Ray")
+    p.add_argument("--num-cpus", type=_number_at_least(1), default=None, help="CPUs of a locally started Ray")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("sweep", help="pools x protocols x tasks, with the cross-setting significance summary")
@@ -255,8 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocols", default="debate,llm_blender,slm_mux,majority_vote")
     p.add_argument("--tasks", default="rg/basic_arithmetic,rg/gsm_symbolic")
     p.add_argument("--estimator", default="loo")
-    p.add_argument("--items", type=int, default=100)
-    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--items", type=_number_at_least(1), default=100)
+    p.add_argument("--alpha", type=_probability, default=0.05)
     p.add_argument("--out", default="runs/sweep")
     p.add_argument("--cache", default=None)
     p.add_argument("--seed", type=int, default=0)
@@ -269,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member>")
     p.add_argument("--collaborators", default=None, help="pool of frozen collaborators (default sim:demo)")
     p.add_argument("--members", default=None, help="comma-separated subset of the collaborators' pool")
-    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--steps", type=_number_at_least(1), default=None)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--preset", default="paper", help="paper (lr 1e-6, 8x8 executions) or tiny (zoo models on CPU)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -298,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="solo vs compositional strength on the demo pool, all protocols")
     p.add_argument("--pool", default="sim:demo")
     p.add_argument("--task", default="rg/basic_arithmetic")
-    p.add_argument("--items", type=int, default=1000)
+    p.add_argument("--items", type=_number_at_least(1), default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/demo")
     p.set_defaults(func=cmd_demo)
@@ -322,10 +343,10 @@ def check_output_folder(path: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "episodes", 1) is not None and getattr(args, "episodes", 1) < 1:
-        print("cgym: error: --episodes must be >= 1", file=sys.stderr)
-        return 2
+    try:  # numbers are range-checked by their argparse types; a bad one exits 2 with one line
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # returned, not raised: main() is also called as a function
+        return int(stop.code or 0)
     try:
         if getattr(args, "out", None):
             check_output_folder(args.out)

@@ -129,3 +129,14 @@ def test_an_unwritable_out_is_refused_before_any_work(command, tmp_path, capsys)
         assert main([*command, "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1  # one actionable line, no traceback
+
+
+@pytest.mark.parametrize("command, says", [
+    (["sweep", "--alpha", "7"], "--alpha: 7 must be < 1"),
+    (["eval", "--mc-tolerance", "-1"], "--mc-tolerance: -1 must be > 0.0"),
+    (["eval", "--items", "0"], "--items: 0 must be >= 1"),
+    (["train", "--steps", "abc"], "--steps: 'abc' is not an integer"),
+    (["run", "coalition_gym/MajorityVote-v0", "--episodes", "0"], "--episodes: 0 must be >= 1"),
+])
+def test_numbers_out_of_range_are_refused_by_the_parser(command, says, capsys):
+    assert main(command) == 2 and says in capsys.readouterr().err
