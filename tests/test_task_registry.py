@@ -114,3 +114,17 @@ def test_assaybench_ranking_task():
     invented = task.extract("FAKE1\nFAKE2\nFAKE3")
     assert task.score(invented, item) == 0.0
     assert task.score(task.extract(""), item) == 0.0
+
+
+def test_a_mixture_extracts_each_item_with_its_own_task():
+    mix = make("mix:humaneval,rg/basic_arithmetic", size=4)
+    items = mix.items("test")
+    code_item = next(i for i in items if i.id.startswith("HumanEval"))
+    number_item = next(i for i in items if not i.id.startswith("HumanEval"))
+    reply = f"```python\n{code_item.meta['prompt']}{code_item.gold}```"
+    extracted = mix.extract(reply, code_item)
+    assert extracted is not None and "def " in extracted  # code, as humaneval itself extracts it
+    assert mix.score(extracted, code_item) == 1.0
+    assert mix.extract("so the answer is\nAnswer: 12", number_item) == "12"
+    with pytest.raises(ConfigError, match="pass the item"):
+        mix.extract(reply)  # its parts extract differently: which one is meant?

@@ -391,7 +391,7 @@ def evaluate_folder(folder: str | Path, task_names: Sequence[str], n_items: int,
         asks = [Ask(member="zoo", messages=tuple(task.prompt(it, "compact")), seed=k,
                     params=SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)) for k, it in enumerate(items)]
         samples = gen.generate(asks)
-        out[name] = sum(task.score(task.extract(s.text), it) for s, it in zip(samples, items)) / len(items)
+        out[name] = sum(task.score(task.extract(s.text, it), it) for s, it in zip(samples, items)) / len(items)
     return out
 
 

@@ -141,7 +141,7 @@ def seat_answer(task: Any, item: Any, seat_calls: Sequence[tuple[Ask, Sample]]) 
     if not calls:
         return None, 0.0
     last = max(a.round for a, _ in calls)
-    answer, _, _ = majority_of([task.extract(s.text) for a, s in calls if a.round == last])
+    answer, _, _ = majority_of([task.extract(s.text, item) for a, s in calls if a.round == last])
     return answer, task.score(answer, item)
 
 

@@ -46,8 +46,9 @@ class Task(ABC):
         """Scores of many answers; execution-based tasks override this to run them in parallel."""
         return [self.score(a, i) for a, i in zip(answers, items)]
 
-    def extract(self, text: str | None) -> str | None:
-        """The canonical final answer of a reply, or None when it has none."""
+    def extract(self, text: str | None, item: Item | None = None) -> str | None:
+        """The canonical final answer of a reply, or None when it has none. ``item`` is the item the
+        reply answers (a mixture extracts with that item's own task)."""
         return extract_final_answer(text)
 
     def prompt(self, item: Item, style: str = "chat") -> list[Message]:

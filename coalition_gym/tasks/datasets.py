@@ -354,7 +354,7 @@ class FileTask(Task):
         body = f"{text}\n\n{instruction}" if instruction else text
         return [Message("system", SYSTEM_PROMPT), Message("user", body)]
 
-    def extract(self, text: str | None) -> str | None:
+    def extract(self, text: str | None, item: Item | None = None) -> str | None:
         kind = self.spec.kind
         if kind == "choice":  # letters beyond an item's options score 0 when scored
             letter = mc.extract_choice(text, n_options=self._max_options())

@@ -65,7 +65,7 @@ class HumanEvalTask(Task):
         return [Message("system", SYSTEM_PROMPT),
                 Message("user", f"{INSTRUCTION}\n\n```python\n{item.question}```")]
 
-    def extract(self, text: str | None) -> str | None:
+    def extract(self, text: str | None, item: Item | None = None) -> str | None:
         return extract_code(text)
 
     def program(self, completion: str, item: Item) -> SplitProgram:

@@ -45,6 +45,16 @@ class MixtureTask(Task):
             raise ConfigError(f"item {item.id!r} belongs to no part of {self.name!r}")
         return self._owner[item.id]
 
+    def extract(self, text: str | None, item: Item | None = None) -> str | None:
+        """Each item's own task extracts (a code reply to a HumanEval item is code, not a number);
+        without an item, only parts that extract alike can answer."""
+        if item is not None:
+            return self.owner(item).extract(text, item)
+        kinds = {type(p).extract for p in self.parts}
+        if len(kinds) > 1:
+            raise ConfigError(f"{self.name!r}: its parts extract answers differently; pass the item")
+        return self.parts[0].extract(text)
+
     def prompt(self, item: Item, style: str = "chat") -> list[Message]:
         return self.owner(item).prompt(item, style)
 

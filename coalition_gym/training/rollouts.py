@@ -115,12 +115,12 @@ def tag_policy_asks(program: ProgramGen, policy_name: str, rollout: int, reseed:
         return stop.value
 
 
-def policy_answer(task: Task, calls: Sequence[PolicyCall]) -> str | None:
+def policy_answer(task: Task, calls: Sequence[PolicyCall], item: Item | None = None) -> str | None:
     """The policy's own answer in an execution: the majority of its last round's replies."""
     if not calls:
         return None
     last = max(c.round for c in calls)
-    return majority_of([task.extract(c.text) for c in calls if c.round == last])[0]
+    return majority_of([task.extract(c.text, item) for c in calls if c.round == last])[0]
 
 
 def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Sequence[str],
@@ -149,7 +149,7 @@ def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Se
     rollouts = []
     for i, (ctx, outcome, result) in enumerate(zip(contexts, outcomes, score_outcomes(task, contexts, outcomes))):
         calls = by_rollout.get(i, [])
-        answer = policy_answer(task, calls)
+        answer = policy_answer(task, calls, ctx.item)
         rollouts.append(Rollout(i, ctx.item, groups[i], result.score, task.score(answer, ctx.item) if calls else 0.0,
                                 calls, result.error if isinstance(outcome, ProgramFailed) else None, answer))
     del policy.calls[start:]  # the rollouts own them now

@@ -93,7 +93,7 @@ class SystemOutcomeReward:
         outcome = episode.outcome
         if isinstance(outcome, ProgramFailed):
             return 0.0, 0.0
-        own = self.system.task.extract(text)
+        own = self.system.task.extract(text, item)
         return self.system.task.score(outcome.answer, item), self.system.task.score(own, item)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], item_id: Sequence[str],

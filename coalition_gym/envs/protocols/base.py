@@ -96,7 +96,7 @@ class Protocol(ABC):
 
 def answer_turns(ctx: EpisodeContext, asks: list[Ask], samples: list[Sample]) -> list[Turn]:
     """Transcript lines for a wave, each with the task's extraction of the reply."""
-    return [Turn(a.member, a.role, a.round, s.text, ctx.task.extract(s.text))
+    return [Turn(a.member, a.role, a.round, s.text, ctx.task.extract(s.text, ctx.item))
             for a, s in zip(asks, samples)]
 
 

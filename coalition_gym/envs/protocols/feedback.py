@@ -78,7 +78,7 @@ class Feedback(Protocol):
 
         asks = [ctx.ask(m, refine_prompt(ctx.question(m), texts[m], feedback[m], ctx.style(m)), self.params,
                         round_=2, role="debate", own_previous=first[m],
-                        peer_answers=tuple(ctx.task.extract(f) for f in feedback[m]))
+                        peer_answers=tuple(ctx.task.extract(f, ctx.item) for f in feedback[m]))
                 for m in members]
         samples = yield asks
         turns = answer_turns(ctx, asks, samples)
@@ -99,7 +99,7 @@ class Feedback(Protocol):
                       self.params, round_=3, role="fuse", seed_role="summarise:" + "|".join(members),
                       answers=tuple(refined[m] for m in members))
         (reply,) = yield [ask]
-        final = ctx.task.extract(reply.text)
+        final = ctx.task.extract(reply.text, ctx.item)
         transcript.append(Turn(summariser, "fuse", 3, reply.text, final))
         return Outcome(answer=final, text=reply.text, transcript=tuple(transcript),
                        details={**details, "final_rule": f"summariser:{summariser}"})

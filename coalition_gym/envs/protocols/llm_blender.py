@@ -98,6 +98,6 @@ class LLMBlender(Protocol):
                            round_=2, role="fuse", seed_role="fuse:" + "|".join(members[k] for k in top),
                            answers=tuple(answers[k] for k in top))
         (fused,) = yield [fuse_ask]
-        final = ctx.task.extract(fused.text)
+        final = ctx.task.extract(fused.text, ctx.item)
         transcript.append(Turn(self.fuser, "fuse", 2, fused.text, final))
         return Outcome(answer=final, text=fused.text, transcript=tuple(transcript), details=details)

@@ -63,7 +63,7 @@ class MixtureOfAgents(Protocol):
                       round_=self.layers, role="fuse", seed_role="aggregate:" + "|".join(members),
                       answers=tuple(answers))
         (reply,) = yield [agg]
-        final = ctx.task.extract(reply.text)
+        final = ctx.task.extract(reply.text, ctx.item)
         transcript.append(Turn(aggregator, "fuse", self.layers, reply.text, final))
         details = {"layers": self.layers, "aggregator": aggregator,
                    "proposals": dict(zip(members, answers))}

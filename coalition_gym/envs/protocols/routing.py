@@ -90,7 +90,7 @@ class PromptRouting(Protocol):
             transcript.append(Turn(self.router, "route", 0, reply.text, None))
         answer_ask = answer_wave(ctx, chosen, self.params)
         (sample,) = yield [answer_ask]
-        final = ctx.task.extract(sample.text)
+        final = ctx.task.extract(sample.text, ctx.item)
         transcript.append(Turn(chosen, "answer", 1, sample.text, final))
         return Outcome(answer=final, text=sample.text, transcript=tuple(transcript),
                        details={"chosen": chosen, "routed_by": how})

@@ -133,7 +133,7 @@ class TrainedRouter(Protocol):
         scores: dict[str, list[float]] = {}
         for ask, sample in zip(asks, samples):
             assert ask.item is not None
-            scores.setdefault(ask.member, []).append(task.score(task.extract(sample.text), ask.item))
+            scores.setdefault(ask.member, []).append(task.score(task.extract(sample.text, ask.item), ask.item))
         for member, values in scores.items():
             self._outcomes.setdefault((key, member), np.array(values))  # first writer wins: same values
             self._claimed.add((key, member))
@@ -150,7 +150,7 @@ class TrainedRouter(Protocol):
         if len(members) == 1:
             ask = answer_wave(ctx, members[0], self.params)
             (sample,) = yield [ask]
-            final = ctx.task.extract(sample.text)
+            final = ctx.task.extract(sample.text, ctx.item)
             turn = Turn(members[0], "answer", 1, sample.text, final)
             return Outcome(answer=final, text=sample.text, transcript=(turn,),
                            details={"chosen": members[0], "routed_by": "alone"})
@@ -186,15 +186,15 @@ class TrainedRouter(Protocol):
         if chosen in speculative:
             for m in members:
                 text = speculative[m].text
-                transcript.append(Turn(m, "answer", 1, text, ctx.task.extract(text)))
+                transcript.append(Turn(m, "answer", 1, text, ctx.task.extract(text, ctx.item)))
             sample = speculative[chosen]
         else:
             (sample,) = yield [answer_wave(ctx, chosen, self.params)]
-            transcript.append(Turn(chosen, "answer", 1, sample.text, ctx.task.extract(sample.text)))
+            transcript.append(Turn(chosen, "answer", 1, sample.text, ctx.task.extract(sample.text, ctx.item)))
         details: dict[str, Any] = {"chosen": chosen, "routed_by": "router",
                                    "scores": {m: float(s) for m, s in zip(members, scores)},
                                    "asked_every_member": bool(speculative)}
         if fit["calls"]:
             details["fit"] = fit
-        final = ctx.task.extract(sample.text)
+        final = ctx.task.extract(sample.text, ctx.item)
         return Outcome(answer=final, text=sample.text, transcript=tuple(transcript), details=details)
