@@ -17,9 +17,13 @@ class NotPlain(TypeError):
     """A value that is not plain data (or nests deeper than MAX_DEPTH)."""
 
 
-def _enc(value, depth):
+def _check_depth(depth):
     if depth > MAX_DEPTH:
         raise NotPlain(f"nested deeper than {MAX_DEPTH}")
+
+
+def _enc(value, depth):
+    _check_depth(depth)
     kind = type(value)
     if value is None or kind is bool or kind is str:
         return value
@@ -52,8 +56,7 @@ def _float(text):
 
 
 def _dec(node, depth):
-    if depth > MAX_DEPTH:
-        raise NotPlain(f"nested deeper than {MAX_DEPTH}")
+    _check_depth(depth)
     kind = type(node)
     if node is None or kind is bool or kind is str:
         return node

@@ -197,7 +197,11 @@ def _count_user_processes(uid):
     return count
 
 
-def _write_files(work, files, uid):
+def _prepare_work(work, files, uid):
+    """The program's private working folder (owned by its uid) with its files in it."""
+    os.makedirs(work, mode=0o700, exist_ok=True)
+    if uid is not None:
+        os.chown(work, uid, uid)
     for name, text in files.items():
         path = os.path.join(work, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -418,10 +422,7 @@ def _start_companion(job, mode, work, sys_path, uid, private_fds):
     and memory cgroup, with its output discarded, and join it to the main program by two pipes:
     ``job["channel"]`` gets the main program's ends. Returns (pid, cgroup folder or None)."""
     spec = job["companion"]
-    os.makedirs(work, mode=0o700, exist_ok=True)
-    if uid is not None:
-        os.chown(work, uid, uid)
-    _write_files(work, spec["files"], uid)
+    _prepare_work(work, spec["files"], uid)
     cgroup = _memory_cgroup(f"run-{uid}-{os.getpid()}", job["limits"]["memory_bytes"])[0] if uid is not None else None
     to_companion_r, to_companion_w = _pipe_above_stdio()
     to_main_r, to_main_w = _pipe_above_stdio()
@@ -461,10 +462,7 @@ def launch(job, status_fd, result_fd):
         uid = job["uid"] if mode in ("namespace", "uid") else None
         if mode == "uid":
             os.chmod(job["workdir"], 0o711)  # the sandbox uid must pass through the host's folder
-        os.makedirs(work, mode=0o700, exist_ok=True)
-        if uid is not None:
-            os.chown(work, uid, uid)
-        _write_files(work, job["files"], uid)
+        _prepare_work(work, job["files"], uid)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if uid is not None:  # root: one memory cap for the program and its children together
             cgroup, cap = _memory_cgroup(f"run-{uid}-{os.getpid()}", job["limits"]["memory_bytes"])

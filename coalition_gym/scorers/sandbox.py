@@ -162,12 +162,14 @@ _ROOT = Path(__file__).resolve().parents[2]
 PROJECT_ROOT = str(_ROOT) if (_ROOT / "pyproject.toml").is_file() else None
 
 
+@functools.lru_cache(maxsize=1)  # fixed for the process; asked per program launch
 def hidden_paths() -> tuple[str, ...]:
     """HIDDEN_FOLDERS and this checkout. The host's working folder is hidden when it lies in one of
     them; elsewhere (say /usr/local/src/...) it stays visible, because system folders cannot be."""
     return tuple(dict.fromkeys(p for p in (*HIDDEN_FOLDERS, PROJECT_ROOT) if p and os.path.isdir(p)))
 
 
+@functools.lru_cache(maxsize=1)  # fixed for the process; asked per program launch
 def interpreter_paths() -> tuple[str, ...]:
     """The installation the launcher runs from (venv and base prefix): shared libraries and
     extension modules find each other by path inside it."""
