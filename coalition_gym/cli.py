@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -14,6 +13,8 @@ from typing import Any, Sequence
 import yaml
 
 from .errors import CoalitionGymError, ConfigError
+from .failures import FailureLimit, FailureSummary, verdict
+from .redaction import JsonLines, redact, write_json
 
 
 def _settings(pairs: Sequence[str]) -> dict[str, Any]:
@@ -88,23 +89,27 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 description=protocol.name)
     mean, se = _mean_se([r.score for r in results])
     parsed = sum(r.parsed for r in results) / len(results)
-    failures = sum(r.error is not None for r in results)
+    failures = FailureSummary().add_records(results)
     summary = {"env_id": args.env_id, "protocol": protocol.settings(), "task": task.name, "pool": pool.name,
                "members": members, "episodes": len(results), "seed": args.seed, "system_score": mean,
-               "stderr": se, "parse_rate": parsed, "failures": failures,
+               "stderr": se, "parse_rate": parsed, "failures": failures.to_dict(),
                "batching_factor": stats.batching_factor, "backend_calls": stats.backend_calls}
     print(f"{args.env_id} on {task.name} with {pool.name} {members}: system score {mean:.3f} ± {se:.3f} "
-          f"(n={len(results)}, parsed {parsed:.0%}, failures {failures}, "
+          f"(n={len(results)}, parsed {parsed:.0%}, failures {failures.failed}, "
           f"{stats.batching_factor:.0f} asks per backend call)")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        with open(out / "episodes.jsonl", "w") as fh:
+        with JsonLines(out / "episodes.jsonl", "w") as lines:
             for r in results:
-                fh.write(json.dumps(r.to_dict()) + "\n")
-        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+                lines.write(r.to_dict())
+        write_json(out / "summary.json", summary)
         print(f"wrote {out / 'episodes.jsonl'} and {out / 'summary.json'}")
-    return 0
+    return verdict(failures, args.max_failures, _say)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _open_cache(folder: str | None, pool_name: str):
@@ -149,21 +154,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
               f"Pearson {corr['pearson']:.2f} (p={corr['pearson_p']:.3f})")
     paths = write_report(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
-    return 0
+    return verdict(game.failure_summary(), args.max_failures, _say)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .valuation.report import parse_estimators
     from .valuation.sweep import run_sweep
 
+    failures = FailureSummary()
     result = run_sweep([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
                        [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items,
                        Path(args.out), seed=args.seed, cache_dir=Path(args.cache) if args.cache else None,
-                       alpha=args.alpha, progress=True)
+                       alpha=args.alpha, progress=True, failures=failures)
     if result["summary"]:
         print(result["summary"]["sentence"])
     print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
-    return 0
+    return verdict(failures, args.max_failures, _say)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -182,13 +188,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         settings["protocol_settings"] = protocol_settings
     root = Path(args.out)
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
+    failures = FailureSummary()
     try:
-        run_methods(args.method.split(","), root, preset=args.preset, executor=executor, **settings)
+        run_methods(args.method.split(","), root, preset=args.preset, executor=executor, failures=failures,
+                    **settings)
     finally:
         if executor is not None:
             executor.close()
     print(summary_table(root))  # every report's test scores with CIs, one row per method
-    return 0
+    return verdict(failures, args.max_failures, _say)
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
@@ -228,6 +236,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _max_failures_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-failures", type=FailureLimit.parse, default=FailureLimit(), metavar="N|P%",
+                   help="exit 3 when more episodes failed than this count or percentage (default: any "
+                        "coalition whose every episode failed, or more than 10%%); failed episodes score 0")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cgym", description="Measure and train multi-LLM collaboration.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -247,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="protocol setting")
     p.add_argument("--out", default=None, help="folder for episodes.jsonl and summary.json")
+    _max_failures_option(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("eval", help="leaderboard: solo vs compositional strength of a pool's models")
@@ -269,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where coalition executions run (ray: pip install 'coalition-gym[ray]')")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")
     p.add_argument("--num-cpus", type=_number_at_least(1), default=None, help="CPUs of a locally started Ray")
+    _max_failures_option(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("sweep", help="pools x protocols x tasks, with the cross-setting significance summary")
@@ -281,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/sweep")
     p.add_argument("--cache", default=None)
     p.add_argument("--seed", type=int, default=0)
+    _max_failures_option(p)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("train", help="train a policy to collaborate: C-RL and its baselines")
@@ -299,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where rollouts are collected")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")
     p.add_argument("--out", default="runs/train")
+    _max_failures_option(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("zoo", help="the tiny offline transformers zoo: build it, list recipes")
@@ -352,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output_folder(args.out)
         return args.func(args)
     except CoalitionGymError as exc:
-        print(f"cgym: error: {exc}", file=sys.stderr)
+        print(f"cgym: error: {redact(str(exc))}", file=sys.stderr)
         return 2
 
 

@@ -4,7 +4,6 @@ pool for every protocol (with leaderboard files), then a policy seated in each e
 from __future__ import annotations
 
 import ast
-import json
 import operator
 import re
 from pathlib import Path
@@ -15,6 +14,7 @@ import gymnasium as gym
 from .agents.pools import load_pool
 from .envs.protocols import PROTOCOLS, make_protocol
 from .envs.registration import ENV_IDS
+from .redaction import write_json, write_text
 from .tasks import make as make_task
 from .valuation.report import EvalReport, evaluate, summary, write_report
 
@@ -99,8 +99,8 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
     out.mkdir(parents=True, exist_ok=True)
     result = {"pool": pool.name, "task": task.name, "n_items": len(items), "seed": seed,
               "protocols": summaries, "seated_policy": seated}
-    (out / "summary.json").write_text(json.dumps(result, indent=2))
-    (out / "strength.md").write_text("\n".join(markdown))
+    write_json(out / "summary.json", result)
+    write_text(out / "strength.md", "\n".join(markdown))
     print(f"\nWrote {out / 'summary.json'}, {out / 'strength.md'} and a leaderboard folder per protocol "
           f"({out}/<protocol>/leaderboard.md, solo_vs_compositional.png ...)")
     return result

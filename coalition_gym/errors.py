@@ -37,6 +37,18 @@ class BackendError(CoalitionGymError, RuntimeError):
     """A generator failed or returned something unusable."""
 
 
+class PartialBatchError(BackendError):
+    """Some Asks of a batch failed on their own and the rest succeeded.
+
+    ``results`` holds, per Ask in order, its Sample or the exception that ended it; the runner uses
+    the Samples as they are, so a request that succeeded is never sent again.
+    """
+
+    def __init__(self, message: str, results: list):
+        super().__init__(message)
+        self.results = results
+
+
 class EpisodeStateError(CoalitionGymError, RuntimeError):
     """An environment was used out of order (step before reset, step after the end)."""
 

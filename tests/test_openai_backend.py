@@ -54,6 +54,8 @@ class FakeServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.delay = 0.0
+        self.default = "ok"  # the behaviour once the script is spent
+        self.fail_marker: str | None = None  # a request whose prompt holds it always gets HTTP 500
         self.lock = threading.Lock()
         fake = self
 
@@ -68,11 +70,13 @@ class FakeServer:
                 with fake.lock:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
-                    action = fake.script.pop(0) if fake.script else "ok"
+                    action = fake.script.pop(0) if fake.script else fake.default
+                    if fake.fail_marker and fake.fail_marker in body["messages"][-1]["content"]:
+                        action = "500"
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
-                    fake.act(self, action, body)
+                    fake.act(self, action, body, self.headers.get("Authorization", ""))
                 finally:
                     with fake.lock:
                         fake.in_flight -= 1
@@ -84,7 +88,7 @@ class FakeServer:
                                        daemon=True)
         self.thread.start()
 
-    def act(self, h: http.server.BaseHTTPRequestHandler, action: str, body: dict) -> None:
+    def act(self, h: http.server.BaseHTTPRequestHandler, action: str, body: dict, auth: str) -> None:
         def send(status: int, payload: bytes, headers: dict | None = None) -> None:
             h.send_response(status)
             h.send_header("Content-Type", "application/json")
@@ -117,6 +121,12 @@ class FakeServer:
             send(200, b'{"choices": [ {"message": ')
         elif action == "not_found":
             send(404, b'{"error": {"message": "The model `nope` does not exist.", "type": "invalid_request_error"}}')
+        elif action == "echo_key_401":  # as some hosted APIs do: the rejected key quoted back
+            send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {auth[7:]} ({auth})"}}).encode())
+        elif action == "echo_key_500":
+            send(500, f"upstream failed for request with header Authorization: {auth}".encode())
+        elif action == "echo_key_ok":  # a reply that happens to contain the key
+            send(200, json.dumps(completion(f"The answer is 5. (key {auth[7:]})")).encode())
         elif action == "error_body":
             send(200, b'{"error": {"message": "context length exceeded"}}')
 
@@ -339,3 +349,107 @@ def test_real_server_errors_are_clear(served):
     wrong = OpenAIGenerator(url, "not-the-served-model", max_retries=0)
     with pytest.raises(BackendError, match="HTTP 400.*pinned"):
         wrong.generate([ask()])
+
+
+# -- failures stay per request; the key never leaves ---------------------------------------------------------------
+
+
+def test_a_request_that_fails_for_good_never_makes_the_others_go_again(server):
+    """32 asks, one of which the server always refuses: the 31 that succeeded are sent once each."""
+    from coalition_gym.envs.runner import dispatch
+
+    server.fail_marker = "poison"
+    gen, _ = client(server, max_concurrency=4, max_retries=2)
+    asks = [ask(f"question {k}?" if k != 13 else "poison", seed=k) for k in range(32)]
+    results = dispatch(asks, {"remote": gen})
+    assert isinstance(results[13], BackendError) and "3 attempts" in str(results[13])
+    assert [r.text for k, r in enumerate(results) if k != 13] == [" " + f"question {k}?"[-12:]
+                                                                   for k in range(32) if k != 13]
+    assert len(server.requests) == 31 + 3  # the poisoned one tried 3 times, nothing re-sent
+    gen.close()
+
+
+def test_replicas_and_the_cache_keep_what_succeeded(server, tmp_path):
+    from coalition_gym.agents.cache import CachedGenerator, GenerationCache
+    from coalition_gym.agents.replicas import ReplicaGenerator
+    from coalition_gym.envs.runner import dispatch
+
+    server.fail_marker = "poison"
+    replicas = ReplicaGenerator([client(server, max_retries=0)[0], client(server, max_retries=0)[0]])
+    cached = CachedGenerator(replicas, GenerationCache(tmp_path / "cache.sqlite"))
+    asks = [ask(f"q{k}" if k != 2 else "poison", seed=k) for k in range(8)]
+    first = dispatch(asks, {"remote": cached})
+    assert isinstance(first[2], BackendError) and sum(isinstance(r, BackendError) for r in first) == 1
+    assert len(server.requests) == 8
+    server.fail_marker = None
+    second = dispatch(asks, {"remote": cached})  # only the failed one is asked again
+    assert len(server.requests) == 9 and [s.text for s in second] == [" " + f"q{k}" if k != 2 else " poison"
+                                                                      for k in range(8)]
+
+
+@pytest.mark.parametrize("action", ["echo_key_401", "echo_key_500"])
+def test_an_echoed_key_is_redacted_from_the_error(server, monkeypatch, action):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    server.default = action
+    gen, _ = client(server, max_retries=1)
+    with pytest.raises(BackendError) as err:
+        gen.generate([ask()])
+    assert SECRET not in str(err.value) and "[REDACTED]" in str(err.value)
+
+
+def _served_pool(tmp_path: Path, server: FakeServer, with_sim: bool = False) -> str:
+    members = [{"name": "remote", "backend": "openai", "model": "zoo-model", "base_url": server.url,
+                "api_key_env": KEY_ENV, "max_retries": 0, "timeout": 2.0}]
+    if with_sim:
+        members.append({"name": "atlas", "backend": "sim", "model": "sim:demo/atlas"})
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps({"name": "served", "members": members}))
+    return str(path)
+
+
+def _files_text(folder: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file() and p.suffix != ".png")
+
+
+def test_a_server_that_echoes_the_key_leaves_it_in_no_output(server, monkeypatch, tmp_path, capsys):
+    """Every request echoes the key, in error bodies and in replies: not one copy reaches a file or the terminal."""
+    from coalition_gym.cli import main
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    server.script = ["echo_key_401", "echo_key_500"] * 3
+    server.default = "echo_key_ok"
+    pool = _served_pool(tmp_path, server)
+    code = main(["run", "coalition_gym/MajorityVote-v0", "--pool", pool, "--episodes", "10",
+                 "--out", str(tmp_path / "run"), "--max-failures", "100%"])
+    assert code == 0
+    code = main(["eval", "--pool", pool, "--protocol", "majority_vote", "--items", "6", "--bootstrap", "50",
+                 "--out", str(tmp_path / "eval"), "--max-failures", "100%"])
+    assert code == 0
+    captured = capsys.readouterr()
+    written = _files_text(tmp_path / "run") + _files_text(tmp_path / "eval")
+    assert SECRET not in written + captured.out + captured.err
+    assert "[REDACTED]" in written and "[REDACTED]" in captured.err  # the echoes were there, and were removed
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["failures"]["failed"] == 6  # the 6 scripted errors; max_retries=0
+
+
+def test_failed_episodes_are_shown_and_past_the_limit_the_exit_is_3(server, tmp_path, capsys):
+    from coalition_gym.cli import main
+
+    server.default = "500"
+    pool = _served_pool(tmp_path, server, with_sim=True)
+    code = main(["eval", "--pool", pool, "--protocol", "majority_vote", "--items", "5", "--bootstrap", "50",
+                 "--out", str(tmp_path / "eval")])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "every episode failed in 2 coalitions: {atlas,remote}, {remote}" in err
+    assert "HTTP 500: internal error" in err and "exit status 3" in err
+    summary = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert summary["failures"]["failed"] == 10 and summary["failures"]["episodes"] == 15
+    assert sorted(map(tuple, summary["failures"]["whole_coalitions"])) == [("atlas", "remote"), ("remote",)]
+    assert "Failed episodes: 10 of 15" in (tmp_path / "eval" / "leaderboard.md").read_text()
+    assert main(["eval", "--pool", pool, "--protocol", "majority_vote", "--items", "5", "--bootstrap", "50",
+                 "--out", str(tmp_path / "eval"), "--max-failures", "10"]) == 0
+    server.default = "ok"
+    assert main(["run", "coalition_gym/MajorityVote-v0", "--pool", pool, "--members", "remote",
+                 "--episodes", "4"]) == 0

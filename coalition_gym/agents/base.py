@@ -6,6 +6,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from typing import Sequence
 
+from ..errors import BackendError, PartialBatchError
 from ..types import Ask, Message, Sample
 
 
@@ -22,6 +23,41 @@ class Generator(ABC):
     @abstractmethod
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         """Return one Sample per Ask, in the same order."""
+
+
+def _checked(backend: Generator, asks: Sequence[Ask], samples: object) -> list[Sample]:
+    if not isinstance(samples, list) or len(samples) != len(asks):
+        got = len(samples) if isinstance(samples, list) else type(samples).__name__
+        raise BackendError(f"backend {backend.identity!r} (for {asks[0].member!r}) returned {got} samples "
+                           f"for {len(asks)} asks")
+    return samples
+
+
+def settle(backend: Generator, asks: Sequence[Ask]) -> list[Sample | BaseException]:
+    """Answer ``asks`` in one call; per Ask its Sample or the exception that ended it.
+
+    A backend that reports per-Ask failures (:class:`PartialBatchError`) is taken at its word: what
+    succeeded is used and never sent again. A batch that fails as a whole (an out-of-memory batch, a
+    malformed reply) is retried one Ask at a time, so only the Asks that fail on their own are lost.
+    """
+    asks = list(asks)
+    try:
+        return list(_checked(backend, asks, backend.generate(asks)))
+    except PartialBatchError as exc:
+        if isinstance(exc.results, list) and len(exc.results) == len(asks):
+            return list(exc.results)
+        batch_error: Exception = exc
+    except Exception as exc:
+        batch_error = exc
+    if len(asks) == 1:
+        return [batch_error]
+    results: list[Sample | BaseException] = []
+    for ask in asks:
+        try:
+            results.append(_checked(backend, [ask], backend.generate([ask]))[0])
+        except Exception as exc:
+            results.append(exc)
+    return results
 
 
 def stable_hash(*parts: object) -> int:

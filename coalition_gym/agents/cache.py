@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import PartialBatchError
 from ..types import Ask, Sample
 from .base import Generator
 
@@ -159,12 +160,18 @@ class CachedGenerator(Generator):
         for key, ask in zip(keys, asks):
             if key not in known and key not in todo:
                 todo[key] = ask
+        partial: PartialBatchError | None = None
         if todo:
-            fresh = self.inner.generate(list(todo.values()))
+            try:
+                fresh = self.inner.generate(list(todo.values()))
+            except PartialBatchError as exc:  # cache what succeeded; report per Ask in the caller's order
+                fresh, partial = exc.results, exc
             if not isinstance(fresh, list) or len(fresh) != len(todo):
                 return fresh  # let the runner report the malformed reply
-            self.cache.put_many([(k, self.identity, s) for k, s in zip(todo, fresh)])
+            self.cache.put_many([(k, self.identity, s) for k, s in zip(todo, fresh) if isinstance(s, Sample)])
             known.update(zip(todo, fresh))
         self.misses += len(todo)
         self.hits += len(asks) - len(todo)
+        if partial is not None:
+            raise PartialBatchError(str(partial), [known[k] for k in keys]) from partial
         return [known[k] for k in keys]

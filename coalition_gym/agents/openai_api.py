@@ -8,7 +8,10 @@ connections, and unreadable bodies. Other 4xx errors are not retried. When the r
 
 The API key is read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``) at
 request time; it is sent only as the ``Authorization`` header and never appears in errors, logs,
-``repr`` or the backend's identity. ``seed`` is sent (reduced to 31 bits) unless ``send_seed=False``;
+``repr``, output files or the backend's identity: every error text passes through
+:func:`coalition_gym.redaction.redact`, which removes it even when the server echoes it back.
+Each request of a batch is retried on its own; when some fail for good, :class:`PartialBatchError`
+carries the replies of the others, which are used and never sent again. ``seed`` is sent (reduced to 31 bits) unless ``send_seed=False``;
 whether the server honours it is up to the server. With ``logprobs=True`` the request asks for
 per-token log-probs and ``Sample.logprobs`` holds them when the server returns them.
 
@@ -31,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, PartialBatchError
+from ..redaction import redact, register_key_variable, register_secret
 from ..types import Ask, Sample
 from .base import Generator
 
@@ -82,7 +86,7 @@ def retry_after_seconds(value: str | None) -> float | None:
 def _error_message(body: bytes) -> str:
     """The server's own error text from an error body (OpenAI ``{"error": {"message"}}``, FastAPI
     ``{"detail"}``, or raw text), shortened."""
-    text = body.decode("utf-8", "replace").strip()
+    text = redact(body.decode("utf-8", "replace").strip())  # a server may echo the key back
     try:
         data = json.loads(text)
     except ValueError:
@@ -117,6 +121,7 @@ class OpenAIGenerator(Generator):
         self._endpoint = _endpoint(self.base_url)
         self.model = model
         self.api_key_env = api_key_env
+        register_key_variable(api_key_env)  # its value is redacted from every error, log and output file
         self.max_concurrency, self.timeout, self.max_retries = int(max_concurrency), float(timeout), int(max_retries)
         self.backoff_base, self.backoff_max = float(backoff_base), float(backoff_max)
         self.logprobs, self.send_seed, self.max_new_tokens = bool(logprobs), bool(send_seed), max_new_tokens
@@ -153,6 +158,7 @@ class OpenAIGenerator(Generator):
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
+            register_secret(key)
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
@@ -197,7 +203,7 @@ class OpenAIGenerator(Generator):
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise _Retryable(f"unreadable JSON body ({raw[:80]!r})") from exc
+            raise _Retryable(redact(f"unreadable JSON body ({raw[:80]!r})")) from exc
         if isinstance(data, dict) and "error" in data and "choices" not in data:
             raise BackendError(f"{self._where()}: server error: {_error_message(raw)}")
         return data
@@ -231,7 +237,8 @@ class OpenAIGenerator(Generator):
             if not isinstance(text, str):
                 raise TypeError(f"content is {type(text).__name__}")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise BackendError(f"{self._where()}: reply is not a chat completion ({exc}): {str(data)[:200]}") from exc
+            raise BackendError(redact(f"{self._where()}: reply is not a chat completion ({exc}): "
+                                      f"{str(data)[:200]}")) from exc
         finish = choice.get("finish_reason") or "stop"
         logprobs = None
         content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
@@ -248,16 +255,15 @@ class OpenAIGenerator(Generator):
             if self._pool is None:  # kept across calls, so each worker keeps its connection alive
                 self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="cgym-openai")
         futures = [self._pool.submit(self.complete, a) for a in asks]
-        results, first_error = [], None
+        results: list[Sample | BaseException] = []
         for fut in futures:
             try:
                 results.append(fut.result())
             except BackendError as exc:
-                first_error = first_error or exc
-                results.append(None)
-        if first_error is not None:
-            failed = sum(r is None for r in results)
-            raise BackendError(f"{failed} of {len(asks)} requests failed; first: {first_error}") from first_error
+                results.append(exc)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:  # each request was retried on its own; the ones that succeeded are returned, not re-sent
+            raise PartialBatchError(f"{len(failed)} of {len(asks)} requests failed; first: {failed[0]}", results)
         return results  # type: ignore[return-value]
 
     def close(self) -> None:

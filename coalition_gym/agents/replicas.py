@@ -11,9 +11,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PartialBatchError
 from ..types import Ask, Sample
-from .base import Generator
+from .base import Generator, settle
 
 
 class ReplicaGenerator(Generator):
@@ -27,10 +27,13 @@ class ReplicaGenerator(Generator):
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         n = len(self.replicas)
         parts = [list(range(k, len(asks), n)) for k in range(n)]
-        futures = [(idx, self._pool.submit(rep.generate, [asks[i] for i in idx]))
+        futures = [(idx, self._pool.submit(settle, rep, [asks[i] for i in idx]))
                    for rep, idx in zip(self.replicas, parts) if idx]
-        out: list[Sample | None] = [None] * len(asks)
+        out: list[Sample | BaseException | None] = [None] * len(asks)
         for idx, future in futures:
-            for i, sample in zip(idx, future.result()):
-                out[i] = sample
+            for i, result in zip(idx, future.result()):
+                out[i] = result
+        failed = [r for r in out if isinstance(r, BaseException)]
+        if failed:  # what the other replicas answered is kept, never re-sent
+            raise PartialBatchError(f"{len(failed)} of {len(asks)} requests failed; first: {failed[0]}", out)
         return out  # type: ignore[return-value]

@@ -2,8 +2,8 @@
 
 A *wave* collects the pending Asks of every live program, groups them by backend (the Generator
 object a name is bound to, so two names on one backend share a call) and sends each group in one
-call. A failing batch is retried one Ask at a time so that only the programs whose own Ask fails
-are lost; a failed program is recorded, never raised, and the others go on.
+call. Only the programs whose own Ask fails are lost (see :func:`~coalition_gym.agents.base.settle`);
+a failed program is recorded (its error text redacted), never raised, and the others go on.
 
 Every finished program's Outcome gets ``details["cost"] = {"calls": ..., "tokens": ...}``: the
 Asks the episode had answered (members and fixed helpers alike, whether or not a generation cache
@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..agents.base import Generator, stable_hash
+from ..agents.base import Generator, settle, stable_hash
 from ..errors import BackendError, CoalitionGymError
+from ..redaction import redact
 from ..tasks.base import Task
 from ..types import Ask, EpisodeResult, Item, Outcome, Sample
 from .protocols.base import EpisodeContext, ProgramGen, Protocol
@@ -74,14 +75,6 @@ def with_cost(outcome: Outcome, cost: EpisodeCost) -> Outcome:
     return dataclasses.replace(outcome, details={**outcome.details, "cost": cost.as_dict()})
 
 
-def _checked(backend: Generator, name: str, asks: Sequence[Ask], samples: object) -> list[Sample]:
-    if not isinstance(samples, list) or len(samples) != len(asks):
-        got = len(samples) if isinstance(samples, list) else type(samples).__name__
-        raise BackendError(f"backend {backend.identity!r} (for {name!r}) returned {got} samples "
-                           f"for {len(asks)} asks")
-    return samples
-
-
 def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator],
              stats: RunStats | None = None) -> list[Sample | BaseException]:
     """Answer ``asks`` with one call per backend; a slot holds the exception if its Ask failed."""
@@ -97,16 +90,7 @@ def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator],
     for backend, idx in groups.values():
         batch = [asks[k] for k in idx]
         start = time.perf_counter()
-        try:
-            samples = _checked(backend, batch[0].member, batch, backend.generate(batch))
-            results: list[Sample | BaseException] = list(samples)
-        except Exception as batch_error:  # isolate the Asks that fail on their own
-            results = []
-            for ask in batch:
-                try:
-                    results.append(_checked(backend, ask.member, [ask], backend.generate([ask]))[0])
-                except Exception as exc:
-                    results.append(exc if len(batch) > 1 else batch_error)
+        results = settle(backend, batch)
         if stats is not None:
             stats.record(backend, len(batch), time.perf_counter() - start)
         for k, result in zip(idx, results):
@@ -150,7 +134,7 @@ def run_programs(programs: Sequence[ProgramGen], backends: Mapping[str, Generato
             else:
                 finish(i, ProgramFailed(f"program returned {type(value).__name__}, not an Outcome"))
         except Exception as exc:  # a bug or bad reply inside one program must not stop the others
-            finish(i, ProgramFailed(f"{type(exc).__name__}: {exc}"))
+            finish(i, ProgramFailed(redact(f"{type(exc).__name__}: {exc}")))
 
     for i in range(len(programs)):
         advance(i, None)
@@ -167,7 +151,7 @@ def run_programs(programs: Sequence[ProgramGen], backends: Mapping[str, Generato
             error = next((a for a in mine if isinstance(a, BaseException)), None)
             if error is not None:
                 programs[i].close()
-                finish(i, ProgramFailed(f"{type(error).__name__}: {error}"))
+                finish(i, ProgramFailed(redact(f"{type(error).__name__}: {error}")))
             else:
                 costs[i].add(mine)  # type: ignore[arg-type]
                 advance(i, mine)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..redaction import write_text
 
 STATE_FILE = "trainer_state.pt"
 
@@ -52,7 +53,7 @@ def save_best(out: Path, model: Any, tokenizer: Any, system_prompt: str) -> None
     best = out / "best"
     model.save_pretrained(best)
     tokenizer.save_pretrained(best)
-    (best / "system_prompt.txt").write_text(system_prompt)
+    write_text(best / "system_prompt.txt", system_prompt)
 
 
 def load_best(out: Path, model: Any) -> str | None:

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..redaction import JsonLines, write_json
 from ..valuation.stats import rescue_drag
 
 
@@ -35,8 +36,8 @@ class MetricsLog:
 
     def write(self, row: dict[str, Any]) -> None:
         row = {k: _finite(v) for k, v in row.items()}
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        with JsonLines(self.path) as lines:
+            lines.write(row)
         if self.writer is not None:
             for key, value in row.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -57,8 +58,8 @@ def vs_base(base_per_item: dict[str, list[float]] | None, mode: str, mine: list[
 
 
 def write_report(out: Path, result: dict[str, Any], per_item: dict[str, Any]) -> None:
-    (out / "report.json").write_text(json.dumps(result, indent=2, default=_finite))
-    (out / "per_item.json").write_text(json.dumps(per_item))
+    write_json(out / "report.json", result, default=_finite)
+    write_json(out / "per_item.json", per_item, indent=None)
 
 
 def _cell(score: dict[str, Any] | None) -> str:

@@ -24,6 +24,8 @@ from ..agents.base import stable_hash
 from ..agents.pools import load_pool
 from ..envs.protocols import Protocol, make_protocol
 from ..errors import ConfigError
+from ..failures import FailureSummary
+from ..redaction import write_json, write_text
 from ..tasks import make as make_task
 from ..types import Item
 from ..valuation.stats import bootstrap_mean
@@ -123,6 +125,7 @@ class Trainer:
         self.rng = random.Random(config.seed)
         self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
         self.metrics = MetricsLog(self.out)
+        self.failures = FailureSummary()  # failed rollouts and evaluation episodes of this process
 
     # -- setup helpers --------------------------------------------------------------------------
     def _seed_everything(self, seed: int) -> None:
@@ -177,11 +180,18 @@ class Trainer:
         args = (proto, self.task, items, self.training_coalition, self.pool.backends())
         policy = self.backend(temperature=cfg.rollout_temperature)
         if getattr(self.executor, "name", "local") == "ray":
-            return collect_distributed(self.executor, policy, *args, cfg.policy_name, cfg.group_size, step_seed,
-                                       self.styles, self.pool.dev_scores, first_group=first_group,
-                                       draws=cfg.collaborator_draws)
-        return collect(*args, policy, cfg.policy_name, cfg.group_size, step_seed, self.styles,
-                       self.pool.dev_scores, first_group=first_group, draws=cfg.collaborator_draws)
+            rollouts = collect_distributed(self.executor, policy, *args, cfg.policy_name, cfg.group_size,
+                                           step_seed, self.styles, self.pool.dev_scores, first_group=first_group,
+                                           draws=cfg.collaborator_draws)
+        else:
+            rollouts = collect(*args, policy, cfg.policy_name, cfg.group_size, step_seed, self.styles,
+                               self.pool.dev_scores, first_group=first_group, draws=cfg.collaborator_draws)
+        self._count_failures(self.training_coalition, rollouts)
+        return rollouts
+
+    def _count_failures(self, coalition: Sequence[str], rollouts: Sequence[Rollout]) -> None:
+        for r in rollouts:
+            self.failures.add(coalition, r.error)
 
     def _draw_items(self, n: int) -> list[Item]:
         pool = list(self.task.items("train"))
@@ -339,6 +349,7 @@ class Trainer:
                                self.config.policy_name, 1, seed, self.styles, self.pool.dev_scores)
         finally:
             self.model.train()
+        self._count_failures(coalition, rollouts)
         scores = [r.solo_score if mode == "solo" else r.reward for r in rollouts]
         _, _, lo, hi = bootstrap_mean(np.asarray([scores]), n_boot=1000, seed=seed)
         return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
@@ -376,7 +387,7 @@ class Trainer:
     def fit(self, progress: bool = True) -> TrainState:
         cfg = self.config
         self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+        write_json(self.out / "config.json", cfg.to_dict())
         self.metrics = MetricsLog(self.out, cfg.tensorboard)
         resumed = self.try_resume()
         if not self.method.trains:
@@ -426,7 +437,8 @@ class Trainer:
             "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
             "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
             "last": {m: r.to_dict() for m, r in last.items()},
-            "signal": summarise_signal(self.metrics.rows()), "config": self.config.to_dict()}
+            "signal": summarise_signal(self.metrics.rows()), "config": self.config.to_dict(),
+            "failures": self.failures.to_dict()}
         for mode in ("collab", "solo"):
             moves = vs_base(base_per_item, mode, best[mode].per_item)
             if moves is not None:
@@ -441,9 +453,11 @@ class Trainer:
 
 
 def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", progress: bool = True,
-                executor: Any = None, **settings: Any) -> list[dict[str, Any]]:
+                executor: Any = None, failures: FailureSummary | None = None,
+                **settings: Any) -> list[dict[str, Any]]:
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
-    which runs first when ``root`` has no Base for this seed yet."""
+    which runs first when ``root`` has no Base for this seed yet. Failed episodes of every run are
+    added to ``failures`` when given."""
     root = Path(root)
     methods = check_methods(methods)
     for method in methods:  # every setting checked before the first run starts
@@ -459,7 +473,9 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
         trainer.fit(progress=progress)
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         reports.append(trainer.report(base))
-    (root / "summary.md").write_text(summary_table(root))
+        if failures is not None:
+            failures.merge(trainer.failures)
+    write_text(root / "summary.md", summary_table(root))
     return reports
 
 

@@ -25,6 +25,7 @@ from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
 from ..envs.runner import RunStats, episode_seed, run_programs, score_outcomes
 from ..envs.system import with_pool_defaults
 from ..errors import ConfigError
+from ..failures import FailureSummary
 from ..tasks.base import Task
 from ..types import Item
 
@@ -174,6 +175,14 @@ class CoalitionGame(Game):
     @property
     def failures(self) -> int:
         return sum(r["error"] is not None for rows in self.records.values() for r in rows)
+
+    def failure_summary(self) -> FailureSummary:
+        """Failed episodes of this game and of its solo game (a failed episode scores 0 in the values)."""
+        summary = FailureSummary()
+        for game in dict.fromkeys([self, self.solo_game()]):
+            for rows in game.records.values():
+                summary.add_records(rows)
+        return summary
 
     def solo_game(self) -> "CoalitionGame":
         if self.protocol.min_members <= 1:

@@ -8,7 +8,6 @@ and coalition), ``summary.json``, ``leaderboard.md``, ``leaderboard.csv`` and
 from __future__ import annotations
 
 import csv
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from ..agents.pools import Pool
 from ..envs.executors import Executor
 from ..envs.protocols import Protocol
 from ..errors import ConfigError
+from ..redaction import JsonLines, redact, write_json, write_text
 from ..tasks.base import Task
 from ..types import Item
 from .estimators import ESTIMATORS, ValuationResult
@@ -127,6 +127,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
                  "generations": game.generations, "cache_hits": game.cache_hits,
                  "backend_calls": game.stats.backend_calls},
         "cache": game.cache.status, "executor": game.executor.name, "failed_episodes": game.failures,
+        "failures": game.failure_summary().to_dict(),
         "wall_seconds": report.wall_seconds,
         "mc": report.results["mc"].extras if "mc" in report.results else None,
     }
@@ -149,6 +150,9 @@ def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
         lines += ["", f"Solo vs {label}: Spearman {corr['spearman']:.2f} (p={corr['spearman_p']:.3f}), "
                       f"Pearson {corr['pearson']:.2f} (p={corr['pearson_p']:.3f}), {corr['method']} p-values, "
                       f"n={corr['n']}."]
+    failures = game.failure_summary()
+    if failures.failed:
+        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -184,19 +188,19 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
     paths = {name: out / name for name in ("results.jsonl", "summary.json", "leaderboard.md", "leaderboard.csv",
                                            "solo_vs_compositional.png")}
     games = [report.game] + ([report.game.solo_game()] if report.game.solo_game() is not report.game else [])
-    with open(paths["results.jsonl"], "w") as fh:
+    with JsonLines(paths["results.jsonl"], "w") as lines:
         for game in games:
             for coalition, records in game.records.items():
                 for record in records:
-                    fh.write(json.dumps({"protocol": game.protocol.name, **record}) + "\n")
-    paths["summary.json"].write_text(json.dumps(summary(report), indent=2))
-    paths["leaderboard.md"].write_text(leaderboard_markdown(report, rows))
+                    lines.write({"protocol": game.protocol.name, **record})
+    write_json(paths["summary.json"], summary(report))
+    write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
     with open(paths["leaderboard.csv"], "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["rank", "model", "solo", "solo_ci_low", "solo_ci_high", "strength", "strength_ci_low",
                          "strength_ci_high", "estimator", "rank_change"])
         for r in rows:
-            writer.writerow([r["rank"], r["model"], r["solo"], *r["solo_ci"], r["strength"], *r["strength_ci"],
+            writer.writerow([r["rank"], redact(r["model"]), r["solo"], *r["solo_ci"], r["strength"], *r["strength_ci"],
                              FIELDS[report.primary], r["rank_change"]])
     plot(report, paths["solo_vs_compositional.png"])
     return paths

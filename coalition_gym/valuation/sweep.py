@@ -7,13 +7,14 @@ pools its tasks. Settings are then corrected together with Benjamini-Hochberg.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..agents.cache import GenerationCache
 from ..agents.pools import load_pool
 from ..envs.protocols import make_protocol
+from ..failures import FailureSummary
+from ..redaction import write_json, write_text
 from ..tasks import make as make_task
 from .report import FIELDS, EvalReport, correlate, evaluate, write_report
 from .stats import summarise_settings
@@ -25,9 +26,11 @@ def _slug(text: str) -> str:
 
 def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[str], estimators: Sequence[str],
               n_items: int, out: Path, seed: int = 0, cache_dir: Path | None = None, alpha: float = 0.05,
-              progress: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
+              progress: bool = False, log: Callable[[str], None] = print,
+              failures: FailureSummary | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     settings: dict[str, dict[str, Any]] = {}
+    failures = failures if failures is not None else FailureSummary()
     for pool_name in pools:
         pool = load_pool(pool_name)
         cache = GenerationCache(cache_dir / f"{_slug(pool_name)}.sqlite" if cache_dir else None)
@@ -39,6 +42,7 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
                 report: EvalReport = evaluate(make_protocol(protocol_name), pool, task, task.items("test"),
                                               estimators, seed=seed, cache=cache, progress=progress)
                 write_report(report, out / _slug(pool_name) / protocol_name / _slug(task_name))
+                failures.merge(report.game.failure_summary())
                 main = report.results[report.primary]
                 obs += [{"model": p, "task": task_name, "solo": float(report.solo[p]), "strength": float(main[p])}
                         for p in report.game.players]
@@ -51,8 +55,9 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
                 if s["correlation"]["spearman_p"] is not None}
     overall = summarise_settings(testable, alpha=alpha) if testable else {}
     result = {"pools": list(pools), "protocols": list(protocols), "tasks": list(tasks), "n_items": n_items,
-              "seed": seed, "alpha": alpha, "settings": settings, "summary": overall}
-    (out / "sweep_summary.json").write_text(json.dumps(result, indent=2))
+              "seed": seed, "alpha": alpha, "settings": settings, "summary": overall,
+              "failures": failures.to_dict()}
+    write_json(out / "sweep_summary.json", result)
     lines = ["| setting | n | Spearman | p | significant after BH |", "|---|---|---|---|---|"]
     per_setting = overall.get("settings", {}) if overall else {}
     for key, s in settings.items():
@@ -63,5 +68,7 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
                      f"{'n/a' if sig is None else ('yes' if sig else 'no')} |")
     if overall:
         lines += ["", overall["sentence"]]
-    (out / "sweep.md").write_text("\n".join(lines) + "\n")
+    if failures.failed:
+        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    write_text(out / "sweep.md", "\n".join(lines) + "\n")
     return result

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import ConfigError
+from ...redaction import write_json
 
 EPS = 1e-6
 
@@ -87,7 +88,7 @@ class SwarmGraph:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2))
+        write_json(path, self.to_dict())
         return path
 
     @classmethod
