@@ -5,7 +5,7 @@ import pytest
 
 from coalition_gym import CollaborationEnv, load_pool, make_protocol, make_task, run_episodes
 from coalition_gym.envs.protocols.router_model import hashed_ngrams, logistic_learner
-from coalition_gym.errors import UnknownNameError
+from coalition_gym.errors import ConfigError, UnknownNameError
 
 from conftest import Recorder, Scripted, answer_text
 
@@ -86,15 +86,40 @@ def test_hashed_features_and_the_logistic_learner():
     assert predict("Calculate 5 + 5").argmax() == 0 and predict("Decrypt this cipher: xyz").argmax() == 1
 
 
-def test_in_the_gym_env_the_policy_is_measured_in_its_first_episode_only():
-    env = CollaborationEnv(protocol="trained_router", task_kwargs={"size": 20}, dev_items=5)
-    roles = []
-    for seed in (0, 1):
+def test_in_the_gym_env_the_router_is_fitted_at_construction_and_the_policy_never_answers_dev_items():
+    env = CollaborationEnv(protocol="trained_router", task_kwargs={"size": 40}, dev_items=10)
+    router = env.system.protocol
+    measured = router.dev_outcomes(env.system.task)
+    assert sorted(measured) == sorted(env.system.members) and all(len(v) == 10 for v in measured.values())
+    asked, chosen = 0, []
+    for seed in range(40):
         obs, info = env.reset(seed=seed)
+        steps = 0
         done = False
         while not done:
-            if env.pending_ask is not None:
-                roles.append((seed, env.pending_ask.role))
+            assert env.pending_ask is None or env.pending_ask.role == "answer"
             obs, reward, done, _, info = env.step(answer_text("1"))
-    assert [r for s, r in roles if s == 0] == ["dev"] * 5 + ["answer"]
-    assert all(r != "dev" for s, r in roles if s == 1)
+            steps += 1
+        assert steps == 1 and info["details"]["assumed"] == ["policy"]
+        asked += info["details"]["chosen"] == "policy"
+        chosen.append(info["details"]["chosen"])
+    prior = float(np.mean([v.mean() for v in measured.values()]))
+    assert 0 < asked < 40 and len(set(chosen)) > 1  # routed to the policy on some questions only
+    assert env.system.protocol.dev_outcomes(env.system.task).keys() == measured.keys()  # nothing measured since
+    # the policy is routed exactly where no frozen member is predicted above the seat prior
+    env.reset(seed=3)
+    info = env.step(answer_text("1"))[4]
+    frozen_best = max(s for m, s in info["details"]["scores"].items() if m != "policy")
+    assert (info["details"]["chosen"] == "policy") == (frozen_best < prior)
+
+
+def test_an_explicit_seat_prior_and_bad_priors():
+    always = CollaborationEnv(protocol="trained_router", task_kwargs={"size": 20}, dev_items=5, seat_prior=1.0)
+    never = CollaborationEnv(protocol="trained_router", task_kwargs={"size": 20}, dev_items=5, seat_prior=0.0)
+    for seed in range(5):
+        always.reset(seed=seed)
+        never.reset(seed=seed)
+        assert always.step(answer_text("1"))[4]["details"]["chosen"] == "policy"
+        assert never.step(answer_text("1"))[4]["details"]["chosen"] != "policy"
+    with pytest.raises(ConfigError, match="seat_prior=1.5"):
+        make_protocol("trained_router", seat_prior=1.5)

@@ -58,6 +58,10 @@ class CollaborationEnv(gym.Env[str, str]):
             self.policy_name = getattr(self.system.protocol, helper_seat)
             self.coalition = tuple(self.system.members)
         self.styles = {**self.system.pool.styles, self.policy_name: policy_style}
+        seats = [] if helper_seat else [self.policy_name]
+        # what a method learns before episodes (a trained router's dev outcomes) is learned now, once
+        self.system.protocol.prepare(self.system.task, self.system.backends,
+                                     [m for m in self.coalition if m not in seats], seats, self.styles)
         self.observation_space = UnicodeText(max_prompt_chars)
         self.action_space = UnicodeText(max_action_chars)
         self.render_mode = render_mode

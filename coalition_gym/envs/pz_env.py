@@ -43,6 +43,8 @@ class CollaborationParallelEnv(ParallelEnv):
         self.possible_agents = [m for m in self.coalition if m not in set(automated)]
         if not self.possible_agents:
             raise ConfigError("every member is automated: leave at least one member as an agent")
+        self.system.protocol.prepare(self.system.task, self.system.backends, list(automated), self.possible_agents,
+                                     self.system.pool.styles)
         self.agents: list[str] = []
         self.render_mode = render_mode
         self._obs_space = UnicodeText(max_prompt_chars)

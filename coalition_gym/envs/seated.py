@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..agents.base import Generator
 from ..errors import EpisodeStateError
+from ..redaction import redact
 from ..types import Ask, Outcome, Sample
 from .protocols.base import EpisodeContext, ProgramGen
 from .protocols.voting import majority_of
@@ -74,7 +75,7 @@ class SeatedEpisode:
         for k, reply in zip(slots, replies):
             if isinstance(reply, BaseException):
                 self.program.close()
-                self.outcome = ProgramFailed(f"{type(reply).__name__}: {reply}")
+                self.outcome = ProgramFailed(redact(f"{type(reply).__name__}: {reply}"))
                 return
             self._answers[k] = reply
         self._complete_wave_if_ready()
@@ -95,7 +96,7 @@ class SeatedEpisode:
                 f"program returned {type(value).__name__}, not an Outcome")
             return
         except Exception as exc:
-            self.outcome = ProgramFailed(f"{type(exc).__name__}: {exc}")
+            self.outcome = ProgramFailed(redact(f"{type(exc).__name__}: {exc}"))
             return
         self._wave = list(wave)
         self._answers = [None] * len(self._wave)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generator as PyGenerator, Mapping
+from typing import Any, ClassVar, Generator as PyGenerator, Mapping, Sequence
 
 from ...agents.base import derive_seed
 from ...errors import ConfigError, EmptyCoalitionError
@@ -92,6 +92,12 @@ class Protocol(ABC):
 
     def settings(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def prepare(self, task: Any, backends: Mapping[str, Any], frozen: Sequence[str], seats: Sequence[str],
+                styles: Mapping[str, str] | None = None) -> None:
+        """Learn, before any episode, what the method would otherwise learn inside one (called by the
+        environments when they are built). ``frozen`` members are answered by ``backends``; ``seats`` are
+        answered from outside (a policy) and cannot be asked outside an episode. Default: nothing."""
 
 
 def answer_turns(ctx: EpisodeContext, asks: list[Ask], samples: list[Sample]) -> list[Turn]:

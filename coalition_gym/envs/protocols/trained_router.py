@@ -9,8 +9,14 @@ Learning happens inside the protocol, from the members' own answers, so it works
   and coalition, so a generation cache shares these answers everywhere.
 - The protocol object remembers every member's dev outcomes (per task and member name), so a member
   is measured once per protocol object. Call :meth:`TrainedRouter.forget` when a member changes
-  (e.g. a policy being trained) to measure it again. In the gym env the policy seat is measured in
-  its first episode: it is asked the ``dev_items`` dev questions (``info["role"] == "dev"``) first.
+  (e.g. a policy being trained) to measure it again.
+- The environments fit the router when they are built (:meth:`TrainedRouter.prepare`): the frozen
+  members answer the dev items then, outside any episode. A seat answered from outside (the gym
+  policy, PettingZoo agents) cannot be asked before an episode and is never asked dev items inside
+  one: it enters the router with an *assumed* dev accuracy, ``seat_prior`` (default: the frozen
+  members' mean dev accuracy), as its predicted score on every question. So the policy answers
+  exactly the questions on which no frozen member is predicted to beat an average member, and every
+  episode is one question (reset with a seed replays it exactly).
 - The first episode that needs a member's outcomes asks its dev items *and*, in the same wave, every
   member the question (so no further wave is needed whichever member gets routed). Episodes started
   while those outcomes are on their way only ask every member the question, and route once the
@@ -54,9 +60,12 @@ class TrainedRouter(Protocol):
     dev_items: int = 50
     dev_split: str = "dev"
     dev_seed: int = 0
+    seat_prior: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.seat_prior is not None and not 0.0 <= self.seat_prior <= 1.0:
+            raise ConfigError(f"trained_router: seat_prior={self.seat_prior} must be an accuracy in [0, 1]")
         if self.dev_items < 1:
             raise ConfigError(f"trained_router: dev_items={self.dev_items} must be >= 1")
         if self.dev_split not in SPLITS:
@@ -66,6 +75,7 @@ class TrainedRouter(Protocol):
         self._outcomes: dict[tuple[int, str], np.ndarray] = {}  # (dev set key, member) -> dev scores
         self._claimed: set[tuple[int, str]] = set()
         self._routers: dict[tuple[int, tuple[str, ...]], Predictor] = {}
+        self._assumed: dict[tuple[int, str], float] = {}  # (dev set key, seat) -> assumed dev accuracy
 
     def settings(self) -> dict[str, Any]:
         """The settings, with a callable learner named by its qualified name (so reports stay JSON)."""
@@ -94,6 +104,7 @@ class TrainedRouter(Protocol):
         def drop(member: str) -> bool:
             return names is None or member in names
         self._outcomes = {k: v for k, v in self._outcomes.items() if not drop(k[1])}
+        self._assumed = {k: v for k, v in self._assumed.items() if not drop(k[1])}
         self._claimed = {k for k in self._claimed if not drop(k[1])}
         self._routers = {k: v for k, v in self._routers.items() if not any(drop(m) for m in k[1])}
 
@@ -105,6 +116,38 @@ class TrainedRouter(Protocol):
             outcomes = np.column_stack([self._outcomes[(key, m)] for m in members])
             self._routers[(key, members)] = self._learner()([it.question for it in dev], outcomes)
         return self._routers[(key, members)]
+
+    def _scores(self, key: int, members: Sequence[str], dev: Sequence[Item],
+                question: str) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted scores on ``question`` and dev accuracies, per member: the learner's for measured
+        members, the assumed accuracy for seats."""
+        measured = tuple(m for m in members if (key, m) not in self._assumed)
+        predicted = np.asarray(self._router(key, measured, dev)(question), dtype=float) if measured else np.zeros(0)
+        if predicted.shape != (len(measured),):
+            raise ConfigError(f"trained_router: the learner scored {predicted.shape} for {len(measured)} members")
+        by_member = dict(zip(measured, predicted))
+        scores = np.array([by_member.get(m, self._assumed.get((key, m), 0.0)) for m in members])
+        accuracy = np.array([self._assumed[(key, m)] if (key, m) in self._assumed else self._outcomes[(key, m)].mean()
+                             for m in members])
+        return scores, accuracy
+
+    def prepare(self, task: Task, backends: Mapping[str, Generator], frozen: Sequence[str], seats: Sequence[str],
+                styles: Mapping[str, str] | None = None) -> None:
+        """Measure the frozen members' dev outcomes now and enter every seat with an assumed accuracy."""
+        known = self.fit(task, backends, frozen, styles) if frozen else {}
+        prior = self.seat_prior
+        if prior is None:
+            prior = float(np.mean([known[m].mean() for m in frozen])) if frozen else 0.5
+        for seat in seats:
+            self.assume(task, seat, prior)
+
+    def assume(self, task: Task, member: str, accuracy: float) -> None:
+        """Route ``member`` as if its dev accuracy were ``accuracy`` on every question, without asking it."""
+        if not 0.0 <= accuracy <= 1.0:
+            raise ConfigError(f"trained_router: an assumed accuracy must lie in [0, 1], got {accuracy}")
+        self.forget([member])
+        key, _ = self.dev_set(task)
+        self._assumed[(key, member)] = float(accuracy)
 
     def fit(self, task: Task, backends: Mapping[str, Generator], members: Sequence[str],
             styles: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
@@ -158,7 +201,7 @@ class TrainedRouter(Protocol):
         key, dev = self.dev_set(ctx.task)
         speculative: dict[str, Sample] = {}
         fit: dict[str, Any] = {"dev_items": len(dev), "members": [], "calls": 0}
-        missing = [m for m in members if (key, m) not in self._outcomes]
+        missing = [m for m in members if (key, m) not in self._outcomes and (key, m) not in self._assumed]
         if missing:
             mine = [m for m in missing if (key, m) not in self._claimed]
             self._claimed.update((key, m) for m in mine)
@@ -169,7 +212,7 @@ class TrainedRouter(Protocol):
             speculative = {a.member: s for a, s in zip(question, samples[len(dev_asks):])}
             fit["members"] += mine
             fit["calls"] += len(dev_asks)
-            late = [m for m in members if (key, m) not in self._outcomes]  # their measuring episode failed
+            late = [m for m in missing if (key, m) not in self._outcomes]  # their measuring episode failed
             if late:
                 dev_asks = self._dev_asks(ctx.task, ctx.styles, late, dev)
                 samples = yield dev_asks
@@ -177,10 +220,7 @@ class TrainedRouter(Protocol):
                 fit["members"] += late
                 fit["calls"] += len(dev_asks)
 
-        scores = np.asarray(self._router(key, members, dev)(ctx.item.question), dtype=float)
-        if scores.shape != (len(members),):
-            raise ConfigError(f"trained_router: the learner scored {scores.shape} for {len(members)} members")
-        accuracy = np.array([self._outcomes[(key, m)].mean() for m in members])
+        scores, accuracy = self._scores(key, members, dev, ctx.item.question)
         chosen = self.choose(members, scores, accuracy)
         transcript: list[Turn] = []
         if chosen in speculative:
@@ -194,6 +234,9 @@ class TrainedRouter(Protocol):
         details: dict[str, Any] = {"chosen": chosen, "routed_by": "router",
                                    "scores": {m: float(s) for m, s in zip(members, scores)},
                                    "asked_every_member": bool(speculative)}
+        assumed = [m for m in members if (key, m) in self._assumed]
+        if assumed:
+            details["assumed"] = assumed
         if fit["calls"]:
             details["fit"] = fit
         final = ctx.task.extract(sample.text, ctx.item)
