@@ -79,7 +79,7 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
     print(f"A policy seated through gym.make (a calculator policy that evaluates the expression itself), {gym_episodes} episodes:\n")
     seated = []
     for env_id in ENV_IDS:
-        env = gym.make(env_id, task=task, collaborators=pool)
+        env = gym.make(env_id, task=task, collaborators=pool, split="test")  # an evaluation: the test split
         rewards, own = [], []
         for episode in range(gym_episodes):
             obs, info = env.reset(seed=seed + episode)

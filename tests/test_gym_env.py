@@ -142,3 +142,17 @@ def test_pending_ask_shows_no_gold_answer_or_scorer_data(env_id):
     assert env.unwrapped._ctx.item.gold  # the episode has one...
     assert ask.item.gold == "" and dict(ask.item.meta) == {}  # ...the policy does not see it
     assert ask.item.question  # the question itself stays
+
+
+def test_environments_train_on_the_train_split_and_evaluate_on_test_when_told():
+    from coalition_gym import parallel_env
+
+    env = gym.make("coalition_gym/Debate-v0", task_kwargs={"size": 10})
+    assert {it.id.split("/")[-2] for it in env.unwrapped.system.items} == {"train"}
+    assert env.reset(seed=0)[1]["item_id"].split("/")[-2] == "train"
+    test = gym.make("coalition_gym/Debate-v0", task_kwargs={"size": 10}, split="test")
+    assert test.reset(seed=0)[1]["item_id"].split("/")[-2] == "test"
+    assert {it.id.split("/")[-2] for it in parallel_env().system.items} == {"train"}
+    with pytest.raises(ConfigError, match="held out.*split='test'"):
+        gym.make("coalition_gym/MajorityVote-v0", task="humaneval", task_kwargs={"size": 2})
+    assert gym.make("coalition_gym/MajorityVote-v0", task="humaneval", task_kwargs={"size": 2}, split="test")

@@ -55,3 +55,12 @@ def test_mixture_and_zoo_task_names():
     with pytest.raises(ConfigError, match="at least two"):
         make("mix:rg/basic_arithmetic", size=2)
     assert make("zoo:arith", size=3).items("test")[0].question.startswith("Calculate")
+
+
+def test_a_task_is_called_by_the_name_it_was_made_with():
+    arith, plain = make("zoo:arith", size=3), make("rg/basic_arithmetic", size=3)
+    assert arith.name == "zoo:arith" and plain.name == "rg/basic_arithmetic"
+    assert arith.items("test")[0].id == "zoo:arith/test/0"  # ids never collide with the plain dataset's
+    mixed = make("mix:zoo:arith,zoo:sum", size=4)
+    assert mixed.name == "mix:zoo:arith,zoo:sum"
+    assert {it.id.split("/")[0] for it in mixed.items("test")} == {"zoo:arith", "zoo:sum"}

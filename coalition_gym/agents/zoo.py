@@ -104,10 +104,11 @@ class ZooTask:
     config: Mapping[str, Any]
 
     def task(self, size: int = 200, seed: int = 0) -> Any:
-        """The project Task (``rg/<dataset>`` with these settings): usable with every protocol and env."""
+        """The project Task (``rg/<dataset>`` with these settings, named ``zoo:<name>``): usable with every
+        protocol and env."""
         from ..tasks.reasoning_gym import ReasoningGymTask
 
-        return ReasoningGymTask(self.dataset, size=size, seed=seed, config=dict(self.config))
+        return ReasoningGymTask(self.dataset, size=size, seed=seed, config=dict(self.config), name=f"zoo:{self.name}")
 
 
 ZOO_TASKS: dict[str, ZooTask] = {

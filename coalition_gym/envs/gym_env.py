@@ -1,5 +1,9 @@
 """CollaborationEnv: a Gymnasium environment with one policy seat inside a collaboration protocol.
 
+Environments are for training, so they draw items from the task's *train* split by default
+(``split="train"``); pass ``split="test"`` to evaluate (``cgym run``/``cgym eval`` and the reports
+use test by default). A held-out, evaluation-only task (HumanEval) needs ``split="test"``.
+
 ``reset()`` draws an item and runs the frozen collaborators until the policy is asked; the
 observation is the policy's prompt as plain text (the chat messages are in ``info["messages"]``).
 ``step(text)`` feeds the policy's reply and runs on until the policy is asked again or the protocol
@@ -39,7 +43,7 @@ class CollaborationEnv(gym.Env[str, str]):
 
     def __init__(self, protocol: str = "debate", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
                  members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
-                 split: str = "test", task_kwargs: dict[str, Any] | None = None,
+                 split: str = "train", task_kwargs: dict[str, Any] | None = None,
                  max_prompt_chars: int = 1 << 20, max_action_chars: int = 1 << 16,
                  render_mode: str | None = None, helper_seat: str | None = None, **protocol_settings: Any):
         check_style(policy_style)

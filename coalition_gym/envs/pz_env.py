@@ -32,7 +32,7 @@ class CollaborationParallelEnv(ParallelEnv):
     metadata = {"name": "coalition_gym_collaboration_v0", "render_modes": ["ansi"]}
 
     def __init__(self, protocol: str = "debate", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
-                 members: Sequence[str] | None = None, automated: Sequence[str] = (), split: str = "test",
+                 members: Sequence[str] | None = None, automated: Sequence[str] = (), split: str = "train",
                  task_kwargs: dict[str, Any] | None = None, max_prompt_chars: int = 1 << 20,
                  max_action_chars: int = 1 << 16, render_mode: str | None = None, **protocol_settings: Any):
         self.system = build_system(protocol, task, collaborators, members, split, task_kwargs, protocol_settings)

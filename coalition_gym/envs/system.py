@@ -47,6 +47,10 @@ def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: 
                  protocol_settings: Mapping[str, Any], reserved_names: Sequence[str] = ()) -> CollaborativeSystem:
     proto = make_protocol(protocol, **dict(protocol_settings))
     the_task = make_task(task, **dict(task_kwargs or {}))
+    if the_task.held_out and split != "test":
+        raise ConfigError(f"task {the_task.name!r} is held out (evaluation only: a test split and nothing to "
+                          f"train on), and environments default to split='train'; pass split='test' to "
+                          "evaluate on it")
     items = list(the_task.items(split))
     if not items:
         raise ConfigError(f"task {the_task.name!r} has no items in split {split!r}")

@@ -41,14 +41,16 @@ def rg_category(dataset: str) -> str:
 
 class ReasoningGymTask(Task):
     def __init__(self, dataset: str, size: int = 200, seed: int = 0,
-                 config: Mapping[str, Any] | None = None):
+                 config: Mapping[str, Any] | None = None, name: str | None = None):
+        """``name`` (default ``rg/<dataset>``) is what reports call the task and the prefix of its item
+        ids; a preset with its own config (``zoo:arith``) passes the name it is made with."""
         if dataset not in _datasets():
             raise UnknownNameError("reasoning-gym dataset", dataset, _datasets())
         if int(size) < 1:
             raise ConfigError(f"task rg/{dataset}: size={size} must be >= 1")
         self.dataset, self.size, self.seed = dataset, int(size), int(seed)
         self.config = dict(config or {})
-        self.name = f"rg/{dataset}"
+        self.name = name or f"rg/{dataset}"
         self.category = rg_category(dataset)
         self._splits: dict[str, tuple[Any, list[Item]]] = {}
 
