@@ -344,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_output_folder(path: str) -> None:
+def check_output_folder(path: str, option: str = "out") -> None:
     """Refuse, before any work, an output folder that cannot be written: a file in its place or on
     its way, or a first existing folder on its way this user cannot write to."""
     target = Path(path).expanduser()
@@ -355,9 +355,9 @@ def check_output_folder(path: str) -> None:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         where = "is a file" if probe == target else f"lies under {probe}, which is a file"
-        raise ConfigError(f"--out {path}: {where}; give a folder path")
+        raise ConfigError(f"--{option} {path}: {where}; give a folder path")
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {path}: {probe} is not writable by this user; choose another folder")
+        raise ConfigError(f"--{option} {path}: {probe} is not writable by this user; choose another folder")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -366,12 +366,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:  # returned, not raised: main() is also called as a function
         return int(stop.code or 0)
     try:
-        if getattr(args, "out", None):
-            check_output_folder(args.out)
+        for option in ("out", "cache"):
+            if getattr(args, option, None):
+                check_output_folder(getattr(args, option), option)
         return args.func(args)
     except CoalitionGymError as exc:
         print(f"cgym: error: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `cgym envs | head`: the reader left; say nothing more, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ def reward_fn(protocol="llm_blender", **kw):
 def test_rewards_are_system_scores_with_the_completion_seated():
     reward = reward_fn("majority_vote", tie_break="first")
     ds = reward.dataset("train", limit=3)
-    assert ds[0]["prompt"].endswith("Answer:") and ds[0]["item_id"].startswith("rg/basic_arithmetic/train/")
+    assert ds[0]["prompt"].endswith("Answer:") and ds[0]["item_id"].startswith("zoo:arith/train/")
     item = reward._item(ds[0]["item_id"])
     right, wrong = f" {item.gold}", " 12345"
     system_right, own_right = reward.score_completion(item.id, right, episode_seed=1)

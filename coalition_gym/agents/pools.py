@@ -87,17 +87,32 @@ def load_pool(spec: "str | os.PathLike | Pool | Mapping[str, Any] | Sequence[tup
     if not isinstance(spec, str):
         raise ConfigError(f"a pool is a preset name, a Pool, a mapping or a list of (name, Generator) pairs, "
                           f"not {type(spec).__name__}")
+    check_pool_name(spec)
     kind, _, preset = spec.partition(":")
     if kind == "sim" and preset in SIM_PRESETS:
         return _simulated_pool(SIM_PRESETS[preset], spec)
+    if kind == "sim":
+        return _simulated_pool(random_profiles(int(preset[len("random-"):])), spec)
+    return zoo_pool(preset)
+
+
+def check_pool_name(spec: str) -> None:
+    """Refuse, without building anything, a pool name that :func:`load_pool` would refuse: an unknown
+    preset, a bad ``sim:random-N``, or a pool file that does not exist."""
+    if _looks_like_file(spec):
+        if not Path(spec).is_file():
+            raise ConfigError(f"pool file {spec!r} does not exist")
+        return
+    from .zoo import RECIPES
+
+    kind, _, preset = spec.partition(":")
     if kind == "sim" and preset.startswith("random-"):
         size = preset[len("random-"):]
         if not size.isdigit() or not 1 <= int(size) <= 64:
             raise ConfigError(f"pool {spec!r}: sim:random-N takes N from 1 to 64")
-        return _simulated_pool(random_profiles(int(size)), spec)
-    if kind == "zoo":
-        return zoo_pool(preset)
-    raise UnknownNameError("pool preset", spec, pool_names())
+        return
+    if not ((kind == "sim" and preset in SIM_PRESETS) or (kind == "zoo" and preset in RECIPES)):
+        raise UnknownNameError("pool preset", spec, pool_names())
 
 
 # -- the tiny transformers zoo -----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..agents.cache import GenerationCache
-from ..agents.pools import load_pool
+from ..agents.pools import check_pool_name, load_pool
 from ..envs.protocols import make_protocol
 from ..failures import FailureSummary
 from ..redaction import write_json, write_text
@@ -28,6 +28,12 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
               n_items: int, out: Path, seed: int = 0, cache_dir: Path | None = None, alpha: float = 0.05,
               progress: bool = False, log: Callable[[str], None] = print,
               failures: FailureSummary | None = None) -> dict[str, Any]:
+    for pool_name in pools:  # every name checked before the first setting runs
+        check_pool_name(pool_name)
+    for protocol_name in protocols:
+        make_protocol(protocol_name)
+    for task_name in tasks:
+        make_task(task_name, size=n_items)
     out.mkdir(parents=True, exist_ok=True)
     settings: dict[str, dict[str, Any]] = {}
     failures = failures if failures is not None else FailureSummary()

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from ...errors import ConfigError, UnknownNameError
+from ...settings_check import check_setting_types
 from .base import EpisodeContext, ProgramGen, Protocol
 from .cascade import Cascade
 from .debate import Debate
@@ -28,6 +29,7 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
     """A protocol by name with its settings; unknown names or settings get a clear error."""
     if isinstance(name, Protocol):
         if settings:
+            check_setting_types(type(name), settings, name.name)
             return dataclasses.replace(name, **settings)
         return name
     if name not in PROTOCOLS:
@@ -38,6 +40,7 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
     if unknown:
         raise ConfigError(f"protocol {name!r} has no setting {unknown[0]!r}; its settings are: "
                           f"{', '.join(sorted(fields))}")
+    check_setting_types(cls, settings, name)
     return cls(**settings)
 
 

@@ -1,0 +1,112 @@
+"""Every subcommand refuses bad input before any work: one actionable line on stderr, exit 2.
+
+``python tests/test_bad_inputs.py`` prints the table (case -> message -> exit code) as Markdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import time
+
+import pytest
+
+from coalition_gym.cli import main
+
+RUN = ["run", "coalition_gym/Debate-v0"]
+#: (argv, a fragment of the message). Every case must exit 2 within a second, before any episode runs.
+CASES: list[tuple[list[str], str]] = [
+    (["envs", "--nope"], "unrecognized arguments: --nope"),
+    (["run"], "required: env_id"),
+    (["run", "coalition_gym/Debat-v0"], "Did you mean 'coalition_gym/Debate-v0'"),
+    (RUN + ["--episodes", "0"], "--episodes: 0 must be >= 1"),
+    (RUN + ["--episodes", "abc"], "'abc' is not an integer"),
+    (RUN + ["--size", "0"], "--size: 0 must be >= 1"),
+    (RUN + ["--task", "rg/nope"], "unknown reasoning-gym dataset 'nope'"),
+    (RUN + ["--split", "validation"], "unknown split 'validation'; use one of train, dev, test"),
+    (RUN + ["--pool", "sim:nope"], "Did you mean 'sim:demo'"),
+    (RUN + ["--pool", "/no/such/pool.yaml"], "pool file '/no/such/pool.yaml' does not exist"),
+    (RUN + ["--members", "atlas,zeus"], "unknown member of pool 'sim:demo' 'zeus'"),
+    (RUN + ["--members", "atlas,atlas"], "names a member twice"),
+    (RUN + ["--set", "rounds"], "--set expects key=value"),
+    (RUN + ["--set", "roundz=2"], "has no setting 'roundz'"),
+    (RUN + ["--set", "rounds=0"], "rounds=0 must be >= 1"),
+    (RUN + ["--set", "rounds=abc"], "rounds='abc' must be an integer"),
+    (RUN + ["--set", "temperature=hot"], "temperature='hot' must be a number"),
+    (RUN + ["--out", "/dev/null/x"], "lies under /dev/null, which is a file"),
+    (RUN + ["--max-failures", "-1"], "'-1' is not a failure limit"),
+    (["run", "coalition_gym/MajorityVote-v0", "--task", "humaneval", "--split", "train"], "held out"),
+    (["eval", "--protocol", "nope"], "unknown protocol 'nope'"),
+    (["eval", "--estimator", "shapely"], "unknown estimator 'shapely'"),
+    (["eval", "--items", "0"], "--items: 0 must be >= 1"),
+    (["eval", "--bootstrap", "0"], "--bootstrap: 0 must be >= 1"),
+    (["eval", "--mc-tolerance", "-1"], "--mc-tolerance: -1 must be > 0"),
+    (["eval", "--mc-budget", "0"], "--mc-budget: 0 must be >= 1"),
+    (["eval", "--members", "atlas,zeus"], "unknown member of pool 'sim:demo' 'zeus'"),
+    (["eval", "--task", "nope"], "unknown task 'nope'"),
+    (["eval", "--split", "x"], "unknown split 'x'"),
+    (["eval", "--set", "rounds=-2"], "rounds=-2 must be >= 1"),
+    (["eval", "--out", "/dev/null/x"], "lies under /dev/null, which is a file"),
+    (["eval", "--cache", "/dev/null/c"], "--cache /dev/null/c: lies under /dev/null"),
+    (["eval", "--executor", "spark"], "invalid choice: 'spark'"),
+    (["eval", "--max-failures", "5x"], "'5x' is not a failure limit"),
+    (["sweep", "--alpha", "7"], "--alpha: 7 must be < 1"),
+    (["sweep", "--pools", "sim:demo,sim:nope"], "unknown pool preset 'sim:nope'"),
+    (["sweep", "--protocols", "debate,nope"], "unknown protocol 'nope'"),
+    (["sweep", "--tasks", "rg/basic_arithmetic,rg/nope"], "unknown reasoning-gym dataset 'nope'"),
+    (["sweep", "--estimator", "x"], "unknown estimator 'x'"),
+    (["sweep", "--items", "0"], "--items: 0 must be >= 1"),
+    (["sweep", "--out", "/dev/null/x"], "lies under /dev/null, which is a file"),
+    (["sweep", "--cache", "/dev/null/c"], "--cache /dev/null/c"),
+    (["train", "--method", "nope"], "unknown method 'nope'"),
+    (["train", "--preset", "huge"], "unknown preset 'huge'"),
+    (["train", "--steps", "0"], "--steps: 0 must be >= 1"),
+    (["train", "--set", "steps=abc"], "steps='abc' must be an integer >= 1"),
+    (["train", "--set", "group_size=1"], "group_size=1: group-relative advantages need G >= 2"),
+    (["train", "--set", "nope=1"], "no training method has a setting 'nope'"),
+    (["train", "--protocol", "nope"], "unknown protocol 'nope'"),
+    (["train", "--set", "protocol.rounds=0", "--protocol", "debate"], "rounds=0 must be >= 1"),
+    (["train", "--task", "rg/nope"], "unknown reasoning-gym dataset 'nope'"),
+    (["train", "--policy", "/does/not/exist"], "neither a zoo model"),
+    (["train", "--collaborators", "sim:nope"], "unknown pool preset 'sim:nope'"),
+    (["train", "--members", "zeus"], "unknown member of pool 'sim:demo' 'zeus'"),
+    (["train", "--out", "/dev/null/x"], "lies under /dev/null, which is a file"),
+    (["train", "--executor", "spark"], "invalid choice: 'spark'"),
+    (["zoo"], "required: zoo_command"),
+    (["zoo", "build", "--recipe", "nope"], "unknown zoo recipe 'nope'"),
+    (["zoo", "build", "--out", "/dev/null/zoo"], "lies under /dev/null, which is a file"),
+    (["zoo", "list", "--out", "/dev/null/zoo"], "lies under /dev/null, which is a file"),
+    (["tasks", "--bogus"], "unrecognized arguments: --bogus"),
+    (["demo", "--items", "0"], "--items: 0 must be >= 1"),
+    (["demo", "--pool", "sim:nope"], "unknown pool preset 'sim:nope'"),
+    (["demo", "--task", "rg/nope"], "unknown reasoning-gym dataset 'nope'"),
+    (["demo", "--out", "/dev/null/x"], "lies under /dev/null, which is a file"),
+]
+
+
+def call(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("argv,says", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_input_is_refused_in_one_line_before_any_work(argv, says, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written: the default output folders would land here
+    code, out, err = call(argv)
+    lines = [line for line in err.splitlines() if line.startswith(("cgym: error:", "cgym ")) and "error:" in line]
+    assert code == 2 and len(lines) == 1 and says in lines[0], err
+    assert "Traceback" not in err and out == ""
+    assert list(tmp_path.iterdir()) == []  # refused before any work: no output folder was made
+
+
+if __name__ == "__main__":
+    sys.argv = sys.argv[:1]
+    print("| command | message | exit |\n|---|---|---|")
+    for argv, _ in CASES:
+        start = time.perf_counter()
+        code, _, err = call(argv)
+        message = next((line for line in err.splitlines() if "error:" in line), "").replace("|", "\\|")
+        print(f"| `cgym {' '.join(argv)}` | {message[:160]} | {code} ({time.perf_counter() - start:.1f}s) |")
