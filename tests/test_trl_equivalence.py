@@ -74,29 +74,44 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+def discriminating(calls: list[PolicyCall], advantages: list[float]) -> str | None:
+    """Why a batch could not tell the right normaliser from the wrong ones (None: it can)."""
+    active = [k for k, a in enumerate(advantages) if a != 0.0]
+    tokens = [len(c.completion_ids) for c in calls]
+    if not 3 < len(active) <= 0.6 * len(calls):
+        return "need both informative and all-equal groups"
+    if sum(tokens[k] for k in active) > 0.6 * sum(tokens):
+        return "zero-advantage calls must hold many tokens"
+    if len({tokens[k] for k in active}) < 3:
+        return "need completions of different lengths"
+    if abs(sum(a * n for a, n in zip(advantages, tokens))) / sum(tokens) <= 2e-3:
+        return "the on-policy token-mean loss must not vanish (it would make the loss check vacuous)"
+    return None
+
+
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory, one_thread) -> Batch:
     trainer = Trainer(config(), out=tmp_path_factory.mktemp("rollouts"), log=lambda _: None)
-    rollouts = trainer.rollouts(trainer.task.items("train")[:12], step_seed=3)
-    assert all(r.index == k for k, r in enumerate(rollouts))
-    rewards = trainer.rewards(rollouts)
-    per_rollout = group_advantages(rewards, [r.group for r in rollouts], eps=trainer.config.advantage_eps)
-    # whole groups whose prompts share the most common length (see the module doc)
-    lengths = [len(c.prompt_ids) for r in rollouts for c in r.calls]
-    common = max(set(lengths), key=lengths.count)
-    groups = {r.group for r in rollouts}
-    keep = {g for g in groups if all(len(c.prompt_ids) == common for r in rollouts if r.group == g for c in r.calls)}
-    calls = [c for r in rollouts if r.group in keep for c in r.calls]
-    advantages = [float(a) for a in broadcast(per_rollout, [c.rollout for c in calls])]
-
-    # the batch must be able to tell the right normaliser from the wrong ones
-    active = [k for k, a in enumerate(advantages) if a != 0.0]
-    tokens = [len(c.completion_ids) for c in calls]
+    why = None
+    for step_seed in range(3, 23):  # the first rollout batch on which every check below can bite
+        rollouts = trainer.rollouts(trainer.task.items("train")[:12], step_seed=step_seed)
+        assert all(r.index == k for k, r in enumerate(rollouts))
+        rewards = trainer.rewards(rollouts)
+        per_rollout = group_advantages(rewards, [r.group for r in rollouts], eps=trainer.config.advantage_eps)
+        # whole groups whose prompts share the most common length (see the module doc)
+        lengths = [len(c.prompt_ids) for r in rollouts for c in r.calls]
+        common = max(set(lengths), key=lengths.count)
+        groups = {r.group for r in rollouts}
+        keep = {g for g in groups
+                if all(len(c.prompt_ids) == common for r in rollouts if r.group == g for c in r.calls)}
+        calls = [c for r in rollouts if r.group in keep for c in r.calls]
+        advantages = [float(a) for a in broadcast(per_rollout, [c.rollout for c in calls])]
+        why = discriminating(calls, advantages)
+        if why is None:
+            break
+    assert why is None, why
     assert all(c.temperature == TEMPERATURE for c in calls)
-    assert all(n > 0 for n in tokens)
-    assert 3 < len(active) <= 0.6 * len(calls), "need both informative and all-equal groups"
-    assert sum(tokens[k] for k in active) <= 0.6 * sum(tokens), "zero-advantage calls must hold many tokens"
-    assert len({tokens[k] for k in active}) >= 3, "need completions of different lengths"
+    assert all(len(c.completion_ids) > 0 for c in calls)
     assert any(a > 0 for a in advantages) and any(a < 0 for a in advantages)
 
     gen = torch.Generator().manual_seed(7)
