@@ -127,6 +127,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .tasks import make as make_task
     from .envs.executors import make_executor
     from .valuation.report import evaluate, parse_estimators, print_leaderboard, write_report
+    from .valuation.tables import FIELDS, correlation_sentence
 
     estimators = parse_estimators(args.estimator)
     protocol = make_protocol(args.protocol, **_settings(args.set))
@@ -148,10 +149,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
           f"{game.value(game.players):.3f}; {game.coalitions_evaluated} coalitions, {game.generations} generations, "
           f"{game.cache_hits} cache hits")
     print(print_leaderboard(report))
-    corr = report.correlation
-    if corr.get("spearman") is not None:
-        print(f"solo vs compositional: Spearman {corr['spearman']:.2f} (p={corr['spearman_p']:.3f}, {corr['method']}), "
-              f"Pearson {corr['pearson']:.2f} (p={corr['pearson_p']:.3f})")
+    print(correlation_sentence(report.correlation, FIELDS[report.primary]))
     paths = write_report(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return verdict(game.failure_summary(), args.max_failures, _say)

@@ -1,4 +1,5 @@
 """One redaction for every error text, log line and output file: configured secrets never leave.
+The same writers keep JSON strict: a non-finite number is written as null, never as NaN.
 
 A secret is the value of an environment variable a backend was configured to read its key from
 (``api_key_env``; registered by the backend), of a well-known key variable (``OPENAI_API_KEY``,
@@ -14,6 +15,7 @@ library writes result files, so nothing reaches disk unredacted.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -75,9 +77,20 @@ def redact_data(data: Any, values: Iterable[str] | None = None) -> Any:
     return data
 
 
+def strict(data: Any) -> Any:
+    """The data with every non-finite float (NaN, infinity) as None: strict JSON, which every parser reads."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: strict(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [strict(v) for v in data]
+    return data
+
+
 def dumps(data: Any, **kwargs: Any) -> str:
-    """``json.dumps`` of the data, then redacted (covers whatever ``default=`` turns into text)."""
-    return redact(json.dumps(data, **kwargs))
+    """Strict ``json.dumps`` of the data (no NaN), then redacted (covers whatever ``default=`` makes)."""
+    return redact(json.dumps(strict(data), allow_nan=False, **kwargs))
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
@@ -87,7 +100,9 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def write_json(path: str | os.PathLike, data: Any, **kwargs: Any) -> Path:
-    return write_text(path, json.dumps(data, **{"indent": 2, **kwargs}))
+    path = Path(path)
+    path.write_text(dumps(data, **{"indent": 2, **kwargs}))
+    return path
 
 
 class JsonLines:

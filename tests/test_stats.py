@@ -332,3 +332,53 @@ def test_bootstrap_is_seeded_and_shares_item_indices_across_players():
 def test_bootstrap_bad_inputs(data, kwargs, match):
     with pytest.raises(ConfigError, match=match):
         bootstrap_mean(data, **kwargs)
+
+
+# -- what reports print --------------------------------------------------------------------------------------------
+
+
+def test_p_values_are_never_printed_as_zero_and_ties_share_a_rank():
+    from coalition_gym.valuation.stats import format_p, shared_ranks
+
+    assert format_p(0.0) == "< 0.0001" and format_p(5e-5) == "< 0.0001" and format_p(0.01234) == "0.0123"
+    assert format_p(None) == "undefined" and format_p(float("nan")) == "undefined"
+    assert shared_ranks([0.5, 0.7, 0.7, 0.1]) == [3, 1, 1, 4]
+
+
+def test_undefined_correlations_say_so_and_permutations_follow_the_seed():
+    from coalition_gym.valuation.report import correlate
+
+    flat = correlate([0.5, 0.5, 0.5, 0.5], [0.1, 0.2, 0.3, 0.4])
+    assert flat["spearman"] is None and flat["spearman_p"] is None and "solo scores are all equal" in flat["method"]
+    x = [0.1, 0.5, 0.2, 0.9, 0.4, 0.3, 0.8, 0.6, 0.7, 0.05]
+    y = [0.2, 0.1, 0.4, 0.3, 0.6, 0.5, 0.8, 0.7, 0.05, 0.9]
+    a, b = correlate(x, y, seed=1), correlate(x, y, seed=2)
+    assert a["method"] == "permutation" and a["spearman_p"] != b["spearman_p"]
+    assert correlate(x, y, seed=1) == a
+
+
+def test_result_files_are_strict_json(tmp_path):
+    import json
+
+    from coalition_gym.redaction import JsonLines, write_json
+
+    write_json(tmp_path / "a.json", {"r": float("nan"), "xs": [1.0, float("inf")]})
+    with JsonLines(tmp_path / "b.jsonl") as lines:
+        lines.write({"r": float("-inf")})
+
+    def refuse(constant):
+        raise ValueError(constant)
+    assert json.loads((tmp_path / "a.json").read_text(), parse_constant=refuse) == {"r": None, "xs": [1.0, None]}
+    assert json.loads((tmp_path / "b.jsonl").read_text(), parse_constant=refuse) == {"r": None}
+
+
+def test_a_sweep_leaves_undefined_settings_out_of_the_count_and_says_so(tmp_path):
+    from coalition_gym.valuation.sweep import run_sweep
+
+    result = run_sweep(["sim:demo", "sim:random-2"], ["majority_vote"], ["rg/basic_arithmetic"], ["loo"], 20,
+                       tmp_path, log=lambda _: None)
+    summary = result["summary"]
+    assert summary["total"] == 1 and summary["undefined"] == ["sim:random-2 / majority_vote"]
+    assert "in 1 of 1 setting" in summary["sentence"] or "in 0 of 1 setting" in summary["sentence"]
+    assert "1 setting left out, correlation undefined" in summary["sentence"]
+    assert "| sim:random-2 / majority_vote | 2 | undefined | undefined | n/a |" in (tmp_path / "sweep.md").read_text()

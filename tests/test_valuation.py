@@ -174,3 +174,16 @@ def test_a_pool_with_duplicate_names_is_refused():
     with pytest.raises(ConfigError, match="'a' more than once"):
         load_pool([("a", agent), ("b", agent), ("a", agent)])
     assert load_pool([("a", agent), ("b", agent)]).member_names == ["a", "b"]
+
+
+def test_every_computed_estimator_reaches_the_terminal_markdown_and_csv(tmp_path):
+    from coalition_gym.valuation.report import evaluate, print_leaderboard, write_report
+
+    task = make("rg/basic_arithmetic", size=12)
+    report = evaluate(make_protocol("majority_vote"), load_pool("sim:demo"), task, task.items("test"),
+                      ["loo", "shapley", "banzhaf", "mc"], n_boot=50)
+    write_report(report, tmp_path)
+    for text in (print_leaderboard(report), (tmp_path / "leaderboard.md").read_text()):
+        assert all(name in text for name in ("loo", "shapley", "banzhaf", "mc_shapley"))
+    header = (tmp_path / "leaderboard.csv").read_text().splitlines()[0]
+    assert "banzhaf_ci_low" in header and "loo_ci_high" in header and "mc_shapley" in header

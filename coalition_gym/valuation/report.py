@@ -7,7 +7,7 @@ and coalition), ``summary.json``, ``leaderboard.md``, ``leaderboard.csv`` and
 
 from __future__ import annotations
 
-import csv
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +18,14 @@ from ..agents.pools import Pool
 from ..envs.executors import Executor
 from ..envs.protocols import Protocol
 from ..errors import ConfigError
-from ..redaction import JsonLines, redact, write_json, write_text
+from ..redaction import JsonLines, write_json, write_text
 from ..tasks.base import Task
 from ..types import Item
 from .estimators import ESTIMATORS, ValuationResult
 from .game import CoalitionGame
-from .stats import Correlation, pearson, rescue_drag, spearman
+from .stats import Correlation, format_p, pearson, rescue_drag, spearman
+from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, terminal_table
 
-#: estimator name -> field name in summary.json
-FIELDS = {"loo": "loo", "shapley": "shapley", "banzhaf": "banzhaf", "mc": "mc_shapley"}
 #: which estimate ranks the leaderboard, best first
 PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
 
@@ -54,13 +53,18 @@ class EvalReport:
         return next(name for name in PRIMARY_ORDER if name in self.results)
 
 
-def correlate(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
-    """Spearman and Pearson with exact/permutation p-values; None where n < 3 makes them undefined."""
+def correlate(x: Sequence[float], y: Sequence[float], seed: int = 0) -> dict[str, Any]:
+    """Spearman and Pearson with exact/permutation p-values (permutations drawn with the run's
+    ``seed``); None, with the reason in ``method``, where they are undefined: fewer than 3 models, or a
+    constant column (every model equally strong alone or in the system)."""
+    undefined = {"spearman": None, "spearman_p": None, "pearson": None, "pearson_p": None, "n": len(x)}
     if len(x) < 3:
-        return {"spearman": None, "spearman_p": None, "pearson": None, "pearson_p": None, "n": len(x),
-                "method": "undefined for fewer than 3 models"}
-    s: Correlation = spearman(x, y)
-    p: Correlation = pearson(x, y)
+        return {**undefined, "method": "undefined for fewer than 3 models"}
+    s: Correlation = spearman(x, y, seed=seed)
+    p: Correlation = pearson(x, y, seed=seed)
+    if not (math.isfinite(s.statistic) and math.isfinite(p.statistic)):
+        which = "solo scores" if len(set(x)) == 1 else "compositional strengths"
+        return {**undefined, "method": f"undefined: the {which} are all equal"}
     return {"spearman": s.statistic, "spearman_p": s.p_value, "pearson": p.statistic, "pearson_p": p.p_value,
             "n": len(x), "method": s.method}
 
@@ -81,24 +85,13 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
     finally:
         game.close()
     report = EvalReport(game, solo, results, requested or ",".join(estimators), time.perf_counter() - start)
-    report.correlation = correlate(list(solo.values), list(results[report.primary].values))
+    report.correlation = correlate(list(solo.values), list(results[report.primary].values), seed=seed)
     return report
 
 
 def leaderboard(report: EvalReport) -> list[dict[str, Any]]:
-    """Rows ranked by the primary compositional estimate; rank_change = solo rank - compositional rank."""
-    main = report.results[report.primary]
-    players = report.game.players
-    comp_rank = {p: r for r, p in enumerate(sorted(players, key=lambda p: -main[p]), 1)}
-    solo_rank = {p: r for r, p in enumerate(sorted(players, key=lambda p: -report.solo[p]), 1)}
-    rows = []
-    for p in sorted(players, key=lambda p: comp_rank[p]):
-        k = players.index(p)
-        rows.append({"rank": comp_rank[p], "model": p, "solo": float(report.solo.values[k]),
-                     "solo_ci": [float(report.solo.ci_low[k]), float(report.solo.ci_high[k])],
-                     "strength": float(main.values[k]), "strength_ci": [float(main.ci_low[k]), float(main.ci_high[k])],
-                     "solo_rank": solo_rank[p], "rank_change": solo_rank[p] - comp_rank[p]})
-    return rows
+    """Rows ranked by the primary compositional estimate, with every computed estimator (see tables)."""
+    return leaderboard_rows(report.game.players, report.solo, report.results, report.primary)
 
 
 def summary(report: EvalReport) -> dict[str, Any]:
@@ -133,23 +126,14 @@ def summary(report: EvalReport) -> dict[str, Any]:
     }
 
 
-def _fmt_ci(value: float, ci: Sequence[float]) -> str:
-    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
 def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
-    game, corr = report.game, report.correlation
+    game = report.game
     label = FIELDS[report.primary]
     lines = [f"# {game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)", "",
-             f"Full coalition: {game.value(game.players):.3f}. Ranked by {label}; 95% bootstrap CIs over items.", "",
-             f"| rank | model | solo | {label} | rank change |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['rank']} | {r['model']} | {_fmt_ci(r['solo'], r['solo_ci'])} | "
-                     f"{_fmt_ci(r['strength'], r['strength_ci'])} | {r['rank_change']:+d} |")
-    if corr.get("spearman") is not None:
-        lines += ["", f"Solo vs {label}: Spearman {corr['spearman']:.2f} (p={corr['spearman_p']:.3f}), "
-                      f"Pearson {corr['pearson']:.2f} (p={corr['pearson_p']:.3f}), {corr['method']} p-values, "
-                      f"n={corr['n']}."]
+             f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); "
+             "95% bootstrap CIs over items.", ""]
+    lines += markdown_table(rows)
+    lines += ["", correlation_sentence(report.correlation, label)]
     failures = game.failure_summary()
     if failures.failed:
         lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
@@ -173,7 +157,7 @@ def plot(report: EvalReport, path: Path) -> None:
     corr = report.correlation
     title = f"{report.game.protocol.name} on {report.game.task.name}"
     if corr.get("spearman") is not None:
-        title += f"\nSpearman {corr['spearman']:.2f} (p={corr['spearman_p']:.3f})"
+        title += f"\nSpearman {corr['spearman']:.2f} (p {format_p(corr['spearman_p'])})"
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("solo strength v({i})")
     ax.set_ylabel(f"compositional strength ({FIELDS[report.primary]})")
@@ -195,23 +179,10 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
                     lines.write({"protocol": game.protocol.name, **record})
     write_json(paths["summary.json"], summary(report))
     write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
-    with open(paths["leaderboard.csv"], "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["rank", "model", "solo", "solo_ci_low", "solo_ci_high", "strength", "strength_ci_low",
-                         "strength_ci_high", "estimator", "rank_change"])
-        for r in rows:
-            writer.writerow([r["rank"], redact(r["model"]), r["solo"], *r["solo_ci"], r["strength"], *r["strength_ci"],
-                             FIELDS[report.primary], r["rank_change"]])
+    write_text(paths["leaderboard.csv"], csv_table(rows, report.primary))
     plot(report, paths["solo_vs_compositional.png"])
     return paths
 
 
 def print_leaderboard(report: EvalReport) -> str:
-    rows = leaderboard(report)
-    label = FIELDS[report.primary]
-    width = max(len(r["model"]) for r in rows)
-    lines = [f"{'rank':>4}  {'model':<{width}}  {'solo [95% CI]':<22}  {label + ' [95% CI]':<25}  rank change"]
-    for r in rows:
-        lines.append(f"{r['rank']:>4}  {r['model']:<{width}}  {_fmt_ci(r['solo'], r['solo_ci']):<22}  "
-                     f"{_fmt_ci(r['strength'], r['strength_ci']):<25}  {r['rank_change']:+d}")
-    return "\n".join(lines)
+    return terminal_table(leaderboard(report))

@@ -228,6 +228,26 @@ def summarise_settings(p_values: Mapping[str, float], alpha: float = 0.05) -> di
             "not_significant": total - significant, "total": total, "sentence": sentence}
 
 
+# ----------------------------------------------------------------------------- reporting
+
+
+P_FLOOR = 1e-4
+
+
+def format_p(p: float | None) -> str:
+    """A p-value as printed: never "0" (a permutation p is at least 1/(resamples+1)), "< 1e-4" below
+    that, three significant digits otherwise, "undefined" for None."""
+    if p is None or not math.isfinite(p):
+        return "undefined"
+    return f"< {P_FLOOR:g}" if p < P_FLOOR else f"{p:.3g}"
+
+
+def shared_ranks(values: Sequence[float], tol: float = 1e-12) -> list[int]:
+    """Competition ranks, best (largest) first: tied values share the best rank of their group
+    (1, 2, 2, 4), so pool order never decides a tie."""
+    return [1 + sum(other > v + tol for other in values) for v in values]
+
+
 # ----------------------------------------------------------------------------- per-item effects
 
 

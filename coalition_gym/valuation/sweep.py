@@ -17,7 +17,7 @@ from ..failures import FailureSummary
 from ..redaction import write_json, write_text
 from ..tasks import make as make_task
 from .report import FIELDS, EvalReport, correlate, evaluate, write_report
-from .stats import summarise_settings
+from .stats import format_p, summarise_settings
 
 
 def _slug(text: str) -> str:
@@ -53,13 +53,19 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
                 obs += [{"model": p, "task": task_name, "solo": float(report.solo[p]), "strength": float(main[p])}
                         for p in report.game.players]
                 log(f"{key} | {task_name}: v(N)={report.game.value(report.game.players):.3f}")
-            corr = correlate([o["solo"] for o in obs], [o["strength"] for o in obs])
+            corr = correlate([o["solo"] for o in obs], [o["strength"] for o in obs], seed=seed)
             settings[key] = {"pool": pool_name, "protocol": protocol_name, "observations": obs, "correlation": corr,
                              "estimator": FIELDS[report.primary]}
         cache.close()
     testable = {k: s["correlation"]["spearman_p"] for k, s in settings.items()
                 if s["correlation"]["spearman_p"] is not None}
     overall = summarise_settings(testable, alpha=alpha) if testable else {}
+    undefined = [k for k in settings if k not in testable]
+    if undefined:  # neither significant nor not: left out of the count, and said so
+        note = (f"{len(undefined)} setting{'s' if len(undefined) != 1 else ''} left out, correlation undefined: "
+                + "; ".join(f"{k} ({settings[k]['correlation']['method']})" for k in undefined))
+        overall = {**overall, "undefined": undefined,
+                   "sentence": "; ".join(s for s in (overall.get("sentence"), note) if s)}
     result = {"pools": list(pools), "protocols": list(protocols), "tasks": list(tasks), "n_items": n_items,
               "seed": seed, "alpha": alpha, "settings": settings, "summary": overall,
               "failures": failures.to_dict()}
@@ -69,8 +75,8 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
     for key, s in settings.items():
         c = s["correlation"]
         sig = per_setting.get(key, {}).get("significant")
-        lines.append(f"| {key} | {c['n']} | {c['spearman'] if c['spearman'] is None else round(c['spearman'], 3)} | "
-                     f"{c['spearman_p'] if c['spearman_p'] is None else round(c['spearman_p'], 4)} | "
+        rho = "undefined" if c["spearman"] is None else f"{c['spearman']:.3f}"
+        lines.append(f"| {key} | {c['n']} | {rho} | {format_p(c['spearman_p'])} | "
                      f"{'n/a' if sig is None else ('yes' if sig else 'no')} |")
     if overall:
         lines += ["", overall["sentence"]]
