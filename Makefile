@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/cgym demo
-	$(VENV)/bin/cgym eval --out runs/eval
+	$(VENV)/bin/cgym demo --overwrite
+	$(VENV)/bin/cgym eval --out runs/eval --overwrite
 
 test: $(STAMP)
 	$(PY) -m pytest -q

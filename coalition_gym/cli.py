@@ -14,6 +14,7 @@ import yaml
 
 from .errors import CoalitionGymError, ConfigError
 from .failures import FailureLimit, FailureSummary, verdict
+from .records import RunRecord, describe_pool, describe_task
 from .redaction import JsonLines, redact, write_json
 
 
@@ -69,7 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .agents.pools import load_pool
     from .envs.protocols import make_protocol
     from .envs.registration import protocol_of
-    from .envs.runner import RunStats, run_episodes
+    from .envs.runner import RunStats, episode_record, run_episodes
     from .tasks import make as make_task
 
     protocol = make_protocol(protocol_of(args.env_id), **_settings(args.set))
@@ -97,14 +98,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{args.env_id} on {task.name} with {pool.name} {members}: system score {mean:.3f} ± {se:.3f} "
           f"(n={len(results)}, parsed {parsed:.0%}, failures {failures.failed}, "
           f"{stats.batching_factor:.0f} asks per backend call)")
+    summary["run"] = args.record.finish(pool=describe_pool(pool, members), task=describe_task(task, args.split),
+                                        protocol={"name": protocol.name, "settings": protocol.settings()},
+                                        seeds={"seed": args.seed, "task_seed": args.task_seed})
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
+        by_id = {it.id: it for it in items}
         with JsonLines(out / "episodes.jsonl", "w") as lines:
             for r in results:
-                lines.write(r.to_dict())
+                lines.write({**episode_record(r, by_id[r.item_id], not args.no_text),
+                             "details": dict(r.outcome.details) if r.outcome is not None else None})
         write_json(out / "summary.json", summary)
-        print(f"wrote {out / 'episodes.jsonl'} and {out / 'summary.json'}")
+        write_json(out / "run.json", summary["run"])
+        print(f"wrote {out / 'episodes.jsonl'}, {out / 'summary.json'} and {out / 'run.json'}")
     return verdict(failures, args.max_failures, _say)
 
 
@@ -140,7 +147,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         report = evaluate(protocol, pool, task, task.items(args.split), estimators, members=members,
                           seed=args.seed, cache=cache, progress=True, n_boot=args.bootstrap, mc=mc,
-                          requested=args.estimator, executor=executor)
+                          requested=args.estimator, executor=executor, record_text=not args.no_text,
+                          split=args.split, record=args.record)
     finally:
         cache.close()
         executor.close()
@@ -163,7 +171,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = run_sweep([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
                        [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items,
                        Path(args.out), seed=args.seed, cache_dir=Path(args.cache) if args.cache else None,
-                       alpha=args.alpha, progress=True, failures=failures)
+                       alpha=args.alpha, progress=True, failures=failures, record=args.record,
+                       record_text=not args.no_text)
     if result["summary"]:
         print(result["summary"]["sentence"])
     print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
@@ -193,6 +202,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.close()
+    write_json(root / "run.json", args.record.finish(training={"methods": args.method, "preset": args.preset,
+                                                                **settings}))
     print(summary_table(root))  # every report's test scores with CIs, one row per method
     return verdict(failures, args.max_failures, _say)
 
@@ -230,8 +241,16 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    run_demo(pool_spec=args.pool, task_name=args.task, n_items=args.items, seed=args.seed, out=Path(args.out))
+    result = run_demo(pool_spec=args.pool, task_name=args.task, n_items=args.items, seed=args.seed, out=Path(args.out))
+    write_json(Path(args.out) / "run.json", args.record.finish(demo={"pool": result["pool"], "task": result["task"],
+                                                                     "n_items": result["n_items"], "seed": args.seed}))
     return 0
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--overwrite", action="store_true", help="replace the results in a non-empty --out")
+    p.add_argument("--no-text", action="store_true",
+                   help="keep extracted answers but not reply texts in the per-episode results file")
 
 
 def _max_failures_option(p: argparse.ArgumentParser) -> None:
@@ -258,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="protocol setting")
-    p.add_argument("--out", default=None, help="folder for episodes.jsonl and summary.json")
+    p.add_argument("--out", default=None, help="folder for episodes.jsonl, summary.json and run.json")
+    _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=cmd_run)
 
@@ -282,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where coalition executions run (ray: pip install 'coalition-gym[ray]')")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")
     p.add_argument("--num-cpus", type=_number_at_least(1), default=None, help="CPUs of a locally started Ray")
+    _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=cmd_eval)
 
@@ -295,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/sweep")
     p.add_argument("--cache", default=None)
     p.add_argument("--seed", type=int, default=0)
+    _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -338,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--items", type=_number_at_least(1), default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/demo")
+    p.add_argument("--overwrite", action="store_true", help="replace the results in a non-empty --out")
     p.set_defaults(func=cmd_demo)
     return parser
 
@@ -358,15 +381,30 @@ def check_output_folder(path: str, option: str = "out") -> None:
         raise ConfigError(f"--{option} {path}: {probe} is not writable by this user; choose another folder")
 
 
+def check_fresh_output(args: argparse.Namespace) -> None:
+    """Refuse to write results into a folder that already holds some, unless told to replace them
+    (``--overwrite``) or to resume (``--cache``, where finished work is reused)."""
+    if not hasattr(args, "overwrite") or args.overwrite or getattr(args, "cache", None) or not args.out:
+        return
+    folder = Path(args.out).expanduser()
+    if folder.is_dir() and any(folder.iterdir()):
+        resume = " or --cache DIR to resume a run" if hasattr(args, "cache") else ""
+        raise ConfigError(f"--out {args.out} already holds results; pass --overwrite to replace them{resume}, "
+                          "or choose another folder")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:  # numbers are range-checked by their argparse types; a bad one exits 2 with one line
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # returned, not raised: main() is also called as a function
         return int(stop.code or 0)
+    args.record = RunRecord(argv)  # started now: the run record's start time and command line
     try:
         for option in ("out", "cache"):
             if getattr(args, option, None):
                 check_output_folder(getattr(args, option), option)
+        check_fresh_output(args)
         return args.func(args)
     except CoalitionGymError as exc:
         print(f"cgym: error: {redact(str(exc))}", file=sys.stderr)

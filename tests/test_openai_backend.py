@@ -359,7 +359,7 @@ def test_a_request_that_fails_for_good_never_makes_the_others_go_again(server):
     from coalition_gym.envs.runner import dispatch
 
     server.fail_marker = "poison"
-    gen, _ = client(server, max_concurrency=4, max_retries=2)
+    gen, _ = client(server, max_concurrency=4, max_retries=2, timeout=10.0)
     asks = [ask(f"question {k}?" if k != 13 else "poison", seed=k) for k in range(32)]
     results = dispatch(asks, {"remote": gen})
     assert isinstance(results[13], BackendError) and "3 attempts" in str(results[13])
@@ -375,7 +375,9 @@ def test_replicas_and_the_cache_keep_what_succeeded(server, tmp_path):
     from coalition_gym.envs.runner import dispatch
 
     server.fail_marker = "poison"
-    replicas = ReplicaGenerator([client(server, max_retries=0)[0], client(server, max_retries=0)[0]])
+    # a generous timeout: under load a slow answer must not pass for the one failure under test
+    replicas = ReplicaGenerator([client(server, max_retries=0, timeout=10.0)[0],
+                                 client(server, max_retries=0, timeout=10.0)[0]])
     cached = CachedGenerator(replicas, GenerationCache(tmp_path / "cache.sqlite"))
     asks = [ask(f"q{k}" if k != 2 else "poison", seed=k) for k in range(8)]
     first = dispatch(asks, {"remote": cached})
@@ -449,7 +451,7 @@ def test_failed_episodes_are_shown_and_past_the_limit_the_exit_is_3(server, tmp_
     assert sorted(map(tuple, summary["failures"]["whole_coalitions"])) == [("atlas", "remote"), ("remote",)]
     assert "Failed episodes: 10 of 15" in (tmp_path / "eval" / "leaderboard.md").read_text()
     assert main(["eval", "--pool", pool, "--protocol", "majority_vote", "--items", "5", "--bootstrap", "50",
-                 "--out", str(tmp_path / "eval"), "--max-failures", "10"]) == 0
+                 "--out", str(tmp_path / "eval"), "--max-failures", "10", "--overwrite"]) == 0
     server.default = "ok"
     assert main(["run", "coalition_gym/MajorityVote-v0", "--pool", pool, "--members", "remote",
                  "--episodes", "4"]) == 0

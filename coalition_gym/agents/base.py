@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import BackendError, PartialBatchError
 from ..types import Ask, Message, Sample
@@ -23,6 +23,10 @@ class Generator(ABC):
     @abstractmethod
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         """Return one Sample per Ask, in the same order."""
+
+    def describe(self) -> dict[str, Any]:
+        """What a run record says about this backend: its kind and identity (backends add more)."""
+        return {"kind": type(self).__name__, "identity": self.identity}
 
 
 def _checked(backend: Generator, asks: Sequence[Ask], samples: object) -> list[Sample]:

@@ -174,7 +174,7 @@ class HFGenerator(Generator):
             param = next(model.parameters())
             self.device, self.dtype = str(param.device), str(param.dtype).replace("torch.", "")
             ident = f"hf:{getattr(model.config, '_name_or_path', '') or type(model).__name__}:{self.dtype}"
-        self.identity = identity or ident
+        self.identity = identity or ident  # hf:<folder>:<dtype>:<weight fingerprint> for a folder
         self.truncations: list[TruncationRecord] = []
         self._truncated: set[TruncationRecord] = set()
         self.pad_id = self._pad_id(pad_with_eos)
@@ -275,6 +275,9 @@ class HFGenerator(Generator):
         return max(1, min(int(ask.params.max_new_tokens), self.max_new_tokens, self.context - 1))
 
     # -- generation ------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "hf", "identity": self.identity, "device": self.device, "dtype": self.dtype}
+
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         asks = list(asks)
         if not asks:

@@ -134,6 +134,9 @@ class OpenAIGenerator(Generator):
         self._count = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "openai", "identity": self.identity, "base_url": self.base_url, "model": self.model}
+
     def __repr__(self) -> str:
         return f"OpenAIGenerator(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
 

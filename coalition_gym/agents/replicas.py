@@ -24,6 +24,9 @@ class ReplicaGenerator(Generator):
         self.identity = self.replicas[0].identity
         self._pool = ThreadPoolExecutor(max_workers=len(self.replicas), thread_name_prefix="replica")
 
+    def describe(self) -> dict:
+        return {"kind": "replicas", "identity": self.identity, "replicas": [r.describe() for r in self.replicas]}
+
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         n = len(self.replicas)
         parts = [list(range(k, len(asks), n)) for k in range(n)]

@@ -111,6 +111,9 @@ class SimulatedAgent(Generator):
         self.profile = profile
         self.identity = f"sim:{profile.name}:{stable_hash(repr(profile)):x}"
 
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "sim", "identity": self.identity, "profile": asdict(self.profile)}
+
     # -- latent, per (agent, item) ------------------------------------------------------------
     def p_knows(self, item: Item) -> float:
         p = self.profile.category_skill.get(item.category, self.profile.skill)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..agents.base import Generator, settle, stable_hash
 from ..errors import BackendError, CoalitionGymError
@@ -173,6 +173,19 @@ def score_outcome(task: Task, item: Item, coalition: Sequence[str], seed: int,
         score = task.score(outcome.answer, item)
     return EpisodeResult(item.id, tuple(coalition), seed, score, outcome.answer,
                          outcome.answer is not None, outcome)
+
+
+def episode_record(result: EpisodeResult, item: Item, with_text: bool = True) -> dict[str, Any]:
+    """One line of a results file: the item (question, gold), the coalition, every turn's extracted
+    answer (and reply text unless ``with_text`` is False), the system answer and score, the error
+    and the episode's cost."""
+    outcome = result.outcome
+    turns = [{k: v for k, v in t.to_dict().items() if with_text or k != "text"}
+             for t in (outcome.transcript if outcome is not None else ())]
+    return {"item_id": result.item_id, "question": item.question, "gold": item.gold,
+            "coalition": list(result.coalition), "seed": result.seed, "turns": turns,
+            "answer": result.answer, "score": result.score, "parsed": result.parsed, "error": result.error,
+            "cost": outcome.details.get("cost") if outcome is not None else None}
 
 
 def score_outcomes(task: Task, contexts: Sequence[EpisodeContext],

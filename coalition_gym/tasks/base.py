@@ -6,8 +6,9 @@ answers and never decide what counts as correct.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import ConfigError
 from ..scorers.answers import extract_final_answer
@@ -58,6 +59,19 @@ class Task(ABC):
             return [Message("user", f"{item.question}\nAnswer:")]
         return [Message("system", SYSTEM_PROMPT),
                 Message("user", f"{item.question}\n\n{ANSWER_INSTRUCTION}")]
+
+    def describe(self) -> dict[str, Any]:
+        """What a run record says about the task: its name and the options it was built with."""
+        out: dict[str, Any] = {"name": self.name, "category": self.category, "source": self.source,
+                               "held_out": self.held_out}
+        for key in ("dataset", "size", "seed", "config", "options", "path"):
+            value = getattr(self, key, None)
+            if value is not None:
+                out[key] = json.loads(json.dumps(value, default=str))  # paths, configs: as plain data
+        parts = getattr(self, "parts", None)
+        if parts:
+            out["parts"] = [part.describe() for part in parts]
+        return out
 
     def check_split(self, split: str) -> None:
         if split not in SPLITS:

@@ -22,7 +22,7 @@ from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
 from ..envs.protocols import EpisodeContext, Protocol, make_protocol
 from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
-from ..envs.runner import RunStats, episode_seed, run_programs, score_outcomes
+from ..envs.runner import RunStats, episode_record, episode_seed, run_programs, score_outcomes
 from ..envs.system import with_pool_defaults
 from ..errors import ConfigError
 from ..failures import FailureSummary
@@ -96,8 +96,9 @@ class CoalitionGame(Game):
     def __init__(self, protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item],
                  members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
                  share_generations: bool = True, progress: bool = False, max_programs: int = 20000,
-                 executor: Executor | None = None):
+                 executor: Executor | None = None, record_text: bool = True):
         super().__init__()
+        self.record_text = record_text  # reply texts in records (results.jsonl); False keeps answers only
         self.protocol, self.pool, self.task, self.seed = with_pool_defaults(protocol, pool), pool, task, seed
         self.items = list(items)
         if not self.items:
@@ -166,8 +167,7 @@ class CoalitionGame(Game):
             for k, c in enumerate(chunk):
                 rows = scored[k * self.n_items:(k + 1) * self.n_items]
                 out[c] = np.array([r.score for r in rows])
-                self.records[c] = [{**r.to_dict(with_transcript=False),
-                                    "cost": r.outcome.details.get("cost") if r.outcome else None} for r in rows]
+                self.records[c] = [episode_record(r, it, self.record_text) for r, it in zip(rows, self.items)]
             if self._bar is not None:
                 self._bar.update(len(chunk))
         return out
@@ -191,7 +191,8 @@ class CoalitionGame(Game):
             single = make_protocol("majority_vote", temperature=self.protocol.temperature,
                                    max_new_tokens=self.protocol.max_new_tokens)
             self._solo = CoalitionGame(single, self.pool, self.task, self.items, self.players, self.seed,
-                                       self.cache, self.share_generations, executor=self.executor)
+                                       self.cache, self.share_generations, executor=self.executor,
+                                       record_text=self.record_text)
         return self._solo
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from ..agents.pools import Pool
 from ..envs.executors import Executor
 from ..envs.protocols import Protocol
 from ..errors import ConfigError
+from ..records import RunRecord, describe_pool, describe_task
 from ..redaction import JsonLines, write_json, write_text
 from ..tasks.base import Task
 from ..types import Item
@@ -47,6 +48,7 @@ class EvalReport:
     requested: str
     wall_seconds: float
     correlation: dict[str, float | None] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)  # the run record (see coalition_gym.records)
 
     @property
     def primary(self) -> str:
@@ -72,10 +74,15 @@ def correlate(x: Sequence[float], y: Sequence[float], seed: int = 0) -> dict[str
 def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], estimators: Sequence[str],
              members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
              progress: bool = False, n_boot: int = 2000, mc: dict[str, Any] | None = None,
-             requested: str | None = None, executor: Executor | None = None) -> EvalReport:
+             requested: str | None = None, executor: Executor | None = None,
+             record_text: bool = True, split: str | None = None, record: RunRecord | None = None) -> EvalReport:
+    """Value ``pool``'s members under ``protocol`` on ``items`` with every estimator asked for.
+    ``record`` (started by the caller; one is started here if None) becomes the report's run record;
+    ``split`` names where ``items`` came from, for that record."""
+    record = record or RunRecord()
     start = time.perf_counter()
     game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
-                         executor=executor)
+                         executor=executor, record_text=record_text)
     try:
         results = {}
         for name in estimators:
@@ -86,6 +93,10 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
         game.close()
     report = EvalReport(game, solo, results, requested or ",".join(estimators), time.perf_counter() - start)
     report.correlation = correlate(list(solo.values), list(results[report.primary].values), seed=seed)
+    report.record = record.finish(pool=describe_pool(pool, game.players), task=describe_task(task, split),
+                                  protocol={"name": game.protocol.name, "settings": game.protocol.settings()},
+                                  seeds={"seed": seed, "bootstrap": n_boot},
+                                  items=[it.id for it in game.items])
     return report
 
 
@@ -123,6 +134,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "failures": game.failure_summary().to_dict(),
         "wall_seconds": report.wall_seconds,
         "mc": report.results["mc"].extras if "mc" in report.results else None,
+        "run": report.record,
     }
 
 
@@ -169,8 +181,8 @@ def plot(report: EvalReport, path: Path) -> None:
 def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     rows = leaderboard(report)
-    paths = {name: out / name for name in ("results.jsonl", "summary.json", "leaderboard.md", "leaderboard.csv",
-                                           "solo_vs_compositional.png")}
+    paths = {name: out / name for name in ("results.jsonl", "summary.json", "run.json", "leaderboard.md",
+                                           "leaderboard.csv", "solo_vs_compositional.png")}
     games = [report.game] + ([report.game.solo_game()] if report.game.solo_game() is not report.game else [])
     with JsonLines(paths["results.jsonl"], "w") as lines:
         for game in games:
@@ -178,6 +190,7 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
                 for record in records:
                     lines.write({"protocol": game.protocol.name, **record})
     write_json(paths["summary.json"], summary(report))
+    write_json(paths["run.json"], report.record)
     write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
     write_text(paths["leaderboard.csv"], csv_table(rows, report.primary))
     plot(report, paths["solo_vs_compositional.png"])

@@ -14,6 +14,7 @@ from ..agents.cache import GenerationCache
 from ..agents.pools import check_pool_name, load_pool
 from ..envs.protocols import make_protocol
 from ..failures import FailureSummary
+from ..records import RunRecord
 from ..redaction import write_json, write_text
 from ..tasks import make as make_task
 from .report import FIELDS, EvalReport, correlate, evaluate, write_report
@@ -27,7 +28,9 @@ def _slug(text: str) -> str:
 def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[str], estimators: Sequence[str],
               n_items: int, out: Path, seed: int = 0, cache_dir: Path | None = None, alpha: float = 0.05,
               progress: bool = False, log: Callable[[str], None] = print,
-              failures: FailureSummary | None = None) -> dict[str, Any]:
+              failures: FailureSummary | None = None, record: RunRecord | None = None,
+              record_text: bool = True) -> dict[str, Any]:
+    record = record or RunRecord()
     for pool_name in pools:  # every name checked before the first setting runs
         check_pool_name(pool_name)
     for protocol_name in protocols:
@@ -46,7 +49,8 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
             for task_name in tasks:
                 task = make_task(task_name, size=n_items)
                 report: EvalReport = evaluate(make_protocol(protocol_name), pool, task, task.items("test"),
-                                              estimators, seed=seed, cache=cache, progress=progress)
+                                              estimators, seed=seed, cache=cache, progress=progress,
+                                              record_text=record_text, split="test")
                 write_report(report, out / _slug(pool_name) / protocol_name / _slug(task_name))
                 failures.merge(report.game.failure_summary())
                 main = report.results[report.primary]
@@ -69,7 +73,9 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
     result = {"pools": list(pools), "protocols": list(protocols), "tasks": list(tasks), "n_items": n_items,
               "seed": seed, "alpha": alpha, "settings": settings, "summary": overall,
               "failures": failures.to_dict()}
+    result["run"] = record.finish(seeds={"seed": seed})
     write_json(out / "sweep_summary.json", result)
+    write_json(out / "run.json", result["run"])
     lines = ["| setting | n | Spearman | p | significant after BH |", "|---|---|---|---|---|"]
     per_setting = overall.get("settings", {}) if overall else {}
     for key, s in settings.items():
