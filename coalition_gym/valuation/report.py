@@ -1,8 +1,8 @@
 """Evaluate a pool under a protocol on a task and write the leaderboard files.
 
 Files written by :func:`write_report` into the output folder: ``results.jsonl`` (one line per item
-and coalition), ``summary.json``, ``leaderboard.md``, ``leaderboard.csv`` and
-``solo_vs_compositional.png``.
+and coalition), ``summary.json``, ``run.json`` (the run record), ``leaderboard.md``, ``leaderboard.csv``,
+``leaderboard.html`` (self-contained, sortable) and ``solo_vs_compositional.png``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from ..tasks.base import Task
 from ..types import Item
 from .estimators import ESTIMATORS, ValuationResult
 from .game import CoalitionGame
-from .stats import Correlation, format_p, pearson, rescue_drag, spearman
-from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, terminal_table
+from . import html
+from .stats import Correlation, pearson, rescue_drag, spearman
+from .tables import (FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, p_phrase,
+                     terminal_table)
 
 #: which estimate ranks the leaderboard, best first
 PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
@@ -169,7 +171,7 @@ def plot(report: EvalReport, path: Path) -> None:
     corr = report.correlation
     title = f"{report.game.protocol.name} on {report.game.task.name}"
     if corr.get("spearman") is not None:
-        title += f"\nSpearman {corr['spearman']:.2f} (p {format_p(corr['spearman_p'])})"
+        title += f"\nSpearman {corr['spearman']:.2f} (p {p_phrase(corr['spearman_p'])})"
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("solo strength v({i})")
     ax.set_ylabel(f"compositional strength ({FIELDS[report.primary]})")
@@ -182,7 +184,7 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     rows = leaderboard(report)
     paths = {name: out / name for name in ("results.jsonl", "summary.json", "run.json", "leaderboard.md",
-                                           "leaderboard.csv", "solo_vs_compositional.png")}
+                                           "leaderboard.csv", "leaderboard.html", "solo_vs_compositional.png")}
     games = [report.game] + ([report.game.solo_game()] if report.game.solo_game() is not report.game else [])
     with JsonLines(paths["results.jsonl"], "w") as lines:
         for game in games:
@@ -194,7 +196,24 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
     write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
     write_text(paths["leaderboard.csv"], csv_table(rows, report.primary))
     plot(report, paths["solo_vs_compositional.png"])
+    write_text(paths["leaderboard.html"], leaderboard_html(report, rows, paths["solo_vs_compositional.png"].read_bytes()))
     return paths
+
+
+def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes | None = None) -> str:
+    """The leaderboard as one self-contained page: sortable table, plot, notes, run record."""
+    game = report.game
+    label = FIELDS[report.primary]
+    failures = game.failure_summary()
+    page = html.Page(
+        title=f"{game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)",
+        intro=[f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); 95% "
+               "bootstrap CIs over items. Click a column header to sort."],
+        tables=[html.leaderboard_table(rows)], png=png,
+        notes=[correlation_sentence(report.correlation, label)]
+        + (["Failed episodes: " + "; ".join(line.strip() for line in failures.lines())] if failures.failed else []),
+        records={"Run record": report.record})
+    return html.render(page)
 
 
 def print_leaderboard(report: EvalReport) -> str:

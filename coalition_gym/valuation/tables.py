@@ -80,10 +80,11 @@ def correlation_sentence(corr: Mapping[str, Any], label: str) -> str:
     """Solo vs compositional correlation, or why it is undefined."""
     if corr.get("spearman") is None:
         return f"Solo vs {label}: correlation {corr.get('method', 'undefined')} (n={corr.get('n')})."
-    return (f"Solo vs {label}: Spearman {corr['spearman']:.2f} (p {_p(corr['spearman_p'])}), Pearson "
-            f"{corr['pearson']:.2f} (p {_p(corr['pearson_p'])}), {corr['method']} p-values, n={corr['n']}.")
+    return (f"Solo vs {label}: Spearman {corr['spearman']:.2f} (p {p_phrase(corr['spearman_p'])}), Pearson "
+            f"{corr['pearson']:.2f} (p {p_phrase(corr['pearson_p'])}), {corr['method']} p-values, n={corr['n']}.")
 
 
-def _p(p: float | None) -> str:
-    text = format_p(p)
+def p_phrase(p: float | None) -> str:
+    """'= 0.042' or '< 1e-4': a p-value as it reads after 'p'."""
+    text = formatp_phrase(p)
     return text if text.startswith("<") else f"= {text}"
