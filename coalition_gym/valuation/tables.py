@@ -86,5 +86,5 @@ def correlation_sentence(corr: Mapping[str, Any], label: str) -> str:
 
 def p_phrase(p: float | None) -> str:
     """'= 0.042' or '< 1e-4': a p-value as it reads after 'p'."""
-    text = formatp_phrase(p)
+    text = format_p(p)
     return text if text.startswith("<") else f"= {text}"
