@@ -15,7 +15,7 @@ import yaml
 from .errors import CoalitionGymError, ConfigError
 from .failures import FailureLimit, FailureSummary, verdict
 from .records import RunRecord, describe_pool, describe_task
-from .redaction import JsonLines, redact, write_json
+from .redaction import JsonLines, redact, write_json, write_text
 
 
 def _settings(pairs: Sequence[str]) -> dict[str, Any]:
@@ -179,6 +179,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return verdict(failures, args.max_failures, _say)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .valuation import compare
+
+    result = compare.compare(args.runs)
+    text = compare.markdown(result)
+    print(text, end="")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / "compare.md", text)
+        write_text(out / "compare.html", compare.page(result))
+        write_json(out / "compare.json", {**result, "run": args.record.finish()})
+        print(f"wrote {out / 'compare.md'}, {out / 'compare.html'} and {out / 'compare.json'}")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from .envs.executors import make_executor
     from .training.trainer import run_methods, summary_table
@@ -319,6 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("compare", help="one table (and HTML page) across `cgym eval` output folders")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="folders written by `cgym eval --out`")
+    p.add_argument("--out", default=None, help="folder for compare.md, compare.html and compare.json")
+    p.add_argument("--overwrite", action="store_true", help="replace the results in a non-empty --out")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("train", help="train a policy to collaborate: C-RL and its baselines")
     p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base (or a comma list)")

@@ -79,3 +79,22 @@ def test_the_page_loads_sorts_and_renders(page, browser, tmp_path):
 
     pixels = matplotlib.image.imread(shot)
     assert pixels.shape[0] > 500 and pixels.shape[1] > 800 and pixels.std() > 0.05  # not a blank page
+
+
+def test_the_comparison_page_loads_and_its_wide_table_sorts(page, browser, tmp_path):
+    from coalition_gym.valuation import compare
+
+    path, report = page
+    other = tmp_path / "other"
+    task = make_task("rg/basic_arithmetic", size=20)
+    write_report(evaluate(make_protocol("majority_vote"), load_pool("sim:demo"), task, task.items("test"),
+                          ["loo", "shapley"], n_boot=100), other)
+    html_file = tmp_path / "compare.html"
+    html_file.write_text(compare.page(compare.compare([path.parent, other])))
+    browser.get(html_file.as_uri())
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+    header = browser.find_elements("css selector", "#wide th")[1]
+    header.click()
+    values = [float(v) for v in browser.execute_script(
+        "return Array.from(document.querySelectorAll('#wide tbody tr')).map(r => r.cells[1].dataset.sort)")]
+    assert values == sorted(values, reverse=True) and len(values) == 4
