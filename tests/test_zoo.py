@@ -100,6 +100,20 @@ def test_parallel_workers_build_the_same_models(tmp_path):
             (parallel.model_path(name) / "model.safetensors").read_bytes()
 
 
+def test_a_parallel_build_reports_progress_from_its_first_second(tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "HEARTBEAT_SECONDS", 0.05)
+    two = ZooRecipe("micro3", (ZooModelSpec("m1", {"arith": 1.0}, n_embd=16, n_layer=1, n_head=2, steps=60,
+                                            batch_size=8, seed=3, context=320),
+                               ZooModelSpec("m2", {"reverse": 1.0}, n_embd=16, n_layer=1, n_head=2, steps=60,
+                                            batch_size=8, seed=4, context=320)), train_items=40, eval_items=4)
+    lines: list[str] = []
+    build_zoo(two, tmp_path, progress=False, workers=2, log=lines.append)
+    assert lines[0].startswith("zoo micro3: training 2 models (m1, m2) in 2 worker processes")
+    status = [line for line in lines if "step " in line]
+    assert status and all(line.startswith("zoo micro3 (") for line in status)
+    assert any("test accuracy" in line for line in lines[-2:])
+
+
 def test_cache_is_reused_and_versioned_by_the_recipe(tmp_path, monkeypatch):
     first = build_zoo(MICRO, tmp_path, progress=False)
     assert first.built and first.path == zoo_dir(MICRO, tmp_path) and first.path.name.startswith("micro-")

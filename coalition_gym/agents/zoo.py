@@ -297,7 +297,8 @@ def _tensors(batch: Sequence[_Example], context: int) -> tuple[Any, Any, Any]:
     return ids, mask, labels
 
 
-def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False) -> tuple[Any, dict[str, Any]]:
+def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False,
+                on_step: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
     """Train one zoo model from scratch; deterministic for a given spec, torch build and thread count
     (:func:`build_zoo` always trains on one thread). ``$COALITION_GYM_ZOO_DEVICE`` (default cpu) picks
     the device; it is not part of the recipe's hash, and a GPU build is not bit-identical to a CPU one."""
@@ -340,6 +341,8 @@ def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False) -
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
+        if on_step is not None and (step % 20 == 0 or step == spec.steps - 1):
+            on_step(f"step {step + 1}/{spec.steps}, loss {_tail_mean(losses):.2f}")
         if bar is not None:
             bar.update(1)
             if step % 25 == 0:
@@ -467,10 +470,13 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _build_one(spec: ZooModelSpec, recipe: ZooRecipe, folder: str, tasks: Sequence[str], progress: bool) -> dict:
+def _build_one(spec: ZooModelSpec, recipe: ZooRecipe, folder: str, tasks: Sequence[str], progress: bool,
+               on_step: Callable[[str], None] | None = None) -> dict:
     """Train, save and evaluate one model (runs in a worker process when the build is parallel)."""
     with _one_thread():
-        model, stats = train_model(spec, recipe, progress=progress)
+        model, stats = train_model(spec, recipe, progress=progress, on_step=on_step)
+        if on_step is not None:
+            on_step("evaluating")
         save_model(model, Path(folder), spec.context)
         dev = evaluate_folder(folder, tasks, recipe.eval_items, "dev", recipe.task_seed, recipe.max_new_tokens)
         test = evaluate_folder(folder, tasks, recipe.eval_items, "test", recipe.task_seed, recipe.max_new_tokens)
@@ -494,7 +500,8 @@ def _build_in_subprocess(spec: ZooModelSpec, recipe: ZooRecipe, staging: Path, t
     with open(log, "w") as err:
         proc = subprocess.run([sys.executable, "-c", "from coalition_gym.agents.zoo import _worker; _worker()"],
                               input=json.dumps(job, default=list), text=True, stdout=subprocess.DEVNULL,
-                              stderr=err, env={**os.environ, "ZOO_RESULT": str(result)})
+                              stderr=err, env={**os.environ, "ZOO_RESULT": str(result),
+                                               "ZOO_PROGRESS": str(_progress_file(staging, spec.name))})
     if proc.returncode != 0 or not result.is_file():
         raise RuntimeError(f"training zoo model {spec.name!r} failed (exit {proc.returncode}): "
                            f"{log.read_text()[-1500:]}")
@@ -508,8 +515,24 @@ def _worker() -> None:
     """Entry point of a build worker: the job on stdin, the manifest entry to $ZOO_RESULT."""
     job = json.loads(sys.stdin.read())
     recipe = recipe_from_dict(job["recipe"])
-    entry = _build_one(recipe.model(job["model"]), recipe, job["folder"], job["tasks"], False)
+    progress = Path(os.environ["ZOO_PROGRESS"])
+    entry = _build_one(recipe.model(job["model"]), recipe, job["folder"], job["tasks"], False,
+                       on_step=progress.write_text)
     Path(os.environ["ZOO_RESULT"]).write_text(json.dumps(entry, default=list))
+
+
+def _progress_file(staging: Path, name: str) -> Path:
+    return staging / f"{name}.progress"
+
+
+def _status(staging: Path, names: Sequence[str], done: set[str]) -> str:
+    """One line: where every model of a parallel build is (from the workers' progress files)."""
+    parts = []
+    for name in names:
+        file = _progress_file(staging, name)
+        state = "done" if name in done else (file.read_text().strip() if file.is_file() else "starting")
+        parts.append(f"{name} {state}")
+    return "; ".join(parts)
 
 
 def _cost(spec: ZooModelSpec) -> float:
@@ -522,6 +545,9 @@ def default_workers(recipe: ZooRecipe) -> int:
     if sum(_cost(m) for m in recipe.models) < 1e8:
         return 1
     return max(1, min(2, os.cpu_count() or 1, len(recipe.models)))
+
+
+HEARTBEAT_SECONDS = 15.0
 
 
 def build_zoo(recipe: "str | ZooRecipe" = "default", out: str | Path | None = None, force: bool = False,
@@ -553,17 +579,26 @@ def build_zoo(recipe: "str | ZooRecipe" = "default", out: str | Path | None = No
             say(f"zoo {spec.name}: {name} ({entry['params']:,} params, {entry['steps']} steps, "
                 f"{entry['train_seconds']:.0f}s) test accuracy: {accs}")
 
+        names = [m.name for m in spec.models]
+        say(f"zoo {spec.name}: training {len(names)} models ({', '.join(names)}) in {n_workers} worker "
+            f"process{'es' if n_workers != 1 else ''} under {staging}")
         if n_workers == 1:
             for m in spec.models:
                 report(m.name, _build_one(m, spec, str(staging / m.name), tasks, progress))
         else:
-            from concurrent.futures import ThreadPoolExecutor, as_completed
+            from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
             with ThreadPoolExecutor(n_workers) as pool:  # each thread waits on one worker process
                 longest_first = sorted(spec.models, key=_cost, reverse=True)
                 futures = {pool.submit(_build_in_subprocess, m, spec, staging, tasks): m.name for m in longest_first}
-                for fut in as_completed(futures):
-                    report(futures[fut], fut.result())
+                pending = set(futures)
+                while pending:  # a status line every HEARTBEAT seconds: a long build is never silent
+                    finished, pending = wait(pending, timeout=HEARTBEAT_SECONDS, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        report(futures[fut], fut.result())
+                    if pending and not finished:
+                        say(f"zoo {spec.name} ({time.perf_counter() - start:.0f}s): "
+                            + _status(staging, names, set(entries)))
         build = ZooBuild(recipe=spec.name, path=target, built=True,
                          models={m.name: entries[m.name] for m in spec.models})
         manifest = {"recipe": spec.name, "digest": spec.digest(), "format": ZOO_FORMAT_VERSION,
