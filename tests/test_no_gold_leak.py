@@ -10,7 +10,6 @@ import pytest
 import coalition_gym  # noqa: F401  (registers the ids)
 from coalition_gym.agents.pools import Pool
 from coalition_gym.envs.registration import ENV_IDS
-from coalition_gym.types import Item
 
 from conftest import ListTask, Scripted
 

@@ -60,6 +60,24 @@ def _simulated_pool(groups: Mapping[str, Any], name: str) -> Pool:
                 descriptions=dict(groups.get("descriptions", {})))
 
 
+#: What each preset models, one line each (``cgym pools``).
+POOL_ABOUT = {
+    "sim:demo": "the paper's phenomenon: the strongest model alone (atlas) shares blind spots with two "
+                "siblings; the weakest (delta) knows what they miss and matters most to the system",
+    "sim:independent": "four agents of equal skill with independent errors: the wisdom of crowds",
+    "sim:specialists": "each member strong on one category (arithmetic, algorithmic, logic), weak elsewhere",
+    "sim:split": "C-RL's pivotal setting: a careless and a careful agent with independent errors; the third "
+                 "voter decides their disagreements",
+    "sim:calculators": "C-RL's dissociation setting: two calculators, reliable on arithmetic and scattering "
+                       "elsewhere",
+    "sim:random-N": "N varied agents (N = 1..64) for scale studies: skills 0.35-0.8, half in two error groups",
+    "zoo:default": "four tiny GPT-2 models trained here on arithmetic, sums and word reversal (heterogeneous "
+                   "skills); built on first use, minutes on CPU",
+    "zoo:tiny": "two very small GPT-2 models for tests; built in seconds",
+    "zoo:large": "one larger GPT-2 model (scholar) trained on every zoo task",
+}
+
+
 def pool_names() -> list[str]:
     from .zoo import RECIPES
 

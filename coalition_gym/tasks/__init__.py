@@ -86,6 +86,13 @@ def describe_tasks(group_rg: bool = True) -> list[TaskInfo]:
     else:
         rows += [TaskInfo(f"rg/{d}", rg_category(d), "procedural", "reasoning-gym generator", False)
                  for d in rg_dataset_names()]
+    from ..agents.zoo import ZOO_TASKS
+
+    rows += [TaskInfo(f"zoo:{name}", rg_category(t.dataset), "procedural",
+                      f"reasoning-gym {t.dataset} with the small settings the zoo models learned", False)
+             for name, t in ZOO_TASKS.items()]
+    rows.append(TaskInfo("mix:<task>,<task>,...", "mixture", "-",
+                         "interleaves the named tasks' items; each item is scored by its own task", False))
     he = HumanEvalTask()
     rows.append(TaskInfo("humaneval", "coding", str(len(he.items("test"))), he.source, True))
     for spec_name in sorted(SPECS):

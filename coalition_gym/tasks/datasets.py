@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import ConfigError
 from ..scorers import choice as mc
 from ..scorers.answers import extract_final_answer, last_boxed, normalize_answer
-from ..scorers.code import assert_split, extract_code, score_programs, verdict
+from ..scorers.code import assert_split, extract_code, score_programs
 from ..scorers.kernels import KernelConfig, score_kernels
 from ..scorers.mathematics import extract_boxed, numeric_match, score_math
 from ..scorers.ranking import parse_ranking, score_ranking

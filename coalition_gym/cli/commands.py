@@ -1,0 +1,284 @@
+"""What each ``cgym`` subcommand does, once its options are parsed and checked (see parser.py)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from statistics import fmean, pstdev
+from typing import Any, Sequence
+
+import yaml
+
+from ..errors import ConfigError
+from ..failures import FailureSummary, verdict
+from ..records import describe_pool, describe_task
+from ..redaction import JsonLines, write_json, write_text
+
+
+def _settings(pairs: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` pairs; values are read as YAML scalars (2 -> int, none -> None, true -> bool)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        out[key] = yaml.safe_load(raw)
+    return out
+
+
+def _mean_se(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return 0.0, 0.0
+    se = pstdev(values) / math.sqrt(len(values) - 1) if len(values) > 1 else 0.0
+    return fmean(values), se
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    from ..envs.registration import describe_envs
+
+    width = max(len(i) for i, _ in describe_envs())
+    for env_id, text in describe_envs():
+        print(f"{env_id:<{width}}  {text}")
+    return 0
+
+
+def cmd_protocols(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from ..envs.protocols import PROTOCOLS
+    from ..envs.registration import ENV_IDS
+
+    env_of = {protocol: env_id for env_id, protocol in ENV_IDS.items()}
+    for name, cls in PROTOCOLS.items():
+        print(f"{name}  ({env_of.get(name, 'no env id')})\n  {cls.description}")
+        defaults = cls().settings()
+        settings = ", ".join(f"{f.name}={defaults[f.name]!r}" for f in dataclasses.fields(cls) if f.init)
+        print(f"  settings: {settings}")
+        if cls.helper_fields:
+            print(f"  fixed helpers (never members): {', '.join(cls.helper_fields)}")
+        if cls.min_members > 1:
+            print(f"  needs at least {cls.min_members} members")
+    print("Set any of them with --set KEY=VALUE (cgym run/eval), protocol.KEY=VALUE (cgym train) or as "
+          "keywords of gym.make.")
+    return 0
+
+
+def cmd_pools(args: argparse.Namespace) -> int:
+    from ..agents.pools import POOL_ABOUT, load_pool
+    from ..agents.simulated import SIM_PRESETS
+    from ..agents.zoo import RECIPES, zoo_dir
+
+    for name, about in POOL_ABOUT.items():
+        kind, _, preset = name.partition(":")
+        print(f"{name}\n  {about}")
+        if kind == "sim" and preset in SIM_PRESETS:
+            pool = load_pool(name)
+            described = [f"{m} ({pool.descriptions[m]})" if m in pool.descriptions else m for m in pool.members]
+            print(f"  members: {', '.join(described)}; helpers: {', '.join(pool.helpers) or 'none'}")
+        elif kind == "zoo":
+            recipe = RECIPES[preset]
+            state = "built" if (zoo_dir(recipe) / "zoo.json").is_file() else "not built yet"
+            print(f"  members: {', '.join(m.name for m in recipe.models)} ({state})")
+    print("Or a YAML/JSON pool file mixing backends (sim, hf, openai, vllm): see the README.")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..agents.pools import load_pool
+    from ..envs.protocols import make_protocol
+    from ..envs.registration import protocol_of
+    from ..envs.runner import RunStats, episode_record, run_episodes
+    from ..tasks import make as make_task
+
+    protocol = make_protocol(protocol_of(args.env_id), **_settings(args.set))
+    task = make_task(args.task, size=max(args.episodes, 1) if args.size is None else args.size, seed=args.task_seed)
+    pool = load_pool(args.pool)
+    members = pool.select(args.members.split(",")) if args.members else pool.member_names
+    missing = [h for h in protocol.helper_names() if h not in pool.backends()]
+    if missing:
+        raise ConfigError(f"pool {pool.name!r} has no helper {missing[0]!r} needed by {protocol.name!r}")
+    items = list(task.items(args.split))
+    stats = RunStats()
+    results = []
+    for cycle in range(math.ceil(args.episodes / len(items))):  # more episodes than items: new seeds
+        chunk = items[: args.episodes - cycle * len(items)]
+        results += run_episodes(protocol, task, chunk, members, pool.backends(), seed=args.seed + cycle,
+                                styles=pool.styles, dev_scores=pool.dev_scores, stats=stats, progress=True,
+                                description=protocol.name)
+    mean, se = _mean_se([r.score for r in results])
+    parsed = sum(r.parsed for r in results) / len(results)
+    failures = FailureSummary().add_records(results)
+    summary = {"env_id": args.env_id, "protocol": protocol.settings(), "task": task.name, "pool": pool.name,
+               "members": members, "episodes": len(results), "seed": args.seed, "system_score": mean,
+               "stderr": se, "parse_rate": parsed, "failures": failures.to_dict(),
+               "batching_factor": stats.batching_factor, "backend_calls": stats.backend_calls}
+    print(f"{args.env_id} on {task.name} with {pool.name} {members}: system score {mean:.3f} ± {se:.3f} "
+          f"(n={len(results)}, parsed {parsed:.0%}, failures {failures.failed}, "
+          f"{stats.batching_factor:.0f} asks per backend call)")
+    summary["run"] = args.record.finish(pool=describe_pool(pool, members), task=describe_task(task, args.split),
+                                        protocol={"name": protocol.name, "settings": protocol.settings()},
+                                        seeds={"seed": args.seed, "task_seed": args.task_seed})
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        by_id = {it.id: it for it in items}
+        with JsonLines(out / "episodes.jsonl", "w") as lines:
+            for r in results:
+                lines.write({**episode_record(r, by_id[r.item_id], not args.no_text),
+                             "details": dict(r.outcome.details) if r.outcome is not None else None})
+        write_json(out / "summary.json", summary)
+        write_json(out / "run.json", summary["run"])
+        print(f"wrote {out / 'episodes.jsonl'}, {out / 'summary.json'} and {out / 'run.json'}")
+    return verdict(failures, args.max_failures, _say)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _open_cache(folder: str | None, pool_name: str):
+    from ..agents.cache import GenerationCache
+
+    if folder is None:
+        return GenerationCache(None)
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in pool_name)
+    return GenerationCache(Path(folder) / f"{slug}.sqlite")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from ..agents.pools import load_pool
+    from ..envs.protocols import make_protocol
+    from ..tasks import make as make_task
+    from ..envs.executors import make_executor
+    from ..valuation.report import evaluate, parse_estimators, print_leaderboard, write_report
+    from ..valuation.tables import FIELDS, correlation_sentence
+
+    estimators = parse_estimators(args.estimator)
+    protocol = make_protocol(args.protocol, **_settings(args.set))
+    task = make_task(args.task, size=args.items, seed=args.task_seed)
+    pool = load_pool(args.pool)
+    members = args.members.split(",") if args.members else None
+    cache = _open_cache(args.cache, pool.name)
+    mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget}
+    executor = make_executor(args.executor, address=args.address, num_cpus=args.num_cpus)
+    try:
+        report = evaluate(protocol, pool, task, task.items(args.split), estimators, members=members,
+                          seed=args.seed, cache=cache, progress=True, n_boot=args.bootstrap, mc=mc,
+                          requested=args.estimator, executor=executor, record_text=not args.no_text,
+                          split=args.split, record=args.record)
+    finally:
+        cache.close()
+        executor.close()
+    game = report.game
+    print(f"{protocol.name} on {task.name} ({game.n_items} items), pool {pool.name}: full coalition "
+          f"{game.value(game.players):.3f}; {game.coalitions_evaluated} coalitions, {game.generations} generations, "
+          f"{game.cache_hits} cache hits")
+    print(print_leaderboard(report))
+    print(correlation_sentence(report.correlation, FIELDS[report.primary]))
+    paths = write_report(report, Path(args.out))
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return verdict(game.failure_summary(), args.max_failures, _say)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ..valuation.report import parse_estimators
+    from ..valuation.sweep import run_sweep
+
+    failures = FailureSummary()
+    result = run_sweep([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
+                       [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items,
+                       Path(args.out), seed=args.seed, cache_dir=Path(args.cache) if args.cache else None,
+                       alpha=args.alpha, progress=True, failures=failures, record=args.record,
+                       record_text=not args.no_text)
+    if result["summary"]:
+        print(result["summary"]["sentence"])
+    print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
+    return verdict(failures, args.max_failures, _say)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..valuation import compare
+
+    result = compare.compare(args.runs)
+    text = compare.markdown(result)
+    print(text, end="")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / "compare.md", text)
+        write_text(out / "compare.html", compare.page(result))
+        write_json(out / "compare.json", {**result, "run": args.record.finish()})
+        print(f"wrote {out / 'compare.md'}, {out / 'compare.html'} and {out / 'compare.json'}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ..envs.executors import make_executor
+    from ..training.trainer import run_methods, summary_table
+
+    overrides = _settings(args.set)
+    settings = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
+                                  "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
+                                  "tensorboard": args.tensorboard or None}.items() if v is not None}
+    if args.members:
+        settings["members"] = args.members.split(",")
+    protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
+    settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
+    if protocol_settings:
+        settings["protocol_settings"] = protocol_settings
+    root = Path(args.out)
+    executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
+    failures = FailureSummary()
+    try:
+        run_methods(args.method.split(","), root, preset=args.preset, executor=executor, failures=failures,
+                    **settings)
+    finally:
+        if executor is not None:
+            executor.close()
+    write_json(root / "run.json", args.record.finish(training={"methods": args.method, "preset": args.preset,
+                                                                **settings}))
+    print(summary_table(root))  # every report's test scores with CIs, one row per method
+    return verdict(failures, args.max_failures, _say)
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    from ..agents.zoo import RECIPES, build_zoo, zoo_dir, zoo_home
+
+    if args.zoo_command == "list":
+        for name, recipe in RECIPES.items():
+            folder = zoo_dir(recipe, args.out)
+            state = "built" if (folder / "zoo.json").is_file() else "not built"
+            print(f"{name:<8} {', '.join(m.name for m in recipe.models):<32} {state}: {folder}")
+        return 0
+    build = build_zoo(args.recipe, args.out, force=args.force, progress=True)
+    if not build.built:
+        print(f"zoo {args.recipe!r} already built (use --force to rebuild)")
+    print(build.table())
+    print(f"models in {build.path} (cache root {args.out or zoo_home()})")
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from ..tasks import describe_tasks
+
+    rows = describe_tasks(group_rg=not args.all)
+    width = max(len(r.name) for r in rows)
+    print(f"{'task':<{width}}  {'category':<22}  {'test size':<10}  {'use':<8}  source")
+    for r in rows:
+        use = "held-out" if r.held_out else "train"
+        print(f"{r.name:<{width}}  {r.category:<22}  {r.size:<10}  {use:<8}  {r.source}")
+    print("Data sets not found: download them (see the source column) or pass path=/set $COALITION_GYM_DATA.")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    result = run_demo(pool_spec=args.pool, task_name=args.task, n_items=args.items, seed=args.seed, out=Path(args.out))
+    write_json(Path(args.out) / "run.json", args.record.finish(demo={"pool": result["pool"], "task": result["task"],
+                                                                     "n_items": result["n_items"], "seed": args.seed}))
+    return 0
+
+

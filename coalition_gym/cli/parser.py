@@ -1,0 +1,235 @@
+"""The ``cgym`` command line: every subcommand, option, default and example."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from .. import __version__
+from ..failures import FailureLimit
+from . import commands
+
+
+def _number_at_least(low: float, kind: type = int, strict: bool = False) -> Any:
+    """An argparse type: a ``kind`` number >= low (> low when ``strict``)."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value < low or (strict and value == low) or (kind is float and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if strict else '>='} {low}")
+        return value
+    return parse
+
+
+def _probability(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1 (a significance level)."""
+    value = _number_at_least(0.0, float, strict=True)(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"{text} must be < 1")
+    return value
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Examples kept as written; every option's default shown unless its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, argparse.SUPPRESS) or action.option_strings == []
+                or isinstance(default, list) and not default):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _subcommand(sub: Any, name: str, help: str, *examples: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                          epilog=_examples(*examples) if examples else None, formatter_class=_Formatter)
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--overwrite", action="store_true", help="replace the results in a non-empty --out")
+    p.add_argument("--no-text", action="store_true",
+                   help="keep extracted answers but not reply texts in the per-episode results file")
+
+
+def _max_failures_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-failures", type=FailureLimit.parse, default="default", metavar="N|P%",
+                   help="exit 3 when more episodes failed than this count or percentage (default: any "
+                        "coalition whose every episode failed, or more than 10%%); failed episodes score 0")
+
+
+def _pool_option(p: argparse.ArgumentParser, name: str = "--pool", default: str | None = "sim:demo") -> None:
+    p.add_argument(name, default=default, metavar="POOL",
+                   help="pool preset (see `cgym pools`) or a YAML/JSON pool file")
+
+
+def _task_options(p: argparse.ArgumentParser, split: bool = True) -> None:
+    p.add_argument("--task", default="rg/basic_arithmetic", help="task name (see `cgym tasks`)")
+    p.add_argument("--task-seed", type=int, default=0, help="seed of procedurally generated tasks")
+    if split:
+        p.add_argument("--split", default="test", choices=["test", "dev", "train"], help="split the items come from")
+
+
+def _protocol_settings(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a protocol setting, repeatable (see `cgym protocols`), e.g. --set rounds=2")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cgym", formatter_class=_Formatter,
+        description="Measure and train multi-LLM collaboration: collaboration protocols as environments, "
+                    "compositional strength (Shapley, LOO, Banzhaf) of each model, and C-RL training.",
+        epilog=_examples("cgym demo", "cgym eval --pool sim:demo --protocol debate --items 200",
+                         "cgym run coalition_gym/Debate-v0 --episodes 50 --set rounds=2",
+                         "cgym <command> --help   (every option, default and an example)"))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = _subcommand(sub, "envs", "list environment ids (one per protocol)", "cgym envs")
+    p.set_defaults(func=commands.cmd_envs)
+
+    p = _subcommand(sub, "protocols", "list protocols with their env ids and settings (defaults shown)",
+                    "cgym protocols")
+    p.set_defaults(func=commands.cmd_protocols)
+
+    p = _subcommand(sub, "pools", "list pool presets: members, helpers and what each pool models", "cgym pools")
+    p.set_defaults(func=commands.cmd_pools)
+
+    p = _subcommand(sub, "run", "run a protocol's episodes with a pool and print the system score",
+                    "cgym run coalition_gym/Debate-v0 --episodes 200 --members atlas,delta --set rounds=2 "
+                    "--out runs/debate",
+                    "cgym run coalition_gym/MajorityVote-v0 --pool pool.yaml --task gsm8k --episodes 50")
+    p.add_argument("env_id", help="environment id, e.g. coalition_gym/Debate-v0 (see `cgym envs`)")
+    p.add_argument("--episodes", type=_number_at_least(1), default=100, help="episodes to run")
+    _task_options(p)
+    p.add_argument("--size", type=_number_at_least(1), default=None, help="items per split (default: --episodes)")
+    _pool_option(p)
+    p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
+    p.add_argument("--seed", type=int, default=0, help="episode seed (the same for every coalition)")
+    _protocol_settings(p)
+    p.add_argument("--out", default=None, help="folder for episodes.jsonl, summary.json and run.json "
+                                               "(default: print only)")
+    _output_options(p)
+    _max_failures_option(p)
+    p.set_defaults(func=commands.cmd_run)
+
+    p = _subcommand(sub, "eval", "leaderboard: solo vs compositional strength of a pool's models",
+                    "cgym eval", "cgym eval --pool sim:demo --protocol llm_blender --task rg/gsm_symbolic "
+                    "--estimator all --items 300 --out runs/blender --cache runs/cache",
+                    "cgym eval --pool zoo:default --protocol majority_vote --estimator loo --items 100")
+    _pool_option(p)
+    p.add_argument("--protocol", default="debate", help="protocol name (see `cgym protocols`)")
+    _task_options(p)
+    p.add_argument("--estimator", default="all", help="loo, shapley, banzhaf, mc, a comma-separated list, or all")
+    p.add_argument("--items", type=_number_at_least(1), default=200, help="items to evaluate on")
+    p.add_argument("--members", default=None, help="comma-separated subset of the pool (default: every member)")
+    _protocol_settings(p)
+    p.add_argument("--out", default="runs/eval", help="folder for the leaderboard files")
+    p.add_argument("--cache", default=None, help="folder for the persistent generation cache: a killed run "
+                                                 "resumes from it (default: no cache)")
+    p.add_argument("--seed", type=int, default=0, help="episode, bootstrap and permutation seed")
+    p.add_argument("--bootstrap", type=_number_at_least(1), default=2000, help="bootstrap resamples over items")
+    p.add_argument("--mc-tolerance", type=_number_at_least(0.0, float, strict=True), default=0.005,
+                   help="MC Shapley: stop when every value's permutation stderr is below this")
+    p.add_argument("--mc-budget", type=_number_at_least(1), default=None,
+                   help="MC Shapley: at most this many coalitions (default: no cap)")
+    p.add_argument("--executor", default="local", choices=["local", "ray"],
+                   help="where coalition executions run (ray: pip install 'coalition-gym[ray]')")
+    p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")
+    p.add_argument("--num-cpus", type=_number_at_least(1), default=None,
+                   help="CPUs of a locally started Ray (default: all)")
+    _output_options(p)
+    _max_failures_option(p)
+    p.set_defaults(func=commands.cmd_eval)
+
+    p = _subcommand(sub, "sweep", "pools x protocols x tasks, with the cross-setting significance summary",
+                    "cgym sweep --pools sim:demo,sim:independent --protocols debate,majority_vote "
+                    "--tasks rg/basic_arithmetic,rg/chain_sum --items 100 --out runs/sweep")
+    p.add_argument("--pools", default="sim:demo,sim:independent", help="comma-separated pools (see `cgym pools`)")
+    p.add_argument("--protocols", default="debate,llm_blender,slm_mux,majority_vote",
+                   help="comma-separated protocols")
+    p.add_argument("--tasks", default="rg/basic_arithmetic,rg/gsm_symbolic", help="comma-separated tasks")
+    p.add_argument("--estimator", default="loo", help="loo, shapley, banzhaf, mc, a comma-separated list, or all")
+    p.add_argument("--items", type=_number_at_least(1), default=100, help="items per task")
+    p.add_argument("--alpha", type=_probability, default=0.05, help="Benjamini-Hochberg false discovery rate")
+    p.add_argument("--out", default="runs/sweep", help="folder for sweep_summary.json, sweep.md and one "
+                                                       "leaderboard folder per setting")
+    p.add_argument("--cache", default=None, help="folder for the generation caches (default: none)")
+    p.add_argument("--seed", type=int, default=0, help="episode, bootstrap and permutation seed")
+    _output_options(p)
+    _max_failures_option(p)
+    p.set_defaults(func=commands.cmd_sweep)
+
+    p = _subcommand(sub, "compare", "one table (and HTML page) across `cgym eval` output folders",
+                    "cgym compare runs/debate runs/blender --out runs/compare")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="folders written by `cgym eval --out`")
+    p.add_argument("--out", default=None, help="folder for compare.md, compare.html and compare.json "
+                                               "(default: print only)")
+    p.add_argument("--overwrite", action="store_true", help="replace the results in a non-empty --out")
+    p.set_defaults(func=commands.cmd_compare)
+
+    p = _subcommand(sub, "train", "train a policy to collaborate: C-RL and its baselines",
+                    "cgym train --method crl,grpo-indiv --preset tiny --policy zoo:default/polymath "
+                    "--protocol majority_vote --task zoo:reverse --collaborators sim:split --steps 300",
+                    "cgym train --method base --preset tiny --policy zoo:tiny/pico --task zoo:arith --steps 1")
+    p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base, "
+                                                   "or a comma-separated list")
+    p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: the "
+                                                    "preset's, slm_mux)")
+    p.add_argument("--task", default=None, help="training task, e.g. zoo:arith (default: the preset's)")
+    p.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> (default: the "
+                                                  "preset's)")
+    _pool_option(p, "--collaborators", None)
+    p.add_argument("--members", default=None, help="comma-separated subset of the collaborators' pool "
+                                                   "(default: all)")
+    p.add_argument("--steps", type=_number_at_least(1), default=None, help="training steps (default: the preset's)")
+    p.add_argument("--seed", type=int, default=None, help="run seed (default: the preset's, 0)")
+    p.add_argument("--preset", default="paper", choices=["paper", "tiny"],
+                   help="paper (lr 1e-6, 8x8 executions) or tiny (zoo models on CPU)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any TrainConfig field, or protocol.<setting>, repeatable")
+    p.add_argument("--tensorboard", action="store_true", help="also log metrics to TensorBoard")
+    p.add_argument("--executor", default="local", choices=["local", "ray"], help="where rollouts are collected")
+    p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")
+    p.add_argument("--out", default="runs/train", help="root folder: one resumable run folder per method and seed")
+    _max_failures_option(p)
+    p.set_defaults(func=commands.cmd_train)
+
+    p = _subcommand(sub, "zoo", "the tiny offline transformers zoo: build it, list recipes",
+                    "cgym zoo list", "cgym zoo build --recipe tiny")
+    zsub = p.add_subparsers(dest="zoo_command", required=True, metavar="ZOO_COMMAND")
+    z = _subcommand(zsub, "build", "train and evaluate a zoo recipe (prints each model's accuracy)",
+                    "cgym zoo build", "cgym zoo build --recipe tiny --force")
+    z.add_argument("--recipe", default="default", help="recipe name (see `cgym zoo list`)")
+    z.add_argument("--out", default=None, help="cache root (default: $COALITION_GYM_HOME/zoo or "
+                                               "~/.cache/coalition_gym/zoo)")
+    z.add_argument("--force", action="store_true", help="rebuild even if a build exists")
+    z.set_defaults(func=commands.cmd_zoo)
+    z = _subcommand(zsub, "list", "recipes, their models and whether they are built", "cgym zoo list")
+    z.add_argument("--out", default=None, help="cache root (default: as for build)")
+    z.set_defaults(func=commands.cmd_zoo)
+
+    p = _subcommand(sub, "tasks", "list task families and tasks: category, size, data source",
+                    "cgym tasks", "cgym tasks --all")
+    p.add_argument("--all", action="store_true", help="one line per reasoning-gym generator")
+    p.set_defaults(func=commands.cmd_tasks)
+
+    p = _subcommand(sub, "demo", "solo vs compositional strength on the demo pool, all protocols",
+                    "cgym demo", "cgym demo --items 300 --out runs/demo --overwrite")
+    _pool_option(p)
+    p.add_argument("--task", default="rg/basic_arithmetic", help="task name (see `cgym tasks`)")
+    p.add_argument("--items", type=_number_at_least(1), default=1000, help="items per protocol")
+    p.add_argument("--seed", type=int, default=0, help="episode and bootstrap seed")
+    p.add_argument("--out", default="runs/demo", help="folder for summary.json, strength.md and a leaderboard "
+                                                      "folder per protocol")
+    p.add_argument("--overwrite", action="store_true", help="replace the results in a non-empty --out")
+    p.set_defaults(func=commands.cmd_demo)
+    return parser
