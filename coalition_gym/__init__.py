@@ -3,6 +3,8 @@
 Importing the package registers every environment id with Gymnasium (``coalition_gym/Debate-v0`` ...).
 """
 
+__version__ = "0.1.0"  # first: modules imported below read it
+
 from .agents import AgentProfile, Generator, Pool, SimulatedAgent, load_pool
 from .envs import (ENV_IDS, PROTOCOLS, CollaborationEnv, CollaborationParallelEnv, RunStats, make_protocol,
                    parallel_env, register_envs, run_episodes)
@@ -11,8 +13,6 @@ from .tasks import make as make_task
 from .types import Ask, EpisodeResult, Item, Message, Outcome, Sample, SamplingParams
 
 register_envs()
-
-__version__ = "0.1.0"
 
 __all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "ENV_IDS", "PROTOCOLS", "RunStats",
            "CollaborationEnv",

@@ -1,0 +1,34 @@
+"""A new backend: any Python callable that writes text can be a pool member (here a calculator that
+evaluates the question's arithmetic expression), next to simulated agents, HF models or servers.
+
+A backend is a ``Generator``: ``generate(asks)`` returns one ``Sample`` per ``Ask``, in order, and the
+sample may depend only on that Ask (its messages, sampling parameters and seed), never on the rest of
+the batch. ``identity`` names the model behind it (generation-cache keys and run records use it).
+
+    python examples/custom_backend.py
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from coalition_gym import Ask, Generator, Pool, Sample, load_pool, make_protocol, make_task
+from coalition_gym.demo import calculator_policy
+from coalition_gym.valuation.report import evaluate, print_leaderboard
+
+
+class Calculator(Generator):
+    identity = "example:calculator-v1"
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        return [Sample(text=calculator_policy(ask.messages[-1].content)) for ask in asks]
+
+
+if __name__ == "__main__":
+    demo = load_pool("sim:demo")
+    pool = Pool(members={"calculator": Calculator(), "atlas": demo.members["atlas"], "delta": demo.members["delta"]},
+                helpers=demo.helpers, name="calculator+sim")
+    task = make_task("rg/basic_arithmetic", size=40)
+    report = evaluate(make_protocol("debate", rounds=2), pool, task, task.items("test"), ["shapley"], n_boot=200)
+    print(print_leaderboard(report))
+    print("recorded as:", report.record["pool"]["members"]["calculator"])

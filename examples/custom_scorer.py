@@ -1,0 +1,52 @@
+"""A new scorer: numeric answers count as right within a relative tolerance (1%), with partial credit
+up to 10%, and say why they scored what they did.
+
+A scorer is a function from (extracted answer, item) to a ``ScoreResult`` (score in 0..1, whether the
+answer could be read, a reason). Plug it into any task by overriding ``score_detail`` (and ``score``,
+which every driver calls); here a reasoning-gym task keeps its items, prompts and extraction.
+
+    python examples/custom_scorer.py
+"""
+
+from __future__ import annotations
+
+from coalition_gym import Item, load_pool, make_protocol, make_task, run_episodes
+from coalition_gym.scorers.result import ScoreResult
+from coalition_gym.tasks.reasoning_gym import ReasoningGymTask
+
+
+def within_tolerance(answer: str | None, gold: str, exact: float = 0.01, partial: float = 0.10) -> ScoreResult:
+    if answer is None:
+        return ScoreResult(0.0, False, "no answer")
+    try:
+        value, target = float(answer.replace(",", "")), float(gold)
+    except ValueError:
+        return ScoreResult(0.0, False, f"not a number: {answer!r}")
+    error = abs(value - target) / max(abs(target), 1e-9)
+    if error <= exact:
+        return ScoreResult(1.0, True, f"within {exact:.0%}")
+    if error >= partial:
+        return ScoreResult(0.0, True, f"off by {error:.1%}")
+    return ScoreResult(round(1 - (error - exact) / (partial - exact), 4), True, f"off by {error:.1%}: partial credit")
+
+
+class TolerantArithmetic(ReasoningGymTask):
+    def __init__(self, **kwargs):
+        super().__init__("decimal_arithmetic", name="tolerant_decimal_arithmetic", **kwargs)
+
+    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
+        return within_tolerance(answer, item.gold)
+
+    def score(self, answer: str | None, item: Item) -> float:
+        return self.score_detail(answer, item).score
+
+
+if __name__ == "__main__":
+    for answer in ("12.3", "12.5", "13.0", "x"):
+        print(f"{answer!r} for gold 12.3 ->", within_tolerance(answer, "12.3"))
+    task, pool = TolerantArithmetic(size=30), load_pool("sim:demo")
+    strict = make_task("rg/decimal_arithmetic", size=30)
+    for t in (strict, task):
+        results = run_episodes(make_protocol("majority_vote"), t, t.items("test"), pool.member_names,
+                               pool.backends(), seed=0)
+        print(f"{t.name}: {sum(r.score for r in results) / len(results):.3f}")

@@ -1,0 +1,28 @@
+"""The extension examples run as written (examples/*.py): a protocol, a task, a scorer, a backend."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXPECTED = {
+    "custom_protocol.py": ["system score:", "shapley [95% CI]", "gym episode: 2 policy turns"],
+    "custom_task.py": ["majority vote on vowel_count:", "vowel_count/train/"],
+    "custom_scorer.py": ["'12.5' for gold 12.3 -> ScoreResult(score=0.9304", "tolerant_decimal_arithmetic:"],
+    "custom_backend.py": ["calculator  1.000 [1.000, 1.000]", "'identity': 'example:calculator-v1'"],
+}
+
+
+def test_every_example_is_tested():
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_runs(name, tmp_path):
+    proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for line in EXPECTED[name]:
+        assert line in proc.stdout, proc.stdout
