@@ -7,6 +7,7 @@ and coalition), ``summary.json``, ``run.json`` (the run record), ``leaderboard.m
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from ..records import RunRecord, describe_pool, describe_task
 from ..redaction import JsonLines, write_json, write_text
 from ..tasks.base import Task
 from ..types import Item
-from .estimators import ESTIMATORS, ValuationResult
+from .estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult
 from .game import CoalitionGame
 from . import html
 from .stats import Correlation, pearson, rescue_drag, spearman
@@ -86,6 +87,7 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
     game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
                          executor=executor, record_text=record_text)
     try:
+        game.evaluate(_known_coalitions(game, estimators))  # one batch, one progress bar with its real total
         results = {}
         for name in estimators:
             kwargs = dict(mc or {}) if name == "mc" else {}
@@ -100,6 +102,17 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
                                   seeds={"seed": seed, "bootstrap": n_boot},
                                   items=[it.id for it in game.items])
     return report
+
+
+def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[frozenset]:
+    """The coalitions the exact estimators will ask for (Monte Carlo's depend on its draws)."""
+    players = frozenset(game.players)
+    if {"shapley", "banzhaf"} & set(estimators) and len(players) <= EXACT_LIMIT:  # above it they refuse
+        return [frozenset(c) for k in range(1, len(players) + 1) for c in itertools.combinations(game.players, k)]
+    wanted = [players] + ([players - {p} for p in players] if "loo" in estimators else [])
+    if game.solo_game() is game:
+        wanted += [frozenset({p}) for p in players]
+    return wanted
 
 
 def leaderboard(report: EvalReport) -> list[dict[str, Any]]:
