@@ -71,6 +71,11 @@ class Game(ABC):
     def coalitions_evaluated(self) -> int:
         return len(self._values)
 
+    @property
+    def generations(self) -> int:
+        """What evaluating cost the backends; a game without backends counts one per coalition."""
+        return self.coalitions_evaluated
+
     def solo_game(self) -> "Game":
         """The game whose singletons give solo strength (itself, unless the protocol needs more)."""
         return self

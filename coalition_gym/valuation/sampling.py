@@ -1,0 +1,522 @@
+"""Shapley values from a sample of coalitions: samplers, stopping rules, estimates with honest intervals.
+
+The parts compose as in pyDVL: a **sampler** proposes coalitions in rounds, the game evaluates them
+(distinct coalitions and the generations they cost are the budget), **stopping rules** end the loop
+(``Budget(coalitions=...)``, ``Budget(generations=...)``, ``Tolerance(stderr)``, ``MaxRounds(k)``,
+combined with ``|``), and the result carries per-item contributions and an interval that includes
+the sampling error as well as item uncertainty.
+
+Samplers (all sample coalitions *without replacement* within a size, since a coalition evaluated
+twice costs nothing and tells nothing new):
+
+- ``kernel``: paired KernelSHAP. Coalitions are drawn size by size, each with its complement; whole
+  sizes are enumerated while the budget allows, largest Shapley-kernel mass first (the "border
+  trick"); the rest of the budget goes to the other sizes in proportion to their kernel mass. The
+  estimate solves the kernel-weighted least squares problem under efficiency (sum = v(N)), each sampled
+  coalition weighted by its size's kernel mass over the number sampled in that size, so enumerating
+  every size gives exact Shapley. Needs n + 1 coalitions (the full one and the n singletons).
+- ``stratified``: SVARM-style stratified estimate without marginal contributions:
+  phi_i = 1/n * sum_k (mean v(S) over |S| = k + 1 with i in S  -  mean v(S) over |S| = k without i),
+  sizes 1 and n - 1 enumerated first, the budget spread evenly over the other sizes, each coalition
+  with its complement. A player never sampled inside (outside) a size gets that size's overall mean.
+- ``permutation``: antithetic permutation sampling (each permutation and its reverse), the
+  classic estimator; kept for comparison.
+
+An estimate switches to the **exact** Shapley value as soon as the budget reaches all 2^n - 1
+coalitions (or all are already known). The interval is a two-level bootstrap: items are resampled
+(the same items for every player) and, within each sampled size, the sampled units (a coalition and
+its complement, or a permutation pair) are resampled; enumerated sizes carry no sampling error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ConfigError
+from .game import Game
+
+SAMPLERS = ("kernel", "stratified", "permutation")
+
+
+# -- stopping rules -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """What a stopping rule sees after each round."""
+
+    coalitions: int  # distinct coalitions this estimate has evaluated (known ones are free)
+    generations: int  # backend generations those cost
+    rounds: int
+    stderr: float  # the largest player's sampling standard error so far (inf before two units)
+
+
+class StopRule:
+    def done(self, progress: Progress) -> bool:
+        raise NotImplementedError
+
+    def __or__(self, other: "StopRule") -> "StopRule":
+        return AnyOf([self, other])
+
+
+@dataclass
+class AnyOf(StopRule):
+    rules: list[StopRule]
+
+    def done(self, progress: Progress) -> bool:
+        return any(rule.done(progress) for rule in self.rules)
+
+    def __or__(self, other: StopRule) -> StopRule:
+        return AnyOf(self.rules + [other])
+
+
+@dataclass
+class Budget(StopRule):
+    """Stop when this many distinct coalitions or generations have been spent."""
+
+    coalitions: int | None = None
+    generations: int | None = None
+
+    def done(self, progress: Progress) -> bool:
+        return ((self.coalitions is not None and progress.coalitions >= self.coalitions)
+                or (self.generations is not None and progress.generations >= self.generations))
+
+
+@dataclass
+class Tolerance(StopRule):
+    stderr: float
+
+    def done(self, progress: Progress) -> bool:
+        return progress.stderr <= self.stderr
+
+
+@dataclass
+class MaxRounds(StopRule):
+    rounds: int
+
+    def done(self, progress: Progress) -> bool:
+        return progress.rounds >= self.rounds
+
+
+# -- coalitions as bitmasks ---------------------------------------------------------------------------
+
+
+def _size(mask: int) -> int:
+    return bin(mask).count("1")
+
+
+def _combination(rank: int, n: int, k: int) -> int:
+    """The ``rank``-th k-subset of range(n) in colexicographic order, as a bitmask (unranking lets us
+    sample k-subsets without replacement without listing all C(n, k))."""
+    mask, remaining = 0, rank
+    for size in range(k, 0, -1):
+        top = size - 1
+        while math.comb(top + 1, size) <= remaining:
+            top += 1
+        remaining -= math.comb(top, size)
+        mask |= 1 << top
+    return mask
+
+
+@dataclass
+class Unit:
+    """A sampled unit: coalitions that enter the estimate together (a coalition and its complement, or
+    the chain of a permutation pair)."""
+
+    stratum: int  # size (kernel, stratified) or 0 (permutation)
+    masks: list[int]
+    orders: list[np.ndarray] = field(default_factory=list)  # permutation sampler only
+
+
+@dataclass
+class Design:
+    """What has been evaluated: enumerated sizes (exact, no sampling error) and sampled units."""
+
+    n: int
+    complete: set[int] = field(default_factory=set)  # sizes whose every coalition is evaluated
+    units: list[Unit] = field(default_factory=list)
+    seen: set[int] = field(default_factory=set)  # sampled masks so far (no repeats)
+
+    def masks(self) -> set[int]:
+        out = {(1 << self.n) - 1}
+        for s in self.complete:
+            out |= {_combination(r, self.n, s) for r in range(math.comb(self.n, s))}
+        for u in self.units:
+            out |= set(u.masks)
+        return out
+
+
+# -- samplers: propose the next round of units ------------------------------------------------------------
+
+
+class Sampler:
+    name = "sampler"
+    min_coalitions = 1
+
+    def __init__(self, n: int, rng: np.random.Generator):
+        self.n, self.rng = n, rng
+
+    def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
+        """The next round: whole sizes (ints) or units, at most ``room`` new coalitions (what the budget
+        has left) and about ``step`` unless a whole size is enumerated; [] when nothing fits."""
+        raise NotImplementedError
+
+    def estimate(self, design: Design, value: Callable[[int], np.ndarray],
+                 units: list[Unit] | None = None) -> np.ndarray:
+        """players x items estimate from the design (``units`` replaces the sampled units: bootstrap)."""
+        raise NotImplementedError
+
+    # shared: a random coalition of size s (and its complement) not sampled before
+    def _draw(self, design: Design, s: int, pair: bool) -> Unit | None:
+        total = math.comb(self.n, s)
+        for _ in range(64):
+            mask = _combination(int(self.rng.integers(total)), self.n, s)
+            comp = ((1 << self.n) - 1) ^ mask
+            if mask not in design.seen and (not pair or comp not in design.seen):
+                return Unit(s, [mask, comp] if pair and comp != mask else [mask])
+        return None
+
+
+def _size_units(design: Design, s: int) -> list[Unit]:
+    return [u for u in design.units if u.stratum == s]
+
+
+class KernelSampler(Sampler):
+    name = "kernel"
+
+    def __init__(self, n: int, rng: np.random.Generator):
+        super().__init__(n, rng)
+        self.min_coalitions = n + 1
+        half = range(1, n // 2 + 1)
+        mass = {s: (n - 1) / (s * (n - s)) for s in range(1, n)}
+        # paired sizes (s, n - s), most kernel mass first
+        self.pairs = sorted(half, key=lambda s: -(mass[s] + (mass[n - s] if n - s != s else 0)))
+        self.mass = mass
+
+    def _pair_cost(self, s: int) -> int:
+        return math.comb(self.n, s) * (1 if 2 * s == self.n else 2)
+
+    def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
+        open_pairs = [s for s in self.pairs if s not in design.complete]
+        if not open_pairs or room <= 0:
+            return []
+        first = open_pairs[0]
+        sampled = sum(len(u.masks) for u in design.units if u.stratum in (first, self.n - first))
+        if sampled == 0 and self._pair_cost(first) <= room:  # border trick: the whole size pair
+            return [first] + ([self.n - first] if self.n - first != first else [])
+        # the open pairs share the rest in proportion to their kernel mass: next is the one furthest behind
+        weight = {s: self.mass[s] + (self.mass[self.n - s] if self.n - s != s else 0) for s in open_pairs}
+        count = {s: sum(len(u.masks) for u in design.units if u.stratum in (s, self.n - s)) for s in open_pairs}
+        out: list[Unit | int] = []
+        budget = min(room, step)
+        while budget > 0 and open_pairs:
+            s = min(open_pairs, key=lambda k: (count[k] / weight[k], self.rng.random()))
+            size = s if self.rng.random() < 0.5 else self.n - s  # which side is drawn does not matter
+            unit = self._draw(design, size, pair=True)
+            if unit is None:  # this pair is (nearly) exhausted
+                open_pairs.remove(s)
+                continue
+            if len(unit.masks) > budget:
+                break
+            design.seen.update(unit.masks)
+            out.append(unit)
+            count[s] += len(unit.masks)
+            budget -= len(unit.masks)
+        return out
+
+    def estimate(self, design: Design, value: Callable[[int], np.ndarray],
+                 units: list[Unit] | None = None) -> np.ndarray:
+        n = self.n
+        units = design.units if units is None else units
+        rows, weights = [], []
+        for s in design.complete:
+            for r in range(math.comb(n, s)):
+                rows.append(_combination(r, n, s))
+                weights.append(self.mass[s] / math.comb(n, s))
+        counts: dict[int, int] = {}
+        for u in units:
+            for m in u.masks:
+                counts[_size(m)] = counts.get(_size(m), 0) + 1
+        for u in units:
+            for m in u.masks:
+                rows.append(m)
+                weights.append(self.mass[_size(m)] / counts[_size(m)])
+        full = value((1 << n) - 1)
+        if not rows:
+            return np.tile(full / n, (n, 1))
+        z = np.array([[(m >> k) & 1 for k in range(n)] for m in rows], dtype=float)
+        w = np.asarray(weights)
+        y = np.stack([value(m) for m in rows])  # rows x items; v(empty) = 0
+        a = z.T @ (w[:, None] * z)
+        b = z.T @ (w[:, None] * y)
+        a_inv = np.linalg.pinv(a)
+        ones = np.ones(n)
+        # efficiency: the constrained solution is the unconstrained one, shifted along A^-1 1
+        base = a_inv @ b
+        correction = (ones @ base - full) / (ones @ a_inv @ ones)
+        return base - np.outer(a_inv @ ones, correction)
+
+
+class StratifiedSampler(Sampler):
+    name = "stratified"
+
+    def __init__(self, n: int, rng: np.random.Generator):
+        super().__init__(n, rng)
+        self.min_coalitions = 2 * n + 1 if n > 2 else 2 ** n - 1
+
+    def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
+        n = self.n
+        for border in (1, n - 1):  # sizes 1 and n-1 first, whole
+            if border not in design.complete and 0 < border < n:
+                return [border] if math.comb(n, border) <= room else []
+        open_sizes = [s for s in range(2, n - 1) if s not in design.complete]
+        out: list[Unit | int] = []
+        budget = min(room, step)
+        while budget > 0 and open_sizes:
+            # even spread: the open size with the fewest sampled coalitions next
+            count = {s: sum(len(u.masks) for u in design.units if _size(u.masks[0]) in (s, n - s)) for s in open_sizes}
+            s = min(open_sizes, key=lambda k: (count[k], self.rng.random()))
+            remaining = math.comb(n, s) + (math.comb(n, n - s) if n - s != s else 0) - count[s]
+            if remaining <= 0:
+                open_sizes.remove(s)
+                continue
+            unit = self._draw(design, s, pair=True)
+            if unit is None or len(unit.masks) > budget:
+                break
+            design.seen.update(unit.masks)
+            out.append(unit)
+            budget -= len(unit.masks)
+        return out
+
+    def estimate(self, design: Design, value: Callable[[int], np.ndarray],
+                 units: list[Unit] | None = None) -> np.ndarray:
+        n = self.n
+        units = design.units if units is None else units
+        full = value((1 << n) - 1)
+        items = full.shape[0]
+        by_size: dict[int, list[int]] = {s: [] for s in range(1, n)}
+        for s in design.complete:
+            by_size[s] = [_combination(r, n, s) for r in range(math.comb(n, s))]
+        for u in units:
+            for m in u.masks:
+                if _size(m) not in design.complete:
+                    by_size[_size(m)].append(m)
+        inside = np.zeros((n, n + 1, items))  # [player, size]: mean v(S) over sampled S of that size with i
+        outside = np.zeros((n, n + 1, items))
+        inside[:, n] = full
+        for s, masks in by_size.items():
+            if not masks:
+                continue
+            values = np.stack([value(m) for m in masks])
+            member = np.array([[(m >> k) & 1 for k in range(n)] for m in masks], dtype=bool)
+            overall = values.mean(axis=0)
+            for k in range(n):
+                has, lacks = member[:, k], ~member[:, k]
+                inside[k, s] = values[has].mean(axis=0) if has.any() else overall
+                outside[k, s] = values[lacks].mean(axis=0) if lacks.any() else overall
+        # phi_i = 1/n sum_{s=0}^{n-1} (inside[i, s+1] - outside[i, s]); outside[i, 0] = v(empty) = 0
+        return (inside[:, 1:].sum(axis=1) - outside[:, :n].sum(axis=1)) / n
+
+
+class PermutationSampler(Sampler):
+    name = "permutation"
+
+    def __init__(self, n: int, rng: np.random.Generator):
+        super().__init__(n, rng)
+        self.min_coalitions = 2 * n - 1
+
+    def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
+        known = design.masks()
+        out: list[Unit | int] = []
+        budget = room  # whole permutation pairs; the round is at most 8 of them
+        for _ in range(8):
+            order = self.rng.permutation(self.n)
+            orders = [order, order[::-1].copy()]
+            masks = [sum(1 << int(j) for j in o[:k]) for o in orders for k in range(1, self.n + 1)]
+            new = {m for m in masks if m not in known}
+            if len(new) > budget:
+                break
+            known |= new
+            budget -= len(new)
+            out.append(Unit(0, masks, orders))
+        return out
+
+    def estimate(self, design: Design, value: Callable[[int], np.ndarray],
+                 units: list[Unit] | None = None) -> np.ndarray:
+        units = design.units if units is None else units
+        total = 0.0
+        for u in units:
+            for order in u.orders:
+                previous, mask = 0.0, 0
+                marginal = np.zeros((self.n, value((1 << self.n) - 1).shape[0]))
+                for j in order:
+                    mask |= 1 << int(j)
+                    current = value(mask)
+                    marginal[int(j)] = current - previous
+                    previous = current
+                total = total + marginal
+        return total / (2 * len(units))
+
+
+SAMPLER_CLASSES: dict[str, type[Sampler]] = {"kernel": KernelSampler, "stratified": StratifiedSampler,
+                                              "permutation": PermutationSampler}
+
+
+# -- the estimate -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SampledShapley:
+    per_item: np.ndarray  # players x items
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    stderr: np.ndarray  # two-level bootstrap standard error
+    sampling_stderr: np.ndarray  # from resampling the sampled units alone
+    exact: bool
+    sampler: str
+    coalitions: int
+    generations: int
+    rounds: int
+    stop_reason: str
+
+
+def choose_sampler(n: int, budget: int | None) -> str:
+    """The default sampler for a coalition budget (measured in benchmarks/estimators.py)."""
+    return "kernel"
+
+
+def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = None, seed: int = 0,
+                    n_boot: int = 1000, round_coalitions: int | None = None) -> SampledShapley:
+    """Shapley values of ``game``'s players from sampled coalitions (see the module doc)."""
+    players = game.players
+    n = len(players)
+    stop = stop or (Tolerance(0.005) | MaxRounds(500))
+    budget = _coalition_budget(stop)
+    name = choose_sampler(n, budget) if sampler == "auto" else sampler
+    if name not in SAMPLER_CLASSES:
+        raise ConfigError(f"unknown sampler {sampler!r}; use auto, {', '.join(SAMPLERS)}")
+    rng = np.random.default_rng(seed)
+    impl = SAMPLER_CLASSES[name](n, rng)
+    if budget is not None and budget < impl.min_coalitions and budget < 2 ** n - 1:
+        raise ConfigError(f"a budget of {budget} coalitions is too small for the {name} sampler with n={n}: "
+                          f"it needs at least {impl.min_coalitions}")
+    start_coalitions, start_generations = game.coalitions_evaluated, game.generations
+
+    def names(mask: int) -> frozenset:
+        return frozenset(players[k] for k in range(n) if mask >> k & 1)
+
+    memo: dict[int, np.ndarray] = {0: np.zeros(game.n_items)}
+
+    def value(mask: int) -> np.ndarray:
+        if mask not in memo:
+            memo[mask] = game.per_item(names(mask))
+        return memo[mask]
+
+    def spent() -> tuple[int, int]:
+        return game.coalitions_evaluated - start_coalitions, game.generations - start_generations
+
+    everyone = (1 << n) - 1
+    all_known = all(names(m) in game._values for m in range(1, 1 << n)) if n <= 16 else False
+    if all_known or (budget is not None and budget >= 2 ** n - 1):
+        return _exact(game, value, n, seed, n_boot, name, spent, "every coalition fits the budget")
+    game.evaluate([names(everyone)])
+    design = Design(n)
+    step = round_coalitions or 2 * n
+    rounds, reason, sampling_se = 0, "", np.full(n, np.inf)
+    while True:
+        used, gens = spent()
+        room = 2 ** n if budget is None else budget - used
+        proposal = impl.propose(design, room, step)
+        if not proposal:
+            reason = "budget" if budget is not None else "no new coalitions"
+            break
+        masks: set[int] = set()
+        for p in proposal:
+            if isinstance(p, int):
+                masks |= {_combination(r, n, p) for r in range(math.comb(n, p))}
+            else:
+                masks |= set(p.masks)
+        game.evaluate([names(m) for m in masks])
+        for p in proposal:
+            if isinstance(p, int):
+                design.complete.add(p)
+                design.units = [u for u in design.units if u.stratum != p]
+            else:
+                design.units.append(p)
+        rounds += 1
+        if len(design.masks()) >= 2 ** n - 1:
+            return _exact(game, value, n, seed, n_boot, name, spent, "every coalition was sampled")
+        sampling_se = _sampling_stderr(impl, design, value, rng, 60)
+        used, gens = spent()
+        if stop.done(Progress(used, gens, rounds, float(np.max(sampling_se)))):
+            reason = _which(stop, Progress(used, gens, rounds, float(np.max(sampling_se))))
+            break
+    per_item = impl.estimate(design, value)
+    low, high, se, s_se = _two_level_bootstrap(impl, design, value, per_item, seed, n_boot)
+    used, gens = spent()
+    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason)
+
+
+def _coalition_budget(stop: StopRule) -> int | None:
+    rules = stop.rules if isinstance(stop, AnyOf) else [stop]
+    budgets = [r.coalitions for r in rules if isinstance(r, Budget) and r.coalitions is not None]
+    return min(budgets) if budgets else None
+
+
+def _which(stop: StopRule, progress: Progress) -> str:
+    rules = stop.rules if isinstance(stop, AnyOf) else [stop]
+    for rule in rules:
+        if rule.done(progress):
+            return {Budget: "budget", Tolerance: "tolerance", MaxRounds: "max_rounds"}.get(type(rule), type(rule).__name__)
+    return "stopped"
+
+
+def _exact(game: Game, value: Callable[[int], np.ndarray], n: int, seed: int, n_boot: int, name: str,
+           spent: Callable[[], tuple[int, int]], why: str) -> SampledShapley:
+    from .estimators import exact_shapley
+
+    result = exact_shapley(game, n_boot=n_boot, seed=seed)
+    used, gens = spent()
+    zero = np.zeros(n)
+    return SampledShapley(result.per_item, result.ci_low, result.ci_high, result.stderr, zero, True, name, used,
+                          gens, 0, f"exact: {why}")
+
+
+def _resample_units(design: Design, rng: np.random.Generator) -> list[Unit]:
+    by_stratum: dict[int, list[Unit]] = {}
+    for u in design.units:
+        by_stratum.setdefault(u.stratum, []).append(u)
+    out: list[Unit] = []
+    for units in by_stratum.values():
+        out += [units[int(k)] for k in rng.integers(len(units), size=len(units))]
+    return out
+
+
+def _sampling_stderr(impl: Sampler, design: Design, value: Callable[[int], np.ndarray],
+                     rng: np.random.Generator, reps: int) -> np.ndarray:
+    """Bootstrap standard error of the item-mean estimate from resampling the sampled units only."""
+    if len(design.units) < 2:
+        return np.full(impl.n, np.inf if design.units else 0.0)
+    draws = np.stack([impl.estimate(design, value, _resample_units(design, rng)).mean(axis=1) for _ in range(reps)])
+    return draws.std(axis=0, ddof=1)
+
+
+def _two_level_bootstrap(impl: Sampler, design: Design, value: Callable[[int], np.ndarray], per_item: np.ndarray,
+                         seed: int, n_boot: int) -> tuple[np.ndarray, ...]:
+    """Percentile 95% CI and stderr of each player's value over items *and* sampled units."""
+    rng = np.random.default_rng(seed + 1)
+    items = per_item.shape[1]
+    reps = max(50, min(n_boot, 400))  # every replicate re-solves the estimate
+    draws, unit_only = [], []
+    for _ in range(reps):
+        estimate = impl.estimate(design, value, _resample_units(design, rng)) if design.units else per_item
+        cols = rng.integers(items, size=items)
+        draws.append(estimate[:, cols].mean(axis=1))
+        unit_only.append(estimate.mean(axis=1))
+    d = np.stack(draws)
+    return (np.percentile(d, 2.5, axis=0), np.percentile(d, 97.5, axis=0), d.std(axis=0, ddof=1),
+            np.stack(unit_only).std(axis=0, ddof=1))
