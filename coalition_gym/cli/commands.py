@@ -161,7 +161,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     pool = load_pool(args.pool)
     members = args.members.split(",") if args.members else None
     cache = _open_cache(args.cache, pool.name)
-    mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget}
+    mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget, "budget_generations": args.mc_budget_generations,
+          "sampler": args.sampler}
     executor = make_executor(args.executor, address=args.address, num_cpus=args.num_cpus)
     try:
         report = evaluate(protocol, pool, task, task.items(args.split), estimators, members=members,

@@ -128,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     _pool_option(p)
     p.add_argument("--protocol", default="debate", help="protocol name (see `cgym protocols`)")
     _task_options(p)
-    p.add_argument("--estimator", default="all", help="loo, shapley, banzhaf, mc, a comma-separated list, or all")
+    p.add_argument("--estimator", default="all",
+                   help="loo, shapley, banzhaf, mc, auto (exact Shapley when it is cheap in generations, else mc), "
+                        "a comma-separated list, or all")
     p.add_argument("--items", type=_number_at_least(1), default=200, help="items to evaluate on")
     p.add_argument("--members", default=None, help="comma-separated subset of the pool (default: every member)")
     _protocol_settings(p)
@@ -140,7 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mc-tolerance", type=_number_at_least(0.0, float, strict=True), default=0.005,
                    help="MC Shapley: stop when every value's permutation stderr is below this")
     p.add_argument("--mc-budget", type=_number_at_least(1), default=None,
-                   help="MC Shapley: at most this many coalitions (default: no cap)")
+                   help="MC Shapley: at most this many distinct coalitions (default: no cap)")
+    p.add_argument("--mc-budget-generations", type=_number_at_least(1), default=None,
+                   help="MC Shapley: stop after this many backend generations (default: no cap); also what "
+                        "--estimator auto weighs exact Shapley against")
+    p.add_argument("--sampler", default="auto", choices=["auto", "hybrid", "kernel", "stratified", "permutation"],
+                   help="MC Shapley's sampler; auto is the most accurate measured (hybrid)")
     p.add_argument("--executor", default="local", choices=["local", "ray"],
                    help="where coalition executions run (ray: pip install 'coalition-gym[ray]')")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")

@@ -3,9 +3,10 @@
 - ``loo``: v(N) - v(N minus i); n + 1 coalitions.
 - ``shapley``: exact, all 2^n coalitions, weight |S|!(n-|S|-1)!/n! on v(S + i) - v(S).
 - ``banzhaf``: exact, all 2^n coalitions, uniform weight 1/2^(n-1).
-- ``mc``: Monte Carlo Shapley by antithetic permutation sampling (each permutation and its
-  reverse), stopped when every player's permutation standard error is below ``tolerance``, or at a
-  coalition budget, or at ``max_permutations``.
+- ``mc``: Shapley from sampled coalitions (:mod:`coalition_gym.valuation.sampling`: the calibrated
+  hybrid sampler by default), stopped at a tolerance, a budget in coalitions or generations, or a
+  round limit, exact when the budget covers every coalition; its interval includes the sampling error.
+  :func:`monte_carlo_shapley` is the classic antithetic permutation estimator, kept for comparison.
 - ``solo``: v({i}), the model alone.
 
 Every value is linear in the per-item values, so each estimator also gives per-item
@@ -166,7 +167,33 @@ def monte_carlo_shapley(game: Game, tolerance: float = 0.005, budget: int | None
                    permutation_stderr=perm_se.tolist(), stop_reason=stop_reason)
 
 
+def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | None = None,
+                           budget_generations: int | None = None, sampler: str = "auto", max_rounds: int = 500,
+                           n_boot: int = 2000, seed: int = 0) -> ValuationResult:
+    """Shapley values from sampled coalitions (``coalition_gym.valuation.sampling``): the default
+    sampler, stopped at ``tolerance`` (the largest sampling stderr), a budget in coalitions and/or in
+    generations, or ``max_rounds``; exact as soon as the budget covers every coalition. The interval
+    and stderr include the sampling error (two-level bootstrap)."""
+    from .sampling import Budget, MaxRounds, StopRule, Tolerance, sampled_shapley
+
+    rules: list[StopRule] = [MaxRounds(max_rounds)]
+    if tolerance and tolerance > 0:
+        rules.append(Tolerance(tolerance))
+    if budget is not None or budget_generations is not None:
+        rules.append(Budget(coalitions=budget, generations=budget_generations))
+    stop = rules[0]
+    for rule in rules[1:]:
+        stop = stop | rule
+    est = sampled_shapley(game, sampler=sampler, stop=stop, seed=seed, n_boot=n_boot)
+    values = est.per_item.mean(axis=1)
+    return ValuationResult("mc_shapley", game.players, values, est.stderr, est.ci_low, est.ci_high, est.per_item,
+                           game.coalitions_evaluated,
+                           {"sampler": est.sampler, "exact": est.exact, "stop_reason": est.stop_reason,
+                            "coalitions_used": est.coalitions, "generations_used": est.generations,
+                            "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist()})
+
+
 ESTIMATORS: dict[str, Callable[..., ValuationResult]] = {
-    "loo": leave_one_out, "shapley": exact_shapley, "banzhaf": exact_banzhaf, "mc": monte_carlo_shapley,
+    "loo": leave_one_out, "shapley": exact_shapley, "banzhaf": exact_banzhaf, "mc": sampled_shapley_values,
     "solo": solo,
 }

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
 from ..envs.executors import Executor
@@ -36,11 +38,47 @@ PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
 
 def parse_estimators(spec: str) -> list[str]:
     names = list(FIELDS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
-    bad = [n for n in names if n not in FIELDS]
+    bad = [n for n in names if n not in FIELDS and n != "auto"]
     if bad or not names:
-        raise ConfigError(f"unknown estimator {bad[0] if bad else spec!r}; use loo, shapley, banzhaf, mc, "
+        raise ConfigError(f"unknown estimator {bad[0] if bad else spec!r}; use loo, shapley, banzhaf, mc, auto, "
                           "a comma-separated list of them, or all")
     return names
+
+
+def choose_shapley_estimator(game: CoalitionGame, budget_generations: int | None = None,
+                             budget: int | None = None, probe: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """``auto``: exact Shapley when all 2^n coalitions are cheap in generations, else the sampling
+    estimator. The full coalition and the singletons (which every report needs) are run first, then a
+    probe of random other coalitions measures what one more coalition costs given what is cached
+    (one-shot protocols: nothing, once every member has answered). Cheap means: within the generation
+    budget when one is given; else within the coalition budget; else free, or no more coalitions than
+    the sampling estimator's usual reach (10n)."""
+    n = len(game.players)
+    if n > EXACT_LIMIT:
+        return {"chose": "mc", "why": f"n={n} > {EXACT_LIMIT}: exact enumeration is refused"}
+    players = frozenset(game.players)
+    game.evaluate([players] + [frozenset({p}) for p in game.players])
+    rng = np.random.default_rng(seed)
+    others = [m for m in range(1, 2 ** n - 1) if bin(m).count("1") > 1]
+    picked = rng.choice(len(others), size=min(probe or n, len(others)), replace=False)
+    coalitions = [frozenset(game.players[k] for k in range(n) if others[int(i)] >> k & 1) for i in picked]
+    before = game.generations
+    game.evaluate(coalitions)
+    per = (game.generations - before) / max(1, len(coalitions))
+    remaining = 2 ** n - 1 - game.coalitions_evaluated
+    predicted = per * remaining
+    facts = {"generations_so_far": game.generations, "generations_per_new_coalition": per,
+             "predicted_generations_for_exact": predicted, "coalitions_left": remaining}
+    need = f"exact needs about {predicted:.0f} more generations ({per:.2f} per coalition for {remaining} coalitions)"
+    if budget_generations is not None:
+        left = max(0, budget_generations - game.generations)
+        cheap, why = predicted <= left, f"{need}; the generation budget leaves {left}"
+    elif budget is not None:
+        cheap, why = remaining <= budget, f"{need}; the coalition budget is {budget}"
+    else:
+        cheap = per == 0 or remaining <= 10 * n
+        why = f"{need}; sampling would usually evaluate about {10 * n} coalitions"
+    return {"chose": "shapley" if cheap else "mc", "why": why, **facts}
 
 
 @dataclass
@@ -52,6 +90,7 @@ class EvalReport:
     wall_seconds: float
     correlation: dict[str, float | None] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)  # the run record (see coalition_gym.records)
+    auto: dict[str, Any] | None = None  # what --estimator auto chose, and why
 
     @property
     def primary(self) -> str:
@@ -78,7 +117,8 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
              members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
              progress: bool = False, n_boot: int = 2000, mc: dict[str, Any] | None = None,
              requested: str | None = None, executor: Executor | None = None,
-             record_text: bool = True, split: str | None = None, record: RunRecord | None = None) -> EvalReport:
+             record_text: bool = True, split: str | None = None, record: RunRecord | None = None,
+             budget_generations: int | None = None) -> EvalReport:
     """Value ``pool``'s members under ``protocol`` on ``items`` with every estimator asked for.
     ``record`` (started by the caller; one is started here if None) becomes the report's run record;
     ``split`` names where ``items`` came from, for that record."""
@@ -86,7 +126,12 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
     start = time.perf_counter()
     game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
                          executor=executor, record_text=record_text)
+    auto = None
     try:
+        if "auto" in estimators:
+            auto = choose_shapley_estimator(game, budget_generations or (mc or {}).get("budget_generations"),
+                                            budget=(mc or {}).get("budget"), seed=seed)
+            estimators = list(dict.fromkeys(auto["chose"] if e == "auto" else e for e in estimators))
         game.evaluate(_known_coalitions(game, estimators))  # one batch, one progress bar with its real total
         results = {}
         for name in estimators:
@@ -97,6 +142,7 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
         game.close()
     report = EvalReport(game, solo, results, requested or ",".join(estimators), time.perf_counter() - start)
     report.correlation = correlate(list(solo.values), list(results[report.primary].values), seed=seed)
+    report.auto = auto
     report.record = record.finish(pool=describe_pool(pool, game.players), task=describe_task(task, split),
                                   protocol={"name": game.protocol.name, "settings": game.protocol.settings()},
                                   seeds={"seed": seed, "bootstrap": n_boot},
@@ -149,6 +195,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "failures": game.failure_summary().to_dict(),
         "wall_seconds": report.wall_seconds,
         "mc": report.results["mc"].extras if "mc" in report.results else None,
+        "auto": report.auto,
         "run": report.record,
     }
 

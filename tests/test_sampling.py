@@ -1,0 +1,111 @@
+"""Shapley from sampled coalitions: exact when the budget allows, budgets spent to the last coalition,
+composable stopping rules, intervals that cover, and clear refusals."""
+
+import math
+
+import numpy as np
+import pytest
+
+from coalition_gym import load_pool, make_protocol, make_task
+from coalition_gym.errors import ConfigError
+from coalition_gym.valuation import FunctionGame, exact_shapley
+from coalition_gym.valuation.estimators import sampled_shapley_values
+from coalition_gym.valuation.report import choose_shapley_estimator, evaluate
+from coalition_gym.valuation.sampling import (SAMPLERS, Budget, MaxRounds, Tolerance, choose_sampler,
+                                              sampled_shapley)
+from coalition_gym.valuation.game import CoalitionGame
+
+
+def synthetic(n: int, items: int = 30, seed: int = 0) -> FunctionGame:
+    """A per-item game with saturation and pairwise synergy: not additive, so estimators differ."""
+    rng = np.random.default_rng(seed)
+    weight = rng.uniform(0.0, 0.6, size=(n, items))
+    synergy = rng.uniform(-0.2, 0.3, size=(n, n, items))
+    players = [f"p{k}" for k in range(n)]
+
+    def value(coalition):
+        idx = [players.index(p) for p in coalition]
+        if not idx:
+            return np.zeros(items)
+        total = weight[idx].sum(axis=0) + sum(synergy[a, b] for a in idx for b in idx if a < b)
+        return np.clip(total, 0.0, 1.0)
+    return FunctionGame(players, value, n_items=items)
+
+
+def exact(n: int, seed: int = 0) -> np.ndarray:
+    return exact_shapley(synthetic(n, seed=seed), n_boot=10).values
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_budget_that_covers_every_coalition_gives_the_exact_value(sampler):
+    result = sampled_shapley(synthetic(6), sampler=sampler, stop=Budget(coalitions=63))
+    assert result.exact and result.stop_reason.startswith("exact")
+    np.testing.assert_allclose(result.per_item.mean(axis=1), exact(6), atol=1e-12)
+    known = synthetic(6)
+    exact_shapley(known, n_boot=10)  # every coalition already evaluated: exact, at no cost
+    again = sampled_shapley(known, sampler=sampler, stop=Budget(coalitions=20))
+    assert again.exact and again.coalitions == 0
+
+
+@pytest.mark.parametrize("sampler", ["hybrid", "kernel", "stratified"])
+@pytest.mark.parametrize("budget", [41, 80, 203])
+def test_budgets_are_spent_to_the_last_coalition(sampler, budget):
+    game = synthetic(8)
+    result = sampled_shapley(game, sampler=sampler, stop=Budget(coalitions=budget), seed=1)
+    assert result.coalitions == budget == game.coalitions_evaluated and result.stop_reason == "budget"
+
+
+def test_more_budget_means_less_error_and_the_default_beats_permutations():
+    truth = exact(10)
+    def error(sampler, budget):
+        return np.mean([np.abs(sampled_shapley(synthetic(10), sampler=sampler, stop=Budget(coalitions=budget),
+                                               seed=s, n_boot=50).per_item.mean(axis=1) - truth).mean()
+                        for s in range(6)])
+    assert error("hybrid", 250) < error("hybrid", 50) / 2
+    assert error("hybrid", 100) < error("permutation", 100)
+    assert choose_sampler(10, 100) == "hybrid"
+
+
+def test_intervals_cover_the_exact_value_at_10n():
+    truth = exact(10)
+    covered = [np.mean((r.ci_low <= truth) & (truth <= r.ci_high))
+               for r in (sampled_shapley(synthetic(10), stop=Budget(coalitions=100), seed=s, n_boot=200)
+                         for s in range(8))]
+    assert np.mean(covered) >= 0.9
+
+
+def test_stopping_rules_compose():
+    game = synthetic(8)
+    result = sampled_shapley(game, stop=Budget(generations=60) | MaxRounds(100), seed=0)
+    assert result.stop_reason == "budget" and 60 <= result.generations < 60 + 2 * 8 + 1
+    assert sampled_shapley(synthetic(8), stop=MaxRounds(2), seed=0).rounds == 2
+    loose = sampled_shapley(synthetic(8), stop=Tolerance(0.05) | MaxRounds(200), seed=0)
+    assert loose.stop_reason == "tolerance" and loose.sampling_stderr.max() <= 0.06
+
+
+def test_bad_budgets_and_samplers_are_refused_with_the_minimum():
+    with pytest.raises(ConfigError, match="needs at least 11"):
+        sampled_shapley(synthetic(10), sampler="kernel", stop=Budget(coalitions=10))
+    with pytest.raises(ConfigError, match="needs at least 21"):
+        sampled_shapley(synthetic(10), sampler="stratified", stop=Budget(coalitions=15))
+    with pytest.raises(ConfigError, match="unknown sampler 'svarm'"):
+        sampled_shapley(synthetic(4), sampler="svarm")
+
+
+def test_the_mc_estimator_reports_its_sampler_and_cost():
+    result = sampled_shapley_values(synthetic(8), tolerance=0.0, budget=60, n_boot=50)
+    assert result.extras["sampler"] == "hybrid" and result.extras["coalitions_used"] == 60
+    assert result.extras["stop_reason"] == "budget" and len(result.extras["sampling_stderr"]) == 8
+
+
+def test_auto_picks_exact_when_coalitions_are_free_in_generations_and_sampling_when_not():
+    task = make_task("rg/basic_arithmetic", size=10)
+    vote = CoalitionGame(make_protocol("majority_vote"), load_pool("sim:random-10"), task, task.items("test"))
+    choice = choose_shapley_estimator(vote)
+    assert choice["chose"] == "shapley" and choice["generations_per_new_coalition"] == 0
+    debate = CoalitionGame(make_protocol("debate", rounds=2), load_pool("sim:random-10"), task, task.items("test"))
+    choice = choose_shapley_estimator(debate, budget_generations=2000)
+    assert choice["chose"] == "mc" and "generation budget" in choice["why"]
+    report = evaluate(make_protocol("majority_vote"), load_pool("sim:random-8"), task, task.items("test"), ["auto"],
+                      n_boot=50)
+    assert "shapley" in report.results and report.auto["chose"] == "shapley"
