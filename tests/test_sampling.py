@@ -1,8 +1,6 @@
 """Shapley from sampled coalitions: exact when the budget allows, budgets spent to the last coalition,
 composable stopping rules, intervals that cover, and clear refusals."""
 
-import math
-
 import numpy as np
 import pytest
 

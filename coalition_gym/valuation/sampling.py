@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -191,10 +191,6 @@ class Sampler:
             mask = left[int(self.rng.integers(len(left)))]
         comp = full ^ mask
         return Unit(s, [mask, comp] if pair and comp != mask else [mask])
-
-
-def _size_units(design: Design, s: int) -> list[Unit]:
-    return [u for u in design.units if u.stratum == s]
 
 
 class KernelSampler(Sampler):
