@@ -1,21 +1,35 @@
 """coalition-gym: multi-LLM collaboration protocols as Gymnasium/PettingZoo environments.
 
 Importing the package registers every environment id with Gymnasium (``coalition_gym/Debate-v0`` ...).
+
+The headline verbs: ``gym.make(...)``, :func:`run_episodes`, :func:`evaluate` (a leaderboard),
+:class:`CoalitionGame` with the estimators; the extension points: subclass :class:`Protocol`,
+:class:`Task` or :class:`Generator` and make them available by name with :func:`register_protocol`,
+:func:`register_task` and :func:`register_backend` (see ``examples/``).
 """
 
 __version__ = "0.1.0"  # first: modules imported below read it
 
 from .agents import AgentProfile, Generator, Pool, SimulatedAgent, load_pool
+from .agents.pools import register_backend
 from .envs import (ENV_IDS, PROTOCOLS, CollaborationEnv, CollaborationParallelEnv, RunStats, make_protocol,
                    parallel_env, register_envs, run_episodes)
+from .envs.protocols.base import EpisodeContext, Protocol
+from .envs.registration import register_protocol
 from .errors import CoalitionGymError
 from .tasks import make as make_task
+from .tasks import register_task
+from .tasks.base import Task
 from .types import Ask, EpisodeResult, Item, Message, Outcome, Sample, SamplingParams
+from .valuation import (CoalitionGame, exact_banzhaf, exact_shapley, leave_one_out, monte_carlo_shapley,
+                        sampled_shapley_values, solo)
+from .valuation.report import evaluate
 
 register_envs()
 
-__all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "ENV_IDS", "PROTOCOLS", "RunStats",
-           "CollaborationEnv",
-           "CollaborationParallelEnv", "make_protocol", "parallel_env", "register_envs", "run_episodes",
-           "CoalitionGymError", "make_task", "Ask", "EpisodeResult", "Item", "Message", "Outcome", "Sample",
-           "SamplingParams", "__version__"]
+__all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "register_backend", "ENV_IDS",
+           "PROTOCOLS", "RunStats", "CollaborationEnv", "CollaborationParallelEnv", "make_protocol", "parallel_env",
+           "register_envs", "run_episodes", "EpisodeContext", "Protocol", "register_protocol", "CoalitionGymError",
+           "make_task", "register_task", "Task", "Ask", "EpisodeResult", "Item", "Message", "Outcome", "Sample",
+           "SamplingParams", "CoalitionGame", "exact_banzhaf", "exact_shapley", "leave_one_out",
+           "monte_carlo_shapley", "sampled_shapley_values", "solo", "evaluate", "__version__"]

@@ -4,6 +4,7 @@ evaluates the question's arithmetic expression), next to simulated agents, HF mo
 A backend is a ``Generator``: ``generate(asks)`` returns one ``Sample`` per ``Ask``, in order, and the
 sample may depend only on that Ask (its messages, sampling parameters and seed), never on the rest of
 the batch. ``identity`` names the model behind it (generation-cache keys and run records use it).
+``register_backend`` makes it a ``backend:`` kind of pool files.
 
     python examples/custom_backend.py
 """
@@ -12,9 +13,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from coalition_gym import Ask, Generator, Pool, Sample, load_pool, make_protocol, make_task
+from coalition_gym import Ask, Generator, Sample, evaluate, load_pool, make_protocol, make_task, register_backend
 from coalition_gym.demo import calculator_policy
-from coalition_gym.valuation.report import evaluate, print_leaderboard
+from coalition_gym.valuation.report import print_leaderboard
 
 
 class Calculator(Generator):
@@ -24,10 +25,15 @@ class Calculator(Generator):
         return [Sample(text=calculator_policy(ask.messages[-1].content)) for ask in asks]
 
 
+# `backend: calculator` now works in pool files and config dicts, next to sim, hf, openai and vllm members
+register_backend("calculator", lambda model, **options: Calculator())
+
+
 if __name__ == "__main__":
-    demo = load_pool("sim:demo")
-    pool = Pool(members={"calculator": Calculator(), "atlas": demo.members["atlas"], "delta": demo.members["delta"]},
-                helpers=demo.helpers, name="calculator+sim")
+    pool = load_pool({"name": "calculator+sim", "members": [
+        {"name": "calculator", "backend": "calculator"},
+        {"name": "atlas", "backend": "sim", "model": "sim:demo/atlas"},
+        {"name": "delta", "backend": "sim", "model": "sim:demo/delta"}]})
     task = make_task("rg/basic_arithmetic", size=40)
     report = evaluate(make_protocol("debate", rounds=2), pool, task, task.items("test"), ["shapley"], n_boot=200)
     print(print_leaderboard(report))

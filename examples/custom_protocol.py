@@ -3,7 +3,8 @@
 A protocol is a dataclass whose fields are its settings and whose ``program`` is a generator: it
 yields the requests (``Ask``s) of a wave, receives the replies, and returns an ``Outcome``. It never
 calls a model, so every driver runs it: the batched runner, the valuation games, the Gymnasium and
-PettingZoo environments.
+PettingZoo environments. ``register_protocol`` makes it available by name and as an env id
+(``coalition_gym/TwoSamplesVote-v0``); register it in a module your workers import too.
 
     python examples/custom_protocol.py
 """
@@ -13,10 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from coalition_gym import CollaborationEnv, Outcome, load_pool, make_task, run_episodes
-from coalition_gym.envs.protocols.base import EpisodeContext, ProgramGen, Protocol, answer_turns
+import gymnasium as gym
+
+from coalition_gym import (EpisodeContext, Outcome, Protocol, evaluate, load_pool, make_protocol, make_task,
+                           register_protocol, run_episodes)
+from coalition_gym.envs.protocols.base import ProgramGen, answer_turns
 from coalition_gym.envs.protocols.voting import plurality
-from coalition_gym.valuation.report import evaluate, print_leaderboard
+from coalition_gym.valuation.report import print_leaderboard
 
 
 @dataclass
@@ -38,16 +42,19 @@ class TwoSamplesVote(Protocol):
         return Outcome(answer=final, text=text, transcript=tuple(turns), details={"votes": votes})
 
 
+env_id = register_protocol(TwoSamplesVote)
+
+
 if __name__ == "__main__":
     pool, task = load_pool("sim:demo"), make_task("rg/basic_arithmetic", size=40)
-    protocol = TwoSamplesVote(temperature=0.7)
+    protocol = make_protocol("two_samples_vote", temperature=0.7)
     results = run_episodes(protocol, task, task.items("test"), pool.member_names, pool.backends(), seed=0)
     print(f"system score: {sum(r.score for r in results) / len(results):.3f} on {len(results)} items")
 
     report = evaluate(protocol, pool, task, task.items("test"), ["loo", "shapley"], n_boot=200)
     print(print_leaderboard(report))
 
-    env = CollaborationEnv(protocol=protocol, task=task, collaborators=pool, members=["atlas", "delta"])
+    env = gym.make(env_id, task=task, collaborators=pool, members=["atlas", "delta"])
     obs, info = env.reset(seed=0)
     steps = 0
     done = False

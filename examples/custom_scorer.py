@@ -10,7 +10,7 @@ which every driver calls); here a reasoning-gym task keeps its items, prompts an
 
 from __future__ import annotations
 
-from coalition_gym import Item, load_pool, make_protocol, make_task, run_episodes
+from coalition_gym import Item, load_pool, make_protocol, make_task, register_task, run_episodes
 from coalition_gym.scorers.result import ScoreResult
 from coalition_gym.tasks.reasoning_gym import ReasoningGymTask
 
@@ -41,10 +41,13 @@ class TolerantArithmetic(ReasoningGymTask):
         return self.score_detail(answer, item).score
 
 
+register_task("tolerant_decimal_arithmetic", TolerantArithmetic)
+
+
 if __name__ == "__main__":
     for answer in ("12.3", "12.5", "13.0", "x"):
         print(f"{answer!r} for gold 12.3 ->", within_tolerance(answer, "12.3"))
-    task, pool = TolerantArithmetic(size=30), load_pool("sim:demo")
+    task, pool = make_task("tolerant_decimal_arithmetic", size=30), load_pool("sim:demo")
     strict = make_task("rg/decimal_arithmetic", size=30)
     for t in (strict, task):
         results = run_episodes(make_protocol("majority_vote"), t, t.items("test"), pool.member_names,

@@ -3,7 +3,7 @@
 A task owns its items (``items(split)``: train, dev and test must not overlap), how a question is
 asked (``prompt``, inherited here), how a final answer is read from a reply (``extract``, inherited:
 the last "Answer: ..." line) and how it is scored (``score``: 0..1). Every protocol, env and the
-leaderboard take a Task object wherever they take a task name.
+leaderboard take a Task object wherever they take a task name, and ``register_task`` gives it a name.
 
     python examples/custom_task.py
 """
@@ -15,8 +15,7 @@ import random
 import gymnasium as gym
 
 import coalition_gym  # noqa: F401  (registers the env ids)
-from coalition_gym import Item, load_pool, make_protocol, run_episodes
-from coalition_gym.tasks.base import Task
+from coalition_gym import Item, Task, load_pool, make_protocol, make_task, register_task, run_episodes
 
 WORDS = ("collaboration", "shapley", "gymnasium", "protocol", "coalition", "leaderboard", "transformer",
          "bootstrap", "reinforcement", "aggregator", "debate", "router", "cascade", "mixture", "consensus")
@@ -46,11 +45,14 @@ class VowelCount(Task):
         return float(answer is not None and answer.strip() == item.gold)
 
 
+register_task("vowel_count", VowelCount)  # now make_task("vowel_count"), --task vowel_count, cgym tasks
+
+
 if __name__ == "__main__":
-    task, pool = VowelCount(size=30), load_pool("sim:independent")
+    task, pool = make_task("vowel_count", size=30), load_pool("sim:independent")
     results = run_episodes(make_protocol("majority_vote"), task, task.items("test"), pool.member_names,
                            pool.backends(), seed=0)
     print(f"majority vote on {task.name}: {sum(r.score for r in results) / len(results):.3f}")
-    env = gym.make("coalition_gym/Debate-v0", task=task, collaborators="sim:independent", rounds=2)
+    env = gym.make("coalition_gym/Debate-v0", task="vowel_count", collaborators="sim:independent", rounds=2)
     obs, info = env.reset(seed=0)  # a training split item: environments are for training
     print(info["item_id"], "|", obs.splitlines()[-3])

@@ -164,7 +164,6 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
 
 # -- pool config files -------------------------------------------------------------------------------
 
-BACKENDS = ("sim", "hf", "openai", "vllm")
 STYLES = ("chat", "compact")
 _ENTRY_KEYS = {"name", "backend", "model", "style", "sampling", "profile"}
 #: Backend options a config entry may set, with their types (checked before anything is built).
@@ -180,6 +179,25 @@ BACKEND_OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
              "max_model_len": (int,), "max_new_tokens": (int,), "logprobs": (bool,), "trust_remote_code": (bool,)},
 }
 _SAMPLING_TYPES = {"temperature": (int, float), "top_p": (int, float), "max_new_tokens": (int,)}
+#: backend kind -> factory(model, **options) -> Generator; extended by :func:`register_backend`
+BACKEND_FACTORIES: dict[str, Callable[..., Generator]] = {}
+_NEEDS_MODEL: set[str] = set()
+
+
+def register_backend(kind: str, factory: Callable[..., Generator],
+                     options: Mapping[str, tuple[type, ...]] | None = None, needs_model: bool = False) -> None:
+    """Make ``backend: <kind>`` usable in pool files and config dicts: ``factory(model, **options)``
+    builds the Generator (``model`` is the entry's model string, or None). ``options`` names the
+    entry keys the backend accepts with their types; they are checked before anything is built."""
+    if not isinstance(kind, str) or not kind or kind in ("sim",) or not callable(factory):
+        raise ConfigError(f"register_backend needs a new kind name and a callable factory, got {kind!r}")
+    clash = set(options or {}) & _ENTRY_KEYS
+    if clash:
+        raise ConfigError(f"backend {kind!r}: options {sorted(clash)} clash with the entry's own keys")
+    BACKEND_FACTORIES[kind] = factory
+    BACKEND_OPTIONS[kind] = dict(options or {})
+    if needs_model:
+        _NEEDS_MODEL.add(kind)
 
 
 class WithSampling(Generator):
@@ -306,8 +324,8 @@ def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]
         raise ConfigError(f"{where}: 'name' must be a non-empty string, got {name!r}")
     where = f"pool {pool!r}, {kind} {name!r}"
     backend = entry.get("backend")
-    if backend not in BACKENDS:
-        raise ConfigError(f"{where}: backend={backend!r}; use one of {', '.join(BACKENDS)}")
+    if backend not in BACKEND_OPTIONS:
+        raise ConfigError(f"{where}: backend={backend!r}; use one of {', '.join(BACKEND_OPTIONS)}")
     options = BACKEND_OPTIONS[backend]
     unknown = [k for k in entry if k not in _ENTRY_KEYS and k not in options]
     if unknown:
@@ -318,7 +336,7 @@ def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]
         if key in entry and (not isinstance(entry[key], types) or (bool not in types and isinstance(entry[key], bool))):
             raise ConfigError(f"{where}: {key}={entry[key]!r} must be {' or '.join(t.__name__ for t in types)}")
     model = entry.get("model")
-    if backend != "sim" and (not isinstance(model, str) or not model.strip()):
+    if backend in _NEEDS_MODEL and (not isinstance(model, str) or not model.strip()):
         raise ConfigError(f"{where}: backend {backend!r} needs 'model' (a folder, hub name or server model id)")
     if model is not None and not isinstance(model, str):
         raise ConfigError(f"{where}: model={model!r} must be a string")
@@ -375,8 +393,7 @@ def _build_backend(pool: str, entry: Mapping[str, Any], shared: dict[str, Genera
         model = str((base_dir / model).resolve())
     key = json.dumps([backend, model, sorted(opts.items())], default=str)
     if key not in shared:
-        builders: dict[str, Callable[..., Generator]] = {"hf": _hf, "openai": _openai, "vllm": _vllm}
-        shared[key] = builders[backend](model, **opts)
+        shared[key] = BACKEND_FACTORIES[backend](model, **opts)
     return shared[key]
 
 
@@ -419,3 +436,7 @@ def _vllm(model: str, **opts: Any) -> Generator:
     from .vllm_engine import VLLMGenerator
 
     return VLLMGenerator(model, **opts)
+
+
+for _kind, _factory in (("hf", _hf), ("openai", _openai), ("vllm", _vllm)):
+    register_backend(_kind, _factory, BACKEND_OPTIONS[_kind], needs_model=True)

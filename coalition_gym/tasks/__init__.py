@@ -10,7 +10,7 @@ arc_challenge, bbh, kernelbench, assaybench), read from local files or the Huggi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ConfigError, UnknownNameError
 from .base import SPLITS, Task
@@ -23,35 +23,60 @@ from .splits import train_dev_split
 DEFAULT_TASK = "rg/basic_arithmetic"
 
 
+#: task name -> factory(**options); prefix ("rg/", "mix:", ...) -> factory(rest, **options)
+TASKS: dict[str, Callable[..., Task]] = {}
+TASK_PREFIXES: dict[str, Callable[..., Task]] = {}
+
+
+def register_task(name: str, factory: Callable[..., Task], prefix: bool = False) -> None:
+    """Make a task available by name everywhere a task name is taken (``make_task``, ``gym.make(task=...)``,
+    ``cgym run/eval/sweep/train --task``, pool dev tasks, ``cgym tasks``). ``factory(**options)`` builds
+    it; with ``prefix=True``, ``name`` is a prefix and ``factory(rest, **options)`` gets what follows it
+    (as ``rg/<dataset>`` does)."""
+    if not isinstance(name, str) or not name or not callable(factory):
+        raise ConfigError(f"register_task needs a name and a callable factory, got {name!r}, {factory!r}")
+    table = TASK_PREFIXES if prefix else TASKS
+    if name in table and table[name] is not factory:
+        raise ConfigError(f"task {'prefix' if prefix else 'name'} {name!r} is already registered")
+    table[name] = factory
+
+
 def make(name: str | Task, **kwargs: Any) -> Task:
     """A task by name. ``rg/<dataset>`` takes ``size``, ``seed`` and ``config`` (the dataset's own
     options); ``humaneval`` takes ``size``, ``limits``, ``workers``; file datasets take ``path``,
     ``size``, ``seed``, ``held_out``, ``skip_invalid``, ``workers`` and their own options.
     ``mix:<task>,<task>,...`` interleaves tasks (options go to every part); ``zoo:<arith|sum|reverse>``
-    is the small reasoning-gym setting the tiny zoo models were trained on. A Task instance is
-    returned unchanged."""
+    is the small reasoning-gym setting the tiny zoo models were trained on; names added with
+    :func:`register_task` work the same way. A Task instance is returned unchanged."""
     if isinstance(name, Task):
         if kwargs:
             raise ConfigError(f"task options {sorted(kwargs)} cannot apply to an already built task "
                               f"{name.name!r}; pass its name instead, or build it with those options")
         return name
-    if isinstance(name, str) and name.startswith("rg/"):
-        return ReasoningGymTask(name[3:], **kwargs)
-    if isinstance(name, str) and name.startswith("mix:"):
-        from .mixture import make_mixture
-
-        return make_mixture(name, **kwargs)
-    if isinstance(name, str) and name.startswith("zoo:"):
-        from ..agents.zoo import zoo_task
-
-        return zoo_task(name[4:], **kwargs)
-    if name == "humaneval":
-        _check_kwargs(name, kwargs, ("size", "limits", "workers", "path", "seed"))
-        kwargs.pop("seed", None)  # fixed problem set: the seed changes nothing
-        return HumanEvalTask(**kwargs)
-    if isinstance(name, str) and name in SPECS:
-        return FileTask(SPECS[name], **kwargs)
+    if isinstance(name, str) and name in TASKS:
+        return TASKS[name](**kwargs)
+    for prefix, factory in TASK_PREFIXES.items():
+        if isinstance(name, str) and name.startswith(prefix):
+            return factory(name[len(prefix):], **kwargs)
     raise UnknownNameError("task", str(name), task_names())
+
+
+def _humaneval(**kwargs: Any) -> Task:
+    _check_kwargs("humaneval", kwargs, ("size", "limits", "workers", "path", "seed"))
+    kwargs.pop("seed", None)  # fixed problem set: the seed changes nothing
+    return HumanEvalTask(**kwargs)
+
+
+def _mixture(rest: str, **kwargs: Any) -> Task:
+    from .mixture import make_mixture
+
+    return make_mixture("mix:" + rest, **kwargs)
+
+
+def _zoo(rest: str, **kwargs: Any) -> Task:
+    from ..agents.zoo import zoo_task
+
+    return zoo_task(rest, **kwargs)
 
 
 def _check_kwargs(name: str, kwargs: dict, accepted: tuple[str, ...]) -> None:
@@ -61,7 +86,16 @@ def _check_kwargs(name: str, kwargs: dict, accepted: tuple[str, ...]) -> None:
 
 
 def task_names() -> list[str]:
-    return [f"rg/{d}" for d in rg_dataset_names()] + ["humaneval"] + sorted(SPECS)
+    builtin = [f"rg/{d}" for d in rg_dataset_names()] + ["humaneval"] + sorted(SPECS)
+    return builtin + [n for n in TASKS if n not in builtin]
+
+
+register_task("rg/", lambda dataset, **kw: ReasoningGymTask(dataset, **kw), prefix=True)
+register_task("mix:", _mixture, prefix=True)
+register_task("zoo:", _zoo, prefix=True)
+register_task("humaneval", _humaneval)
+for _spec in SPECS:
+    register_task(_spec, lambda _name=_spec, **kw: FileTask(SPECS[_name], **kw))
 
 
 @dataclass(frozen=True)
@@ -105,9 +139,14 @@ def describe_tasks(group_rg: bool = True) -> list[TaskInfo]:
             size = f"unreadable ({exc})"[:80]
         rows.append(TaskInfo(spec_name, SPECS[spec_name].category, size,
                              f"{SPECS[spec_name].hf_repo} ({SPECS[spec_name].description})", task.held_out))
+    builtin = {"humaneval", *SPECS}
+    for name, factory in TASKS.items():
+        if name not in builtin:
+            rows.append(TaskInfo(name, "registered", "-", f"register_task({name!r}, {getattr(factory, '__qualname__', factory)!r})",
+                                 False))
     return rows
 
 
-__all__ = ["Task", "make", "task_names", "describe_tasks", "TaskInfo", "SPLITS", "DEFAULT_TASK", "ReasoningGymTask",
+__all__ = ["Task", "make", "register_task", "TASKS", "TASK_PREFIXES", "task_names", "describe_tasks", "TaskInfo", "SPLITS", "DEFAULT_TASK", "ReasoningGymTask",
            "HumanEvalTask", "FileTask", "DatasetSpec", "SPECS", "train_dev_split", "DataNotFoundError",
            "DataFormatError"]

@@ -20,9 +20,10 @@ from .swarm_graph import SwarmGraph
 from .swarms import HeterogeneousSwarms
 from .trained_router import TrainedRouter
 
-PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in (
-    Debate, LLMBlender, SLMMux, MajorityVote,
-    MixtureOfAgents, HeterogeneousSwarms, Feedback, PromptRouting, TrainedRouter, Cascade)}
+BUILTIN_PROTOCOLS: tuple[type[Protocol], ...] = (Debate, LLMBlender, SLMMux, MajorityVote, MixtureOfAgents,
+                                                 HeterogeneousSwarms, Feedback, PromptRouting, TrainedRouter, Cascade)
+#: protocol name -> class; extended by ``coalition_gym.register_protocol``
+PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in BUILTIN_PROTOCOLS}
 
 
 def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
@@ -44,6 +45,6 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
     return cls(**settings)
 
 
-__all__ = ["PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext", "ProgramGen",
+__all__ = ["PROTOCOLS", "BUILTIN_PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext", "ProgramGen",
            "Debate", "LLMBlender", "MajorityVote", "SLMMux", "MixtureOfAgents", "HeterogeneousSwarms",
            "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph"]
