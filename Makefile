@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/backend_throughput.py
 	$(PY) benchmarks/sb3_router.py
 	$(PY) benchmarks/vector_and_ray.py
+	$(PY) benchmarks/estimators.py
 	$(PY) benchmarks/crl_demo.py
 
 clean:

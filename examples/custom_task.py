@@ -14,7 +14,6 @@ import random
 
 import gymnasium as gym
 
-import coalition_gym  # noqa: F401  (registers the env ids)
 from coalition_gym import Item, Task, load_pool, make_protocol, make_task, register_task, run_episodes
 
 WORDS = ("collaboration", "shapley", "gymnasium", "protocol", "coalition", "leaderboard", "transformer",
