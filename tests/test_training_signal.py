@@ -232,3 +232,17 @@ def test_run_methods_checks_every_method_and_setting_before_running_any(tmp_path
     with pytest.raises(ConfigError, match="G >= 2"):
         run_methods(["base", "crl"], tmp_path / "c", preset="tiny", group_size=1)
     assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
+
+
+def test_the_policy_answer_is_defined_once_and_helper_roles_never_count():
+    from coalition_gym.envs.seated import own_answer_of
+    from coalition_gym.training.rollouts import policy_answer
+
+    task = make_task("zoo:arith", size=5)
+    item = task.items("test")[0]
+    replies = [("answer", 0, "Answer: 3"), ("answer", 1, "Answer: 5"), ("answer", 1, "Answer: 5"),
+               ("route", 1, "Answer: 9"), ("feedback", 2, "Answer: 9")]
+    assert own_answer_of(task, item, replies) == "5"  # last round of own answers, routing/reviews left out
+    calls = [PolicyCall(0, [0], [1], [-0.1], 0.7, r, text, role) for role, r, text in replies]
+    assert policy_answer(task, calls, item) == "5"  # the trainer uses the same definition
+    assert own_answer_of(task, item, [("route", 0, "Answer: 9")]) is None

@@ -136,14 +136,21 @@ def messages_info(ask: Ask) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in ask.messages]
 
 
+def own_answer_of(task: Any, item: Any, replies: Iterable[tuple[str, int, str]]) -> str | None:
+    """What a seat itself answered, from its ``(role, round, text)`` replies: the majority of its
+    extracted answers in the last round it answered the item, helper roles (rankings, routes, reviews,
+    dev items) left out. The one definition the envs, the C-RL trainer and the TRL adapter share."""
+    own = [(round_, text) for role, round_, text in replies if role not in HELPER_ROLES]
+    if not own:
+        return None
+    last = max(round_ for round_, _ in own)
+    return majority_of([task.extract(text, item) for round_, text in own if round_ == last])[0]
+
+
 def seat_answer(task: Any, item: Any, seat_calls: Sequence[tuple[Ask, Sample]]) -> tuple[str | None, float]:
-    """A seat's own answer: the majority of its replies in the last round it was asked, and its score."""
-    calls = [(a, s) for a, s in seat_calls if a.role not in HELPER_ROLES]
-    if not calls:
-        return None, 0.0
-    last = max(a.round for a, _ in calls)
-    answer, _, _ = majority_of([task.extract(s.text, item) for a, s in calls if a.round == last])
-    return answer, task.score(answer, item)
+    """A seat's own answer (:func:`own_answer_of`) and its score."""
+    answer = own_answer_of(task, item, [(a.role, a.round, s.text) for a, s in seat_calls])
+    return answer, (task.score(answer, item) if answer is not None else 0.0)
 
 
 def own_answer(system: Any, ctx: EpisodeContext, episode: SeatedEpisode, seat: str) -> tuple[str | None, float]:

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from ..agents.base import Generator, stable_hash
 from ..envs.protocols import EpisodeContext, Protocol, ProgramGen
 from ..envs.runner import ProgramFailed, RunStats, run_programs, score_outcomes
-from ..envs.protocols.voting import majority_of
+from ..envs.seated import own_answer_of
 from ..errors import BackendError, ConfigError
 from ..tasks.base import Task
 from ..types import Ask, Item, Message, Sample
@@ -38,6 +38,7 @@ class PolicyCall:
     temperature: float
     round: int
     text: str
+    role: str = "answer"  # the Ask's role: helper roles never count as the policy's own answer
 
 
 @dataclass
@@ -90,7 +91,7 @@ class RecordingPolicy(Generator):
                                    "training needs an HF backend")
             self.calls.append(PolicyCall(int(ask.info.get("rollout", -1)), self.backend.encode_prompt(ask),
                                          list(sample.token_ids), list(sample.logprobs), ask.params.temperature,
-                                         ask.round, sample.text))
+                                         ask.round, sample.text, ask.role))
         return samples
 
 
@@ -116,11 +117,8 @@ def tag_policy_asks(program: ProgramGen, policy_name: str, rollout: int, reseed:
 
 
 def policy_answer(task: Task, calls: Sequence[PolicyCall], item: Item | None = None) -> str | None:
-    """The policy's own answer in an execution: the majority of its last round's replies."""
-    if not calls:
-        return None
-    last = max(c.round for c in calls)
-    return majority_of([task.extract(c.text, item) for c in calls if c.round == last])[0]
+    """The policy's own answer in an execution (:func:`~coalition_gym.envs.seated.own_answer_of`)."""
+    return own_answer_of(task, item, [(c.role, c.round, c.text) for c in calls])
 
 
 def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Sequence[str],

@@ -26,7 +26,7 @@ from ..agents.pools import DEFAULT_POOL
 from ..envs.executors import wrap_with_cache
 from ..envs.protocols import EpisodeContext
 from ..envs.runner import ProgramFailed
-from ..envs.seated import SeatedEpisode
+from ..envs.seated import SeatedEpisode, own_answer_of
 from ..envs.system import build_system
 from ..errors import ConfigError
 from ..tasks import DEFAULT_TASK
@@ -93,7 +93,7 @@ class SystemOutcomeReward:
         outcome = episode.outcome
         if isinstance(outcome, ProgramFailed):
             return 0.0, 0.0
-        own = self.system.task.extract(text, item)
+        own = own_answer_of(self.system.task, item, [(a.role, a.round, s.text) for a, s in episode.seat_calls])
         return self.system.task.score(outcome.answer, item), self.system.task.score(own, item)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], item_id: Sequence[str],
