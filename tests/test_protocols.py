@@ -3,7 +3,7 @@
 import pytest
 
 from coalition_gym.envs.protocols import EpisodeContext, make_protocol
-from coalition_gym.envs.protocols.prompts import parse_pairwise, parse_ranking
+from coalition_gym.tasks.prompts import parse_pairwise, parse_ranking
 from coalition_gym.envs.protocols.voting import plurality
 from coalition_gym.envs.runner import run_programs
 from coalition_gym.errors import ConfigError, EmptyCoalitionError, UnknownNameError

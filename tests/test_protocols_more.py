@@ -12,7 +12,7 @@ import coalition_gym
 from coalition_gym import load_pool, parallel_env
 from coalition_gym.cli import main
 from coalition_gym.envs.protocols import PROTOCOLS, EpisodeContext, make_protocol
-from coalition_gym.envs.protocols.prompts import parse_route
+from coalition_gym.tasks.prompts import parse_route
 from coalition_gym.envs.runner import run_episodes, run_programs, sample_tokens
 from coalition_gym.errors import ConfigError, EmptyCoalitionError
 from coalition_gym.tasks import make as make_task

@@ -58,7 +58,7 @@ def test_training_data_use_the_protocol_formats():
     task = zoo_task("arith", size=5)
     item = task.items("train")[0]
     msgs = zoo._debate_messages(task, item, random.Random(0))
-    from coalition_gym.envs.protocols.prompts import debate_followup
+    from coalition_gym.tasks.prompts import debate_followup
 
     assert msgs[0] == task.prompt(item, "compact")[0] and msgs[1].role == "assistant"
     assert msgs[2].content.startswith(debate_followup([" x"], "compact").content.split("Agent 1")[0])

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import ConfigError, UnknownNameError
+from ..tasks.zoo_tasks import ZOO_TASKS, ZooTask, zoo_task
 from ..types import Ask, Item, Message, SamplingParams
 
 #: Bump when training or the saved format changes in a way the recipe fields do not show.
@@ -91,43 +92,6 @@ _VOCAB = {tok: i for i, tok in enumerate(SPECIALS + CHARS)}
 def encode_chars(text: str) -> list[int]:
     unk = _VOCAB[UNK]
     return [_VOCAB.get(ch, unk) for ch in text]
-
-
-# -- tasks ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ZooTask:
-    """A reasoning-gym dataset with the small settings the zoo trains and is scored on."""
-
-    name: str
-    dataset: str
-    config: Mapping[str, Any]
-
-    def task(self, size: int = 200, seed: int = 0) -> Any:
-        """The project Task (``rg/<dataset>`` with these settings, named ``zoo:<name>``): usable with every
-        protocol and env."""
-        from ..tasks.reasoning_gym import ReasoningGymTask
-
-        return ReasoningGymTask(self.dataset, size=size, seed=seed, config=dict(self.config), name=f"zoo:{self.name}")
-
-
-ZOO_TASKS: dict[str, ZooTask] = {
-    # "Calculate 7 * 8." : one-digit operands, +, -, *.
-    "arith": ZooTask("arith", "basic_arithmetic",
-                     {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1,
-                      "operators": ("+", "-", "*"), "allow_parentheses": False, "allow_negation": False}),
-    # "State the final answer to the following arithmetic problem: 4 + 7 ="
-    "sum": ZooTask("sum", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}),
-    # "Spell this word backward (example: sun -> nus): chess"
-    "reverse": ZooTask("reverse", "spell_backward", {"min_word_len": 3, "max_word_len": 5}),
-}
-
-
-def zoo_task(name: str, size: int = 200, seed: int = 0) -> Any:
-    """The Task behind a zoo task name (``arith``, ``sum``, ``reverse``)."""
-    if name not in ZOO_TASKS:
-        raise UnknownNameError("zoo task", name, ZOO_TASKS)
-    return ZOO_TASKS[name].task(size=size, seed=seed)
 
 
 # -- recipes -------------------------------------------------------------------------------------
@@ -247,7 +211,7 @@ def _wrong(item: Item, rng: random.Random) -> str:
 
 def _debate_messages(task: Any, item: Item, rng: random.Random) -> list[Message]:
     """A debate follow-up as the protocol renders it in compact style, peers right about half the time."""
-    from ..envs.protocols.prompts import debate_followup
+    from ..tasks.prompts import debate_followup
 
     def reply() -> str:
         return item.gold if rng.random() < 0.5 else _wrong(item, rng)

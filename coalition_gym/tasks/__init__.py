@@ -19,6 +19,7 @@ from .humaneval import HumanEvalTask
 from .loaders import DataNotFoundError, DataFormatError
 from .reasoning_gym import ReasoningGymTask, rg_category, rg_dataset_names
 from .splits import train_dev_split
+from .zoo_tasks import ZOO_TASKS, zoo_task
 
 DEFAULT_TASK = "rg/basic_arithmetic"
 
@@ -74,8 +75,6 @@ def _mixture(rest: str, **kwargs: Any) -> Task:
 
 
 def _zoo(rest: str, **kwargs: Any) -> Task:
-    from ..agents.zoo import zoo_task
-
     return zoo_task(rest, **kwargs)
 
 
@@ -120,8 +119,6 @@ def describe_tasks(group_rg: bool = True) -> list[TaskInfo]:
     else:
         rows += [TaskInfo(f"rg/{d}", rg_category(d), "procedural", "reasoning-gym generator", False)
                  for d in rg_dataset_names()]
-    from ..agents.zoo import ZOO_TASKS
-
     rows += [TaskInfo(f"zoo:{name}", rg_category(t.dataset), "procedural",
                       f"reasoning-gym {t.dataset} with the small settings the zoo models learned", False)
              for name, t in ZOO_TASKS.items()]

@@ -17,7 +17,7 @@ from typing import ClassVar
 from ...errors import ConfigError
 from ...types import Message, Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
-from .prompts import debate_followup
+from ...tasks.prompts import debate_followup
 from .voting import check_tie_break, plurality
 
 

@@ -26,7 +26,7 @@ from ...errors import ConfigError
 from ...types import Outcome, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .helpers import best_dev_member
-from .prompts import feedback_prompt, references_prompt, refine_prompt
+from ...tasks.prompts import feedback_prompt, references_prompt, refine_prompt
 from .voting import check_tie_break, plurality
 
 

@@ -22,7 +22,7 @@ from typing import ClassVar
 from ...errors import ConfigError
 from ...types import Outcome, SamplingParams, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently
-from .prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
+from ...tasks.prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
 
 RANKINGS = ("pairwise", "listwise")
 

@@ -23,7 +23,7 @@ from ...errors import ConfigError
 from ...types import Outcome, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently, answer_turns
 from .helpers import best_dev_member
-from .prompts import references_prompt
+from ...tasks.prompts import references_prompt
 
 
 @dataclass

@@ -21,7 +21,7 @@ from ...errors import ConfigError
 from ...types import Outcome, SamplingParams, Turn
 from .base import EpisodeContext, ProgramGen, Protocol
 from .helpers import best_dev_member, seeded_choice
-from .prompts import parse_route, route_prompt
+from ...tasks.prompts import parse_route, route_prompt
 
 FALLBACKS = ("dev", "random", "first")
 DEFAULT_DESCRIPTION = "a general-purpose assistant"

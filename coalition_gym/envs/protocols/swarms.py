@@ -33,7 +33,7 @@ from ...errors import ConfigError
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .helpers import ask_with_seed_round
-from .prompts import node_prompt
+from ...tasks.prompts import node_prompt
 from .swarm_graph import SwarmGraph, as_graph, decode, layers, predecessors
 
 

@@ -1,5 +1,8 @@
 """Prompt text of the protocols, and parsers for the fixed helpers' replies.
 
+Pure text over tasks and types (no backend, no protocol machinery), so the protocols and the zoo's
+training data (which renders debate follow-ups as the protocol does) share one wording.
+
 Wording is this project's own. Peers are shown anonymously ("Agent 1", "Response A") so a model's
 name never biases another.
 """
@@ -9,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ...tasks.base import ANSWER_INSTRUCTION, SYSTEM_PROMPT
-from ...types import Item, Message
+from .base import ANSWER_INSTRUCTION, SYSTEM_PROMPT
+from ..types import Item, Message
 
 MAX_CANDIDATE_CHARS = 4000
 

@@ -1,0 +1,45 @@
+"""The zoo's tasks: reasoning-gym datasets with the small settings the tiny zoo models are trained and
+scored on (``zoo:arith``, ``zoo:sum``, ``zoo:reverse``). They live with the tasks (the zoo's models in
+``agents/zoo.py`` read them), so the task layer never imports a backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import UnknownNameError
+
+
+@dataclass(frozen=True)
+class ZooTask:
+    """A reasoning-gym dataset with the small settings the zoo trains and is scored on."""
+
+    name: str
+    dataset: str
+    config: Mapping[str, Any]
+
+    def task(self, size: int = 200, seed: int = 0) -> Any:
+        """The project Task (``rg/<dataset>`` with these settings, named ``zoo:<name>``): usable with every
+        protocol and env."""
+        from .reasoning_gym import ReasoningGymTask
+
+        return ReasoningGymTask(self.dataset, size=size, seed=seed, config=dict(self.config), name=f"zoo:{self.name}")
+
+
+ZOO_TASKS: dict[str, ZooTask] = {
+    # "Calculate 7 * 8." : one-digit operands, +, -, *.
+    "arith": ZooTask("arith", "basic_arithmetic",
+                     {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1,
+                      "operators": ("+", "-", "*"), "allow_parentheses": False, "allow_negation": False}),
+    # "State the final answer to the following arithmetic problem: 4 + 7 ="
+    "sum": ZooTask("sum", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}),
+    # "Spell this word backward (example: sun -> nus): chess"
+    "reverse": ZooTask("reverse", "spell_backward", {"min_word_len": 3, "max_word_len": 5}),
+}
+
+
+def zoo_task(name: str, size: int = 200, seed: int = 0) -> Any:
+    """The Task behind a zoo task name (``arith``, ``sum``, ``reverse``)."""
+    if name not in ZOO_TASKS:
+        raise UnknownNameError("zoo task", name, ZOO_TASKS)
+    return ZOO_TASKS[name].task(size=size, seed=seed)
