@@ -1,7 +1,7 @@
 """The import layers: a module never imports from a layer above its own (lazy imports included).
 
 types, errors -> redaction, settings_check -> scorers -> tasks -> agents -> envs -> failures, records
--> valuation, training -> demo -> cli. So a scorer never needs a task, a backend never needs the
+-> valuation, training, testing -> demo -> cli. So a scorer never needs a task, a backend never needs the
 protocol machinery, and the environments never need valuation or training.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
 LAYERS = [{"types", "errors"}, {"redaction", "settings_check"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
-          {"failures", "records"}, {"valuation", "training"}, {"demo"}, {"cli"}]
+          {"failures", "records"}, {"valuation", "training", "testing"}, {"demo"}, {"cli"}]
 
 
 def layer_of(module: str) -> int | None:

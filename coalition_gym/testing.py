@@ -1,0 +1,117 @@
+"""Contract checks for what users add: call them in your own tests (as ``pettingzoo.test`` does).
+
+- :func:`check_protocol`: a protocol's program yields Asks only for coalition members and its fixed
+  helpers, returns an ``Outcome``, replays identically from the same context, and draws the same seed
+  for a member's question whatever else is in the coalition (the project's central invariant).
+- :func:`check_generator`: one Sample per Ask, in order; a sample depends on its Ask alone, not on the
+  rest of the batch; an empty batch is an empty list.
+- :func:`check_task`: unique item ids, disjoint splits, prompts in both styles, scores in [0, 1], an
+  unreadable answer scores 0.
+
+Each raises ``AssertionError`` with what broke.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .agents.base import Generator
+from .agents.pools import load_pool
+from .envs.protocols import Protocol, make_protocol
+from .envs.protocols.base import EpisodeContext
+from .envs.runner import episode_seed
+from .tasks import make as make_task
+from .tasks.base import PROMPT_STYLES, SPLITS, Task
+from .types import Ask, Message, Outcome, SamplingParams
+
+
+def _drive(protocol: Protocol, ctx: EpisodeContext, backends: dict[str, Generator]) -> tuple[list[Ask], Any]:
+    """Run one program to its end; every Ask it yielded, and what it returned."""
+    program = protocol.start(ctx)
+    asks: list[Ask] = []
+    replies = None
+    try:
+        while True:
+            wave = program.send(replies) if replies is not None else next(program)
+            asks += wave
+            replies = []
+            for ask in wave:
+                replies += backends[ask.member].generate([ask])
+    except StopIteration as stop:
+        return asks, stop.value
+
+
+def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Task | str" = "rg/basic_arithmetic",
+                   items: int = 3) -> None:
+    protocol = make_protocol(protocol)
+    pool = load_pool(pool)
+    task = make_task(task, size=items) if isinstance(task, str) else task
+    members = pool.member_names
+    assert len(members) >= max(3, protocol.min_members), "check_protocol needs a pool of at least 3 members"
+    backends = pool.backends()
+    protocol.prepare(task, backends, members, [], pool.styles)  # what a method learns before episodes
+    allowed = set(members) | set(protocol.helper_names()) | set(pool.helpers)
+    for item in task.items("test")[:items]:
+        def context(coalition: Sequence[str]) -> EpisodeContext:
+            return EpisodeContext(item=item, task=task, members=tuple(coalition), seed=episode_seed(0, item),
+                                  styles=pool.styles, dev_scores=pool.dev_scores)
+
+        asks, outcome = _drive(protocol, context(members), backends)
+        assert isinstance(outcome, Outcome), f"{protocol.name}: the program returned {type(outcome).__name__}"
+        strangers = {a.member for a in asks} - allowed
+        assert not strangers, f"{protocol.name}: asked {sorted(strangers)}, who are neither members nor helpers"
+        for turn in outcome.transcript:
+            assert turn.member in allowed, f"{protocol.name}: transcript names {turn.member!r}"
+        again, outcome_again = _drive(protocol, context(members), backends)
+        assert [(a.member, a.seed, a.messages) for a in asks] == [(a.member, a.seed, a.messages) for a in again], \
+            f"{protocol.name}: the same context yielded different Asks"
+        assert outcome_again.answer == outcome.answer, f"{protocol.name}: the same context answered differently"
+        # the central invariant: a member's first question has the same seed in every coalition
+        smaller = members[: max(protocol.min_members, len(members) - 1)]
+        first = {a.member: a.seed for a in asks if a.round == 0 and a.member in smaller}
+        first_small = {a.member: a.seed for a in _drive(protocol, context(smaller), backends)[0]
+                       if a.round == 0 and a.member in smaller}
+        shared = set(first) & set(first_small)
+        assert all(first[m] == first_small[m] for m in shared), \
+            f"{protocol.name}: a member's seed depends on who else is in the coalition"
+
+
+def check_generator(generator: Generator, task: "Task | str" = "zoo:arith", n: int = 3) -> None:
+    """Asks carry their item and role, as protocols' Asks do (simulated agents read them)."""
+    task = make_task(task, size=n) if isinstance(task, str) else task
+    params = SamplingParams(temperature=0.7, max_new_tokens=8)
+    assert generator.generate([]) == [], "an empty batch must give an empty list"
+    batch = [Ask(member="m", messages=tuple(task.prompt(item, "compact")), seed=k, params=params, item=item)
+             for k, item in enumerate(task.items("test")[:n])]
+    together = generator.generate(batch)
+    assert isinstance(together, list) and len(together) == len(batch), "one Sample per Ask, as a list"
+    for k, a in enumerate(batch):
+        alone = generator.generate([a])
+        assert alone[0].text == together[k].text, (f"{generator.identity}: Ask {k} got a different sample alone "
+                                                   "than in a batch (or the order is wrong)")
+    assert isinstance(generator.identity, str) and generator.identity, "a generator needs an identity"
+
+
+def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int = 20) -> None:
+    splits = ("test",) if task.held_out else tuple(splits or SPLITS)
+    seen: dict[str, str] = {}
+    for split in splits:
+        items = list(task.items(split))[:per_split]
+        assert items, f"task {task.name!r}: split {split!r} is empty"
+        for item in items:
+            assert item.id not in seen or seen[item.id] == split, \
+                f"task {task.name!r}: item id {item.id!r} is in splits {seen[item.id]!r} and {split!r}"
+            assert seen.get(item.id) != split, f"task {task.name!r}: item id {item.id!r} repeats in {split!r}"
+            seen[item.id] = split
+            assert item.question, f"task {task.name!r}: item {item.id!r} has no question"
+            for style in PROMPT_STYLES:
+                messages = task.prompt(item, style)
+                assert messages and all(isinstance(m, Message) for m in messages), \
+                    f"task {task.name!r}: prompt({style!r}) is not a list of Messages"
+            assert task.score(None, item) == 0.0, f"task {task.name!r}: an unreadable answer must score 0"
+            for text in ("Answer: 0", "I do not know.", f"Answer: {item.gold}"[:2000]):
+                score = task.score(task.extract(text, item), item)
+                assert 0.0 <= score <= 1.0, f"task {task.name!r}: score {score} outside [0, 1]"
+
+
+__all__ = ["check_protocol", "check_generator", "check_task"]

@@ -1,0 +1,67 @@
+"""The contract checks of coalition_gym.testing, run over everything registered: every protocol, every
+task name and prefix that has data here, and every kind of generator the project ships."""
+
+import pytest
+
+from coalition_gym.agents.cache import CachedGenerator, GenerationCache
+from coalition_gym.agents.pools import WithSampling, load_pool
+from coalition_gym.agents.replicas import ReplicaGenerator
+from coalition_gym.envs.protocols import PROTOCOLS
+from coalition_gym.tasks import TASKS, make
+from coalition_gym.tasks.loaders import DataNotFoundError
+from coalition_gym.testing import check_generator, check_protocol, check_task
+
+from conftest import ListTask
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_every_registered_protocol_keeps_the_contract(name):
+    check_protocol(name)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS) + ["rg/basic_arithmetic", "zoo:reverse", "mix:zoo:arith,zoo:sum"])
+def test_every_registered_task_keeps_the_contract(name):
+    try:
+        task = make(name, size=20) if not name == "humaneval" else make(name, size=10)
+    except TypeError:
+        task = make(name)
+    try:
+        check_task(task)
+    except DataNotFoundError:
+        pytest.skip(f"{name}: no local data on this machine")
+
+
+def _sim():
+    return load_pool("sim:demo").members["atlas"]
+
+
+GENERATORS = {
+    "simulated": _sim,
+    "cached": lambda: CachedGenerator(_sim(), GenerationCache(None)),
+    "with sampling": lambda: WithSampling(_sim(), temperature=0.3),
+    "replicas": lambda: ReplicaGenerator([_sim(), _sim()]),
+    "hf zoo model": lambda: load_pool("zoo:tiny").members["pico"],
+}
+
+
+@pytest.mark.parametrize("name", list(GENERATORS))
+def test_every_generator_kind_keeps_the_contract(name):
+    check_generator(GENERATORS[name]())
+
+
+def test_the_checks_catch_a_broken_part():
+    from coalition_gym import Generator, Sample
+
+    class BatchDependent(Generator):
+        identity = "broken"
+
+        def generate(self, asks):
+            return [Sample(text=f"Answer: {len(asks)}") for _ in asks]
+    with pytest.raises(AssertionError, match="different sample alone"):
+        check_generator(BatchDependent())
+
+    class Leaky(ListTask):
+        def items(self, split="test"):
+            return self._items  # the same ids in every split
+    with pytest.raises(AssertionError, match="is in splits"):
+        check_task(Leaky())
