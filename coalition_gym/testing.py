@@ -25,7 +25,7 @@ from .tasks.base import PROMPT_STYLES, SPLITS, Task
 from .types import Ask, Message, Outcome, SamplingParams
 
 
-def _drive(protocol: Protocol, ctx: EpisodeContext, backends: dict[str, Generator]) -> tuple[list[Ask], Any]:
+def run_one_program(protocol: Protocol, ctx: EpisodeContext, backends: dict[str, Generator]) -> tuple[list[Ask], Any]:
     """Run one program to its end; every Ask it yielded, and what it returned."""
     program = protocol.start(ctx)
     asks: list[Ask] = []
@@ -56,20 +56,20 @@ def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Ta
             return EpisodeContext(item=item, task=task, members=tuple(coalition), seed=episode_seed(0, item),
                                   styles=pool.styles, dev_scores=pool.dev_scores)
 
-        asks, outcome = _drive(protocol, context(members), backends)
+        asks, outcome = run_one_program(protocol, context(members), backends)
         assert isinstance(outcome, Outcome), f"{protocol.name}: the program returned {type(outcome).__name__}"
         strangers = {a.member for a in asks} - allowed
         assert not strangers, f"{protocol.name}: asked {sorted(strangers)}, who are neither members nor helpers"
         for turn in outcome.transcript:
             assert turn.member in allowed, f"{protocol.name}: transcript names {turn.member!r}"
-        again, outcome_again = _drive(protocol, context(members), backends)
+        again, outcome_again = run_one_program(protocol, context(members), backends)
         assert [(a.member, a.seed, a.messages) for a in asks] == [(a.member, a.seed, a.messages) for a in again], \
             f"{protocol.name}: the same context yielded different Asks"
         assert outcome_again.answer == outcome.answer, f"{protocol.name}: the same context answered differently"
         # the central invariant: a member's first question has the same seed in every coalition
         smaller = members[: max(protocol.min_members, len(members) - 1)]
         first = {a.member: a.seed for a in asks if a.round == 0 and a.member in smaller}
-        first_small = {a.member: a.seed for a in _drive(protocol, context(smaller), backends)[0]
+        first_small = {a.member: a.seed for a in run_one_program(protocol, context(smaller), backends)[0]
                        if a.round == 0 and a.member in smaller}
         shared = set(first) & set(first_small)
         assert all(first[m] == first_small[m] for m in shared), \
@@ -114,4 +114,4 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
                 assert 0.0 <= score <= 1.0, f"task {task.name!r}: score {score} outside [0, 1]"
 
 
-__all__ = ["check_protocol", "check_generator", "check_task"]
+__all__ = ["check_protocol", "check_generator", "check_task", "run_one_program"]

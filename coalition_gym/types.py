@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, Mapping
 
 
@@ -38,6 +39,42 @@ class Item:
         return replace(self, gold="", meta={})
 
 
+class Role(str, Enum):
+    """What an Ask asks for: the vocabulary shared by protocols, simulated agents and drivers. A Role is
+    a str, so ``ask.role == "route"`` keeps working; a protocol may use a role of its own (it then counts
+    as the member's own answer). ``info`` keys each role carries:
+
+    - ``answer``: the question alone (none).
+    - ``debate``: a revision after reading peers: ``peer_answers`` (their extracted answers),
+      ``own_previous`` (this member's last answer).
+    - ``rank_pair`` / ``rank_list``: a fixed ranker judges candidates: ``answers`` (theirs, in order).
+    - ``fuse``: a fuser or aggregator writes the final answer from references: ``answers``.
+    - ``route``: a router names who answers: ``candidates``.
+    - ``feedback``: a peer reviews one answer: ``reviewed`` (whose), ``answers``.
+    - ``dev``: a trained router measures a member on a dev item (not the episode's question).
+    """
+
+    ANSWER = "answer"
+    DEBATE = "debate"
+    RANK_PAIR = "rank_pair"
+    RANK_LIST = "rank_list"
+    FUSE = "fuse"
+    ROUTE = "route"
+    FEEDBACK = "feedback"
+    DEV = "dev"
+
+    @property
+    def is_helper(self) -> bool:
+        """Helper work (rankings, fusions, routing, reviews, dev items) is never a seat's own answer."""
+        return self in HELPER_ROLES
+
+    def __str__(self) -> str:
+        return self.value
+
+
+HELPER_ROLES = frozenset({Role.RANK_PAIR, Role.RANK_LIST, Role.FUSE, Role.ROUTE, Role.FEEDBACK, Role.DEV})
+
+
 @dataclass(frozen=True)
 class Ask:
     """A request for one generation, yielded by a protocol program.
@@ -51,7 +88,7 @@ class Ask:
     messages: tuple[Message, ...]
     seed: int
     params: SamplingParams = SamplingParams()
-    role: str = "answer"  # answer | debate | rank_pair | rank_list | fuse
+    role: str = "answer"  # a Role (see Role for the vocabulary and each role's info keys)
     round: int = 0
     item: Item | None = field(default=None, compare=False, hash=False)
     info: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)

@@ -229,3 +229,26 @@ def test_helper_cannot_be_a_member(task):
     proto = make_protocol("llm_blender")
     with pytest.raises(ConfigError, match="helper"):
         proto.start(EpisodeContext(item=task.items()[0], task=task, members=("a", "judge"), seed=0))
+
+
+def test_every_role_a_protocol_uses_is_in_the_role_vocabulary():
+    """Roles are the contract between protocols, simulated agents and drivers: each one a protocol
+    yields is a Role, and exactly the helper roles are excluded from a seat's own answer."""
+    from coalition_gym import load_pool, make_task
+    from coalition_gym.envs.protocols import PROTOCOLS
+    from coalition_gym.testing import run_one_program
+    from coalition_gym.types import HELPER_ROLES, Role
+
+    pool = load_pool("sim:demo")
+    task = make_task("rg/basic_arithmetic", size=2)
+    item = task.items("test")[0]
+    seen = set()
+    for name in PROTOCOLS:
+        protocol = make_protocol(name)
+        protocol.prepare(task, pool.backends(), pool.member_names, [], pool.styles)
+        ctx = EpisodeContext(item=item, task=task, members=tuple(pool.member_names), seed=1, styles=pool.styles,
+                             dev_scores=pool.dev_scores)
+        asks, _ = run_one_program(protocol, ctx, pool.backends())
+        seen |= {a.role for a in asks}
+    assert seen <= {r.value for r in Role}, seen - {r.value for r in Role}
+    assert {r for r in Role if r.is_helper} == HELPER_ROLES and not Role.DEBATE.is_helper

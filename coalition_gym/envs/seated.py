@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..agents.base import Generator
 from ..errors import EpisodeStateError
 from ..redaction import redact
-from ..types import Ask, Outcome, Sample
+from ..types import HELPER_ROLES, Ask, Outcome, Sample
 from .protocols.base import EpisodeContext, ProgramGen
 from .protocols.voting import majority_of
 from .runner import EpisodeCost, ProgramFailed, RunStats, dispatch, score_outcome, with_cost
@@ -126,11 +126,6 @@ def drive(episodes: Sequence[SeatedEpisode], backends: Mapping[str, Generator], 
 
 
 # -- reporting an episode's end -----------------------------------------------------------------
-
-#: Replies that are not a seat's own answer to the episode's item: rankings, fusions, routing
-#: choices, reviews of a peer's answer, and answers to a trained router's dev items.
-HELPER_ROLES = ("rank_pair", "rank_list", "fuse", "route", "feedback", "dev")
-
 
 def messages_info(ask: Ask) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in ask.messages]
