@@ -80,3 +80,31 @@ def test_registries_refuse_clashes_and_bad_entries(registered):
         load_pool({"members": [{"name": "e", "backend": "echo_test", "volume": 3}]})
     with pytest.raises(ConfigError, match="loud=3 must be bool"):
         load_pool({"members": [{"name": "e", "backend": "echo_test", "loud": 3}]})
+
+
+def test_a_training_method_can_be_registered():
+    from dataclasses import dataclass as dc
+
+    from coalition_gym.training.config import CONFIGS, CRLConfig, check_methods, make_config, method_names
+    from coalition_gym.training.methods import CRL, METHOD_CLASSES, make_method, register_method
+
+    class NegatedCRL(CRL):  # a saboteur: the system's reward with its sign flipped
+        name = "crl-negate-test"
+
+        def reward(self, rollout):
+            return -super().reward(rollout)
+
+    @dc
+    class NegatedConfig(CRLConfig):
+        method: str = "crl-negate-test"
+
+    register_method(NegatedCRL, NegatedConfig)
+    try:
+        assert "crl-negate-test" in method_names() and check_methods(["crl-negate-test"]) == ["crl-negate-test"]
+        config = make_config("crl-negate-test", preset="tiny", group_size=4)
+        assert isinstance(config, NegatedConfig) and isinstance(make_method(config), NegatedCRL)
+        with pytest.raises(ConfigError, match="already registered"):
+            register_method(CRL, NegatedConfig)
+    finally:
+        CONFIGS.pop("crl-negate-test")
+        METHOD_CLASSES.pop("crl-negate-test")

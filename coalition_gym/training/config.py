@@ -22,7 +22,9 @@ from typing import Any, Iterable
 
 from ..errors import ConfigError
 
-METHODS = ("crl", "grpo-indiv", "dapo-indiv", "raft", "nudge", "base")
+def method_names() -> list[str]:
+    """Every registered training method (the built-ins, then :func:`register_method`'s)."""
+    return list(CONFIGS)
 COLLABORATOR_DRAWS = ("shared", "fresh")
 EVAL_DECODING = ("sampled", "greedy")
 
@@ -67,8 +69,8 @@ class TrainConfig:
     tensorboard: bool = False
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"unknown method {self.method!r}; use one of {', '.join(METHODS)}")
+        if self.method not in CONFIGS:
+            raise ConfigError(f"unknown method {self.method!r}; use one of {', '.join(method_names())}")
         for name in ("steps", "items_per_step", "group_size", "micro_batch", "eval_every", "eval_items",
                      "max_new_tokens"):
             value = getattr(self, name)
@@ -197,6 +199,7 @@ class BaseConfig(TrainConfig):
     method: str = "base"
 
 
+#: method name -> its config class; extended by ``training.methods.register_method``
 CONFIGS: dict[str, type[TrainConfig]] = {
     "crl": CRLConfig, "grpo-indiv": GRPOIndivConfig, "dapo-indiv": DAPOIndivConfig, "raft": RAFTConfig,
     "nudge": NudgeConfig, "base": BaseConfig,
@@ -215,9 +218,9 @@ def field_names(method: str) -> set[str]:
 
 def check_methods(methods: Iterable[str]) -> list[str]:
     methods = [m.strip() for m in methods if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in CONFIGS]
     if unknown or not methods:
-        raise ConfigError(f"unknown method {unknown[0] if unknown else ''!r}; use one of {', '.join(METHODS)}")
+        raise ConfigError(f"unknown method {unknown[0] if unknown else ''!r}; use one of {', '.join(method_names())}")
     return methods
 
 
@@ -229,13 +232,13 @@ def make_config(method: str, preset: str = "paper", strict: bool = True, **overr
         raise ConfigError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
     check_methods([method])
     mine = field_names(method)
-    everywhere = set().union(*(field_names(m) for m in METHODS))
+    everywhere = set().union(*(field_names(m) for m in CONFIGS))
     unknown = sorted(set(overrides) - everywhere)
     if unknown:
         raise ConfigError(f"no training method has a setting {unknown[0]!r}")
     foreign = sorted(set(overrides) - mine)
     if foreign and strict:
-        owners = [m for m in METHODS if foreign[0] in field_names(m)]
+        owners = [m for m in CONFIGS if foreign[0] in field_names(m)]
         raise ConfigError(f"{foreign[0]!r} is not a setting of {method} (it belongs to {', '.join(owners)})")
     settings = {k: v for k, v in PRESETS[preset].items() if k in mine}
     settings.update({k: v for k, v in overrides.items() if k in mine})

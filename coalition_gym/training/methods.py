@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 import numpy as np
 
 from .advantages import broadcast, group_advantages, overlong_penalty
-from .config import DAPOIndivConfig, TrainConfig
+from ..errors import ConfigError
+from .config import CONFIGS, DAPOIndivConfig, TrainConfig
 from .rollouts import Rollout
 
 if TYPE_CHECKING:
@@ -127,7 +128,23 @@ class Base(Method):
         trainer.record_best(trainer.evaluate(trainer.dev_items(), "collab"), step=0)
 
 
+#: method name -> its strategy class; extended by :func:`register_method`
 METHOD_CLASSES: dict[str, type[Method]] = {m.name: m for m in (CRL, GRPOIndiv, DAPOIndiv, RAFT, Nudge, Base)}
+
+
+def register_method(method_class: type[Method], config_class: type[TrainConfig]) -> None:
+    """Add a training method: its strategy (how it rolls out, rewards and updates; ``name`` names it)
+    and its config class (a TrainConfig subclass whose ``method`` default is that name). ``cgym train
+    --method NAME`` and ``make_config(NAME, ...)`` then accept it in this process."""
+    name = getattr(method_class, "name", None)
+    if not (isinstance(method_class, type) and issubclass(method_class, Method)) or not name:
+        raise ConfigError(f"register_method needs a Method subclass with a name, got {method_class!r}")
+    if not (isinstance(config_class, type) and issubclass(config_class, TrainConfig)):
+        raise ConfigError(f"register_method needs a TrainConfig subclass, got {config_class!r}")
+    if CONFIGS.get(name, config_class) is not config_class or METHOD_CLASSES.get(name, method_class) is not method_class:
+        raise ConfigError(f"training method {name!r} is already registered")
+    CONFIGS[name] = config_class
+    METHOD_CLASSES[name] = method_class
 
 
 def make_method(config: TrainConfig) -> Method:
@@ -135,4 +152,4 @@ def make_method(config: TrainConfig) -> Method:
 
 
 __all__ = ["Method", "PolicyGradient", "CRL", "GRPOIndiv", "DAPOIndiv", "RAFT", "Nudge", "Base", "METHOD_CLASSES",
-           "make_method"]
+           "make_method", "register_method"]
