@@ -488,7 +488,8 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     everyone = (1 << n) - 1
     all_known = all(names(m) in game._values for m in range(1, 1 << n)) if n <= 16 else False
     if all_known or (budget is not None and budget >= 2 ** n - 1):
-        return _exact(game, value, n, seed, n_boot, name, spent, "every coalition fits the budget")
+        return _exact(game, value, n, seed, n_boot, name, spent,
+                      "every coalition is known already" if all_known else "every coalition fits the budget")
     game.evaluate([names(everyone)])
     design = Design(n)
     step = round_coalitions or 2 * n
