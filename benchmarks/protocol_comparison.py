@@ -37,7 +37,7 @@ import numpy as np
 from coalition_gym import __version__ as package_version
 from coalition_gym import load_pool, make_task, run_episodes
 from coalition_gym.envs import PROTOCOLS, make_protocol
-from coalition_gym.envs.protocols.swarm_search import optimise_swarm
+from coalition_gym.training.swarm_search import optimise_swarm
 from coalition_gym.valuation import CoalitionGame, leave_one_out, solo
 from coalition_gym.valuation.stats import spearman
 

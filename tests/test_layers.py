@@ -1,6 +1,6 @@
 """The import layers: a module never imports from a layer above its own (lazy imports included).
 
-types, errors -> redaction, settings_check -> scorers -> tasks -> agents -> envs -> failures, records
+types, errors -> redaction, settings_check, learners -> scorers -> tasks -> agents -> envs -> failures, records
 -> valuation, training, testing -> demo -> cli. So a scorer never needs a task, a backend never needs the
 protocol machinery, and the environments never need valuation or training.
 """
@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
-LAYERS = [{"types", "errors"}, {"redaction", "settings_check"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
+LAYERS = [{"types", "errors"}, {"redaction", "settings_check", "learners"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
           {"failures", "records"}, {"valuation", "training", "testing"}, {"demo"}, {"cli"}]
 
 

@@ -46,7 +46,7 @@ from ...errors import BackendError, ConfigError, UnknownNameError
 from ...tasks.base import SPLITS, Task
 from ...types import Ask, Item, Outcome, Sample, Turn
 from .base import EpisodeContext, ProgramGen, Protocol
-from .router_model import LEARNERS, Learner, Predictor
+from ...learners.router_model import LEARNERS, Learner, Predictor
 from .routing import answer_wave
 
 

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError
+from ..errors import ConfigError
 
 Predictor = Callable[[str], np.ndarray]
 Learner = Callable[[Sequence[str], np.ndarray], Predictor]

@@ -22,15 +22,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...agents.cache import CachedGenerator, GenerationCache
-from ...agents.pools import Pool, load_pool
-from ...errors import ConfigError
-from ...tasks import Task, make as make_task
-from ..runner import RunStats, episode_seed, run_programs, score_outcome
-from .base import EpisodeContext
-from .pso import PSOConfig, PSOResult, particle_swarm
-from .swarm_graph import SwarmGraph
-from .swarms import HeterogeneousSwarms
+from ..agents.cache import CachedGenerator, GenerationCache
+from ..agents.pools import Pool, load_pool
+from ..envs.protocols.base import EpisodeContext
+from ..envs.protocols.swarm_graph import SwarmGraph
+from ..envs.protocols.swarms import HeterogeneousSwarms
+from ..envs.runner import RunStats, episode_seed, run_programs, score_outcome
+from ..errors import ConfigError
+from ..learners.pso import PSOConfig, PSOResult, particle_swarm
+from ..tasks import Task, make as make_task
 
 SWARM_SIZE = 5
 

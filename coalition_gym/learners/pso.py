@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass
