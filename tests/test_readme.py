@@ -37,9 +37,9 @@ def test_no_link_leaves_the_repository():
 
 
 def test_the_zoo_table_is_the_build_on_this_machine():
-    from coalition_gym.agents.zoo import RECIPES, _read_manifest, zoo_dir
+    from coalition_gym.agents.zoo import RECIPES, read_manifest, zoo_dir
 
-    build = _read_manifest(zoo_dir(RECIPES["default"]))
+    build = read_manifest(zoo_dir(RECIPES["default"]))
     if build is None:
         pytest.skip("zoo:default is not built on this machine (cgym zoo build)")
     table = build.table()

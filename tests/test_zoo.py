@@ -57,12 +57,12 @@ def test_training_data_use_the_protocol_formats():
 
     task = zoo_task("arith", size=5)
     item = task.items("train")[0]
-    msgs = zoo._debate_messages(task, item, random.Random(0))
+    msgs = zoo.train._debate_messages(task, item, random.Random(0))
     from coalition_gym.tasks.prompts import debate_followup
 
     assert msgs[0] == task.prompt(item, "compact")[0] and msgs[1].role == "assistant"
     assert msgs[2].content.startswith(debate_followup([" x"], "compact").content.split("Agent 1")[0])
-    ex = zoo._encode(task.prompt(item, "compact"), item.gold)
+    ex = zoo.train._encode(task.prompt(item, "compact"), item.gold)
     assert zoo.char_tokenizer().decode(ex.prompt + ex.completion) == (
         f"<bos>{item.question}\nAnswer: {item.gold}<eos>")
 
@@ -101,7 +101,7 @@ def test_parallel_workers_build_the_same_models(tmp_path):
 
 
 def test_a_parallel_build_reports_progress_from_its_first_second(tmp_path, monkeypatch):
-    monkeypatch.setattr(zoo, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(zoo.build, "HEARTBEAT_SECONDS", 0.05)
     two = ZooRecipe("micro3", (ZooModelSpec("m1", {"arith": 1.0}, n_embd=16, n_layer=1, n_head=2, steps=60,
                                             batch_size=8, seed=3, context=320),
                                ZooModelSpec("m2", {"reverse": 1.0}, n_embd=16, n_layer=1, n_head=2, steps=60,

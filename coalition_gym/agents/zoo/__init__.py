@@ -1,0 +1,36 @@
+"""The tiny zoo: small character-level GPT-2 models trained here, offline and deterministically.
+
+Every real-model code path (tokenizer, chat template, batched sampling, log-probs, HTTP serving) runs
+on them without any download. Each model is an ordinary Hugging Face folder (``config.json``,
+``model.safetensors``, ``tokenizer.json`` with a chat template) that ``AutoModelForCausalLM``,
+``AutoTokenizer`` and ``transformers serve`` load as they are.
+
+Tasks are reasoning-gym generators with small settings (:data:`ZOO_TASKS`), shown in the project's
+``compact`` prompt style (``"<question>\\nAnswer:"``); the model writes ``" <answer>"`` and EOS.
+A few training batches (``debate_fraction``) are debate follow-ups rendered exactly as the debate
+protocol renders them (own previous answer, peers' answers, right about half the time; target: the
+right answer), so the models have seen the long prompts they meet in a debate. They are a small share
+of the compute, and the models answer such prompts much worse than solo prompts: a real property of
+models this small, not hidden.
+
+Models differ on purpose (task mix, width, depth, training length), so a pool of them is
+heterogeneous. A recipe (:data:`RECIPES`) lists the models; its hash versions the cache folder, so
+a changed recipe rebuilds. Cache: ``$COALITION_GYM_HOME/zoo`` or ``~/.cache/coalition_gym/zoo``.
+Each model trains on one thread (seeded data order and initialisation), so a build is repeatable bit
+for bit with the same torch; large recipes train two models at a time in worker processes.
+
+The package: ``tokenizer`` (vocabulary, tokenizer, chat template), ``recipes`` (which models),
+``train`` (training, saving, evaluating one model), ``build`` (building and caching a recipe).
+"""
+
+from ...tasks.zoo_tasks import ZOO_TASKS, ZooTask, zoo_task
+from .build import (HEARTBEAT_SECONDS, MANIFEST, ZooBuild, build_zoo, default_workers, ensure_zoo, read_manifest,
+                    recipe_from_dict)
+from .recipes import RECIPES, ZooModelSpec, ZooRecipe, get_recipe, zoo_dir, zoo_home
+from .tokenizer import CHAT_TEMPLATE, ZOO_FORMAT_VERSION, char_tokenizer, encode_chars, render_chat
+from .train import evaluate_folder, save_model, train_model
+
+__all__ = ["ZOO_TASKS", "RECIPES", "ZooTask", "ZooModelSpec", "ZooRecipe", "ZooBuild", "build_zoo", "ensure_zoo",
+           "zoo_task", "zoo_home", "zoo_dir", "get_recipe", "char_tokenizer", "render_chat", "CHAT_TEMPLATE",
+           "evaluate_folder", "train_model", "save_model", "encode_chars", "recipe_from_dict", "default_workers",
+           "MANIFEST", "HEARTBEAT_SECONDS", "ZOO_FORMAT_VERSION", "read_manifest"]
