@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The CPU wheel of torch lies on this machine's disk; asking for exactly this version never pulls CUDA.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test lint bench clean
 
 install: $(STAMP)
 
@@ -22,6 +22,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check coalition_gym
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/env_throughput.py

@@ -12,8 +12,17 @@ __version__ = "0.1.0"  # first: modules imported below read it
 
 from .agents import AgentProfile, Generator, Pool, SimulatedAgent, load_pool
 from .agents.pools import register_backend
-from .envs import (ENV_IDS, PROTOCOLS, CollaborationEnv, CollaborationParallelEnv, RunStats, make_protocol,
-                   parallel_env, register_envs, run_episodes)
+from .envs import (
+                   ENV_IDS,
+                   PROTOCOLS,
+                   CollaborationEnv,
+                   CollaborationParallelEnv,
+                   RunStats,
+                   make_protocol,
+                   parallel_env,
+                   register_envs,
+                   run_episodes,
+)
 from .envs.protocols.base import EpisodeContext, Protocol
 from .envs.registration import register_protocol
 from .errors import CoalitionGymError
@@ -21,8 +30,15 @@ from .tasks import make as make_task
 from .tasks import register_task
 from .tasks.base import Task
 from .types import Ask, EpisodeResult, Item, Message, Outcome, Sample, SamplingParams
-from .valuation import (CoalitionGame, exact_banzhaf, exact_shapley, leave_one_out, monte_carlo_shapley,
-                        sampled_shapley_values, solo)
+from .valuation import (
+                   CoalitionGame,
+                   exact_banzhaf,
+                   exact_shapley,
+                   leave_one_out,
+                   monte_carlo_shapley,
+                   sampled_shapley_values,
+                   solo,
+)
 from .valuation.report import evaluate
 
 register_envs()

@@ -76,7 +76,8 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
         markdown += lines + [""]
         print("\n".join(lines) + "\n")
 
-    print(f"A policy seated through gym.make (a calculator policy that evaluates the expression itself), {gym_episodes} episodes:\n")
+    print("A policy seated through gym.make (a calculator policy that evaluates the expression itself), "
+          f"{gym_episodes} episodes:\n")
     seated = []
     for env_id in ENV_IDS:
         env = gym.make(env_id, task=task, collaborators=pool, split="test")  # an evaluation: the test split

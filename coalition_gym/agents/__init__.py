@@ -9,8 +9,7 @@ imports neither torch nor vllm; they load when a backend is built.
 from .base import Generator, derive_seed, render_plain, stable_hash
 from .hf import HFGenerator, PadTokenWarning, TruncationWarning, plain_prompt, sequence_logprobs
 from .openai_api import OpenAIGenerator
-from .pools import (DEFAULT_POOL, Pool, WithSampling, load_pool, pool_from_config, pool_from_file, pool_names,
-                    zoo_pool)
+from .pools import DEFAULT_POOL, Pool, WithSampling, load_pool, pool_from_config, pool_from_file, pool_names, zoo_pool
 from .simulated import SIM_PRESETS, AgentProfile, SimulatedAgent
 from .vllm_engine import VLLMGenerator
 from .zoo import RECIPES, ZOO_TASKS, ZooBuild, build_zoo, ensure_zoo, zoo_task

@@ -122,7 +122,7 @@ def _load(model: str, *, device: str, dtype: str, trust_remote_code: bool, allow
         raise ConfigError(f"model path {model!r} does not exist; give a folder with config.json and weights "
                           "(e.g. one from `cgym zoo build`), or a hub name (downloaded only with "
                           "allow_download=True)")
-    kwargs = {"trust_remote_code": trust_remote_code, "local_files_only": local or not allow_download}
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "local_files_only": local or not allow_download}
     if revision is not None:
         kwargs["revision"] = revision
     source = str(folder) if local else model
@@ -135,7 +135,7 @@ def _load(model: str, *, device: str, dtype: str, trust_remote_code: bool, allow
                 f"Hugging Face cache{'' if not allow_download else ' and the hub'})"
         hint = "" if local or allow_download else "; pass allow_download=True to fetch it from the hub"
         raise ConfigError(f"cannot load a causal LM from {where}: {exc}{hint}") from exc
-    net.to(device)
+    net.to(device)  # type: ignore[arg-type]  # transformers' stubs type .to() oddly
     net.eval()
     identity_path = str(folder.resolve()) if local else model
     fp = _fingerprint(folder) if local else (revision or "main")

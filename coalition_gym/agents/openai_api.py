@@ -11,7 +11,8 @@ request time; it is sent only as the ``Authorization`` header and never appears 
 ``repr``, output files or the backend's identity: every error text passes through
 :func:`coalition_gym.redaction.redact`, which removes it even when the server echoes it back.
 Each request of a batch is retried on its own; when some fail for good, :class:`PartialBatchError`
-carries the replies of the others, which are used and never sent again. ``seed`` is sent (reduced to 31 bits) unless ``send_seed=False``;
+carries the replies of the others, which are used and never sent again. ``seed`` is sent (reduced to
+31 bits) unless ``send_seed=False``;
 whether the server honours it is up to the server. With ``logprobs=True`` the request asks for
 per-token log-probs and ``Sample.logprobs`` holds them when the server returns them.
 

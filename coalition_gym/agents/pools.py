@@ -217,7 +217,8 @@ class WithSampling(Generator):
         cap = self.settings.get("max_new_tokens")
         return SamplingParams(temperature=self.settings.get("temperature", params.temperature),
                               top_p=self.settings.get("top_p", params.top_p),
-                              max_new_tokens=params.max_new_tokens if cap is None else min(cap, params.max_new_tokens))
+                              max_new_tokens=(params.max_new_tokens if cap is None
+                                              else int(min(cap, params.max_new_tokens))))
 
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         return self.inner.generate([dataclasses.replace(a, params=self.adjust(a.params)) for a in asks])
@@ -356,7 +357,8 @@ def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]
             raise ConfigError(f"{where}: unknown sampling key {key!r}; use {', '.join(_SAMPLING_TYPES)}")
         if not isinstance(value, _SAMPLING_TYPES[key]) or isinstance(value, bool):
             raise ConfigError(f"{where}: sampling {key}={value!r} must be a number")
-    if sampling.get("temperature", 0) < 0 or not 0 < sampling.get("top_p", 1) <= 1 or sampling.get("max_new_tokens", 1) < 1:
+    if (sampling.get("temperature", 0) < 0 or not 0 < sampling.get("top_p", 1) <= 1
+            or sampling.get("max_new_tokens", 1) < 1):
         raise ConfigError(f"{where}: sampling {dict(sampling)} needs temperature >= 0, top_p in (0, 1], "
                           "max_new_tokens >= 1")
     profile = entry.get("profile") or {}

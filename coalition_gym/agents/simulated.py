@@ -136,7 +136,8 @@ class SimulatedAgent(Generator):
     def favourite_wrong_answer(self, item: Item) -> str:
         prof = self.profile
         wrong = plausible_wrong_answers(item)
-        shared = prof.error_group and prof.correlation > 0 and _uniform("dist", prof.world_seed, prof.name, item.id) < prof.correlation
+        shared = (prof.error_group and prof.correlation > 0
+                  and _uniform("dist", prof.world_seed, prof.name, item.id) < prof.correlation)
         key = ("dist-group", prof.world_seed, prof.error_group) if shared else ("dist-own", prof.world_seed, prof.name)
         return wrong[stable_hash(*key, item.id) % len(wrong)]
 

@@ -149,9 +149,9 @@ def _open_cache(folder: str | None, pool_name: str):
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
+    from ..envs.executors import make_executor
     from ..envs.protocols import make_protocol
     from ..tasks import make as make_task
-    from ..envs.executors import make_executor
     from ..valuation.report import evaluate, parse_estimators, print_leaderboard, write_report
     from ..valuation.tables import FIELDS, correlation_sentence
 

@@ -66,8 +66,8 @@ class CollaborationEnv(gym.Env[str, str]):
         # what a method learns before episodes (a trained router's dev outcomes) is learned now, once
         self.system.protocol.prepare(self.system.task, self.system.backends,
                                      [m for m in self.coalition if m not in seats], seats, self.styles)
-        self.observation_space = UnicodeText(max_prompt_chars)
-        self.action_space = UnicodeText(max_action_chars)
+        self.observation_space: UnicodeText = UnicodeText(max_prompt_chars)
+        self.action_space: UnicodeText = UnicodeText(max_action_chars)
         self.render_mode = render_mode
         self.stats = RunStats()
         self._episode: SeatedEpisode | None = None
@@ -107,9 +107,10 @@ class CollaborationEnv(gym.Env[str, str]):
             obs, info = self._observe()
             return obs, 0.0, False, False, info
         self._finished = True
-        info = final_info(self.system, self._ctx, self._episode)  # type: ignore[arg-type]
+        assert self._ctx is not None  # set by reset, with the episode
+        info = final_info(self.system, self._ctx, self._episode)
         info["policy_answer"], info["policy_score"] = own_answer(self.system, self._ctx, self._episode,
-                                                                 self.policy_name)  # type: ignore[arg-type]
+                                                                 self.policy_name)
         self._last_obs = ""
         if self.render_mode == "human":
             self.render()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
+import numpy as np
 from pettingzoo import ParallelEnv
 
 from ..agents.base import render_plain
@@ -52,7 +53,7 @@ class CollaborationParallelEnv(ParallelEnv):
         self.stats = RunStats()
         self._episode: SeatedEpisode | None = None
         self._ctx: EpisodeContext | None = None
-        self._seed_rng = None
+        self._seed_rng: np.random.Generator | None = None
         self._last: dict[str, str] = {}
 
     @functools.lru_cache(maxsize=None)
@@ -64,8 +65,6 @@ class CollaborationParallelEnv(ParallelEnv):
         return self._act_space
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        import numpy as np
-
         if seed is not None or self._seed_rng is None:
             self._seed_rng = np.random.default_rng(seed)
             for space in (self._obs_space, self._act_space):

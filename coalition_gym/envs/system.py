@@ -8,7 +8,8 @@ from typing import Any, Mapping, Sequence
 from ..agents.base import Generator
 from ..agents.pools import Pool, load_pool
 from ..errors import ConfigError, UnknownNameError
-from ..tasks import Task, make as make_task
+from ..tasks import Task
+from ..tasks import make as make_task
 from ..types import Item
 from .protocols import Protocol, make_protocol
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ..agents.base import render_plain
@@ -23,6 +23,7 @@ from ..types import Sample
 from .gym_env import CollaborationEnv
 from .protocols import EpisodeContext
 from .seated import SeatedEpisode, drive, final_info, own_answer
+from .spaces import UnicodeText
 
 
 class CollaborationVectorEnv(VectorEnv):
@@ -35,7 +36,7 @@ class CollaborationVectorEnv(VectorEnv):
         # One template env holds the system (protocol, task, pool) that every sub-environment shares.
         self.template = CollaborationEnv(**env_kwargs)
         self.num_envs = num_envs
-        self.single_observation_space = self.template.observation_space
+        self.single_observation_space: UnicodeText = self.template.observation_space
         self.single_action_space = self.template.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)

@@ -73,7 +73,7 @@ class DiscreteChoiceWrapper(gym.Wrapper):
         self.observation_space = gym.spaces.Box(-1.0, 1.0, shape=probe.shape, dtype=np.float32)
 
     def _features(self) -> np.ndarray:
-        ask = self.env.unwrapped.pending_ask
+        ask = self.env.get_wrapper_attr("pending_ask")
         text = self.text_of(ask) if ask is not None else ""
         obs = np.asarray(self.featurizer(text), dtype=np.float32)
         if obs.shape != self.observation_space.shape or not np.all(np.isfinite(obs)) \
@@ -88,7 +88,7 @@ class DiscreteChoiceWrapper(gym.Wrapper):
             action = action.item()
         if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= int(action) < self.n:
             raise ActionError(f"action {action!r} is not an index in [0, {self.n})")
-        choices = self.choices(self.env.unwrapped.pending_ask) if callable(self.choices) else self.choices
+        choices = self.choices(self.env.get_wrapper_attr("pending_ask")) if callable(self.choices) else self.choices
         if len(choices) != self.n:
             raise ConfigError(f"choices gave {len(choices)} replies, expected n_choices={self.n}")
         return choices[int(action)]
@@ -99,5 +99,5 @@ class DiscreteChoiceWrapper(gym.Wrapper):
 
     def step(self, action: Any):
         _, reward, terminated, truncated, info = self.env.step(self.reply_for(action))
-        obs = np.zeros(self.observation_space.shape, dtype=np.float32) if terminated else self._features()
+        obs = np.zeros(self.observation_space.shape or (), dtype=np.float32) if terminated else self._features()
         return obs, reward, terminated, truncated, info

@@ -1,7 +1,8 @@
 """Sandbox launcher: runs one untrusted Python program and reports how it ended.
 
 Started by ``sandbox.py`` as ``python -I -S _sandbox_child.py`` with the job (``marshal``) on stdin.
-It uses the standard library only (and imports little: start-up time is per program) and never imports coalition_gym, so nothing of the host leaks in.
+It uses the standard library only (and imports little: start-up time is per program) and never
+imports coalition_gym, so nothing of the host leaks in.
 
 The launcher itself is trusted; it sets up the isolation, forks the program's process, enforces
 the wall-clock limit, kills every process the program left behind and writes a status record to
@@ -39,7 +40,8 @@ import signal
 import sys
 import time
 import types
-from os import _exit as _hard_exit, write as _write  # the program cannot rebind these
+from os import _exit as _hard_exit  # the program cannot rebind these
+from os import write as _write
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
@@ -538,8 +540,8 @@ def serve(sock_fd):
     status, result). Forking this warm process saves the interpreter start per program. The server
     runs until its socket closes (the host exited)."""
     import json  # noqa: F401  (warm for every program: the split harness's codec needs it on both sides)
-    import traceback  # noqa: F401  (warm: every failing program prints one)
     import socket
+    import traceback  # noqa: F401  (warm: every failing program prints one)
 
     sock = socket.socket(fileno=sock_fd)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -103,7 +103,7 @@ def extract_choice(text: object, n_options: int = 4, options: Sequence[str] | No
         lead = _lead(segment, allowed)
         if lead is False:
             return None
-        if lead:
+        if isinstance(lead, str) and lead:
             return lead
         found = _by_text(segment, options, allowed)
         if found:
@@ -126,7 +126,8 @@ def score_choice(answer: object, gold: str) -> ScoreResult:
     if letter is None:
         return unparsed()
     letter = letter.strip().upper()
-    return ScoreResult(float(letter == gold.strip().upper()), True, "letter match" if letter == gold else "wrong letter")
+    return ScoreResult(float(letter == gold.strip().upper()), True,
+                       "letter match" if letter == gold else "wrong letter")
 
 
 __all__ = ["extract_choice", "score_choice", "letters", "MAX_OPTIONS"]

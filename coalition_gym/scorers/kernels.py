@@ -269,7 +269,8 @@ def score_kernels(pairs: list[tuple[str, str | None]], config: KernelConfig = Ke
     """Score (reference, candidate) pairs; one at a time by default so that timings do not
     compete for the same cores. A None or empty candidate scores 0 unparsed."""
     limits = limits or kernel_limits(config)
-    todo = [(i, kernel_program(ref, cand, config)) for i, (ref, cand) in enumerate(pairs) if as_text(cand)]
+    todo = [(i, kernel_program(ref, as_text(cand) or "", config))
+            for i, (ref, cand) in enumerate(pairs) if as_text(cand)]
     if workers == 1:  # timings must not compete: one pair at a time
         runs = [run_split(p, limits) for _, p in todo]
     else:

@@ -315,47 +315,50 @@ class _Run:
             status = marshal.loads(status_raw) if status_raw else {}
         except (EOFError, ValueError, TypeError):
             status = {}
-        common = dict(stdout=out, stderr=err, wall_seconds=wall, truncated=truncated,
-                      exit_code=status.get("exit_code"), signal=status.get("signal"),
-                      cpu_seconds=float(status.get("cpu_seconds") or 0.0), isolation=status.get("mode") or "",
-                      uid=self.uid if status.get("mode") in ("namespace", "uid") else None,
-                      companion_uid=self.companion_uid if status.get("mode") in ("namespace", "uid")
-                      and self.program.companion is not None else None,
-                      memory_cap=status.get("memory_cap") or "")
+        isolated = status.get("mode") in ("namespace", "uid")
+        base = RunResult(False, "", "", stdout=out, stderr=err, wall_seconds=wall, truncated=truncated,
+                         exit_code=status.get("exit_code"), signal=status.get("signal"),
+                         cpu_seconds=float(status.get("cpu_seconds") or 0.0), isolation=status.get("mode") or "",
+                         uid=self.uid if isolated else None,
+                         companion_uid=self.companion_uid if isolated and self.program.companion is not None else None,
+                         memory_cap=status.get("memory_cap") or "")
+
+        def ended(passed: bool, why: str, reason: str) -> RunResult:
+            return replace(base, passed=passed, status=why, reason=reason)
+
         report, proved = self._proof(result)
         if killed or not status:
-            return RunResult(False, "timeout", f"the sandbox launcher had to be killed after {wall:.1f}s", **common)
+            return ended(False, "timeout", f"the sandbox launcher had to be killed after {wall:.1f}s")
         if status.get("error"):
-            return RunResult(False, "sandbox", f"sandbox setup failed: {status['error']}", **common)
+            return ended(False, "sandbox", f"sandbox setup failed: {status['error']}")
         if truncated or status.get("stopped"):
-            return RunResult(False, "output", f"output exceeded {self.limits.output_bytes} bytes", **common)
+            return ended(False, "output", f"output exceeded {self.limits.output_bytes} bytes")
         if status.get("timed_out"):
-            return RunResult(False, "timeout", f"wall-clock limit of {self.limits.wall_seconds}s reached", **common)
+            return ended(False, "timeout", f"wall-clock limit of {self.limits.wall_seconds}s reached")
         sig = status.get("signal")
         if sig == signal.SIGKILL and status.get("oom_kills"):
-            return RunResult(False, "memory", f"memory limit of {self.limits.memory_bytes} bytes for the program "
-                                              "and its children together reached", **common)
+            return ended(False, "memory", f"memory limit of {self.limits.memory_bytes} bytes for the program "
+                                              "and its children together reached")
         if sig is not None:
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and common["cpu_seconds"] >= 0.9 * self.limits.cpu_seconds):
-                return RunResult(False, "cpu", f"CPU-time limit of {self.limits.cpu_seconds}s reached", **common)
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and base.cpu_seconds >= 0.9 * self.limits.cpu_seconds):
+                return ended(False, "cpu", f"CPU-time limit of {self.limits.cpu_seconds}s reached")
             if sig == signal.SIGXFSZ:
-                return RunResult(False, "error", f"file-size limit of {self.limits.file_bytes} bytes reached",
-                                 **common)
-            return RunResult(False, "signal", f"killed by signal {signal.Signals(sig).name}", **common)
+                return ended(False, "error", f"file-size limit of {self.limits.file_bytes} bytes reached")
+            return ended(False, "signal", f"killed by signal {signal.Signals(sig).name}")
         code = status.get("exit_code")
         if code == 0 and proved:
-            return replace(RunResult(True, "passed", "ran to the end", **common), report=report)
+            return replace(ended(True, "passed", "ran to the end"), report=report)
         last = _last_line(err)
         if "MemoryError" in last:
-            return RunResult(False, "memory", f"memory limit reached: {last}", **common)
+            return ended(False, "memory", f"memory limit reached: {last}")
         if code == 4:
-            return RunResult(False, "sandbox", last or "the sandbox could not start the program", **common)
+            return ended(False, "sandbox", last or "the sandbox could not start the program")
         if code == 3:
-            return RunResult(False, "exit", last or "the program exited before its end", **common)
+            return ended(False, "exit", last or "the program exited before its end")
         if code == 1:
-            return RunResult(False, "error", last or "the program raised an exception", **common)
-        return RunResult(False, "exit", f"the program ended (exit code {code}) without finishing its last "
-                                        "statement", **common)
+            return ended(False, "error", last or "the program raised an exception")
+        return ended(False, "exit", f"the program ended (exit code {code}) without finishing its last "
+                                        "statement")
 
     def _proof(self, result: bytes) -> tuple[Any, bool]:
         """The launcher's end-of-program record: ``<nonce> <json report>``; anything else is ignored."""
@@ -393,13 +396,13 @@ class _ForkServer:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sock: socket.socket | None = None
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.owner = -1
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), "--serve"], stdin=theirs,
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", str(LAUNCHER), "--serve"], stdin=theirs.fileno(),
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(_SAFE_ENV),
                                          cwd="/", start_new_session=True, close_fds=True)
         finally:
@@ -409,8 +412,9 @@ class _ForkServer:
     def spawn(self, fds: Sequence[int]) -> int:
         with self.lock:
             for attempt in range(2):
-                if self.sock is None or self.owner != os.getpid() or self.proc.poll() is not None:
+                if self.sock is None or self.proc is None or self.owner != os.getpid() or self.proc.poll() is not None:
                     self._start()
+                assert self.sock is not None
                 try:
                     socket.send_fds(self.sock, [b"j"], list(fds))
                     return int(self.sock.recv(32))

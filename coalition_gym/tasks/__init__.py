@@ -16,7 +16,7 @@ from ..errors import ConfigError, UnknownNameError
 from .base import SPLITS, Task
 from .datasets import SPECS, DatasetSpec, FileTask
 from .humaneval import HumanEvalTask
-from .loaders import DataNotFoundError, DataFormatError
+from .loaders import DataFormatError, DataNotFoundError
 from .reasoning_gym import ReasoningGymTask, rg_category, rg_dataset_names
 from .splits import train_dev_split
 from .zoo_tasks import ZOO_TASKS, zoo_task
@@ -139,11 +139,11 @@ def describe_tasks(group_rg: bool = True) -> list[TaskInfo]:
     builtin = {"humaneval", *SPECS}
     for name, factory in TASKS.items():
         if name not in builtin:
-            rows.append(TaskInfo(name, "registered", "-", f"register_task({name!r}, {getattr(factory, '__qualname__', factory)!r})",
-                                 False))
+            source = f"register_task({name!r}, {getattr(factory, '__qualname__', factory)!r})"
+            rows.append(TaskInfo(name, "registered", "-", source, False))
     return rows
 
 
-__all__ = ["Task", "make", "register_task", "TASKS", "TASK_PREFIXES", "task_names", "describe_tasks", "TaskInfo", "SPLITS", "DEFAULT_TASK", "ReasoningGymTask",
-           "HumanEvalTask", "FileTask", "DatasetSpec", "SPECS", "train_dev_split", "DataNotFoundError",
-           "DataFormatError"]
+__all__ = ["Task", "make", "register_task", "TASKS", "TASK_PREFIXES", "task_names", "describe_tasks", "TaskInfo",
+           "SPLITS", "DEFAULT_TASK", "ReasoningGymTask", "HumanEvalTask", "FileTask", "DatasetSpec", "SPECS",
+           "train_dev_split", "DataNotFoundError", "DataFormatError"]

@@ -188,7 +188,7 @@ def _assaybench(rec: Record, index: int) -> Item:
                 "per line.")
     relevance = {str(g).upper(): float(s) for g, s in zip(genes, scores)}
     return Item(id=f"assaybench/{rec.get('dataset_name', index)}", question=question,
-                gold=",".join(sorted(relevance, key=relevance.get, reverse=True)[:100]), category="science",
+                gold=",".join(sorted(relevance, key=lambda g: relevance[g], reverse=True)[:100]), category="science",
                 meta={"relevance": relevance})
 
 
@@ -228,7 +228,8 @@ SPECS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
                  "train": _s("**/train-*.parquet", "**/train*.jsonl")}, _mbpp,
                 "MBPP: basic Python problems, executed against their asserts in the sandbox"),
     DatasetSpec("gsm8k", "math", "numeric", "openai/gsm8k",
-                {"test": _s("**/test-*.parquet", "**/test*.jsonl"), "train": _s("**/train-*.parquet", "**/train*.jsonl")},
+                {"test": _s("**/test-*.parquet", "**/test*.jsonl"),
+                 "train": _s("**/train-*.parquet", "**/train*.jsonl")},
                 _gsm8k, "GSM8K: grade-school math word problems, numeric answers"),
     DatasetSpec("math", "math", "math", "HuggingFaceH4/MATH-500",
                 {"test": _s("**/test*.jsonl", "**/test-*.parquet", "**/test*.json"),
@@ -300,7 +301,8 @@ class FileTask(Task):
         self.held_out = (not has_train) if held_out is None else bool(held_out)
         if not self.held_out and not has_train:
             raise ConfigError(f"task {spec.name!r} has no training split, so it can only be held out "
-                              "(held_out=True); tasks with one: " + ", ".join(n for n, s in SPECS.items() if "train" in s.splits))
+                              "(held_out=True); tasks with one: "
+                              + ", ".join(n for n, s in SPECS.items() if "train" in s.splits))
         self.skip_invalid = skip_invalid
         self.kernel = kernel or KernelConfig()
         self.workers = workers

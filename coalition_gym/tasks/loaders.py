@@ -80,7 +80,8 @@ def search_roots(task_name: str, hf_repo: str | None, path: str | os.PathLike | 
         roots.append((f"${DATA_ENV}/{task_name}", Path(os.environ[DATA_ENV]).expanduser() / task_name))
     if hf_repo:
         repo_dir = hub_cache() / f"datasets--{hf_repo.replace('/', '--')}" / "snapshots"
-        snapshots = sorted(repo_dir.glob("*"), key=lambda p: p.stat().st_mtime, reverse=True) if repo_dir.is_dir() else []
+        snapshots = (sorted(repo_dir.glob("*"), key=lambda p: p.stat().st_mtime, reverse=True)
+                     if repo_dir.is_dir() else [])
         roots += [("Hugging Face cache", snap) for snap in snapshots] or [("Hugging Face cache", repo_dir)]
     return roots
 

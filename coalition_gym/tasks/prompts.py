@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from .base import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 from ..types import Item, Message
+from .base import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 
 MAX_CANDIDATE_CHARS = 4000
 

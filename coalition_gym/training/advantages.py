@@ -38,7 +38,7 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[Hashable], eps: 
     return out
 
 
-def broadcast(values_per_rollout: Sequence[float], rollout_of_call: Sequence[int]) -> np.ndarray:
+def broadcast(values_per_rollout: "Sequence[float] | np.ndarray", rollout_of_call: Sequence[int]) -> np.ndarray:
     """Uniform credit: every policy call gets the value of the rollout it belongs to."""
     values = np.asarray(values_per_rollout, dtype=float)
     return values[np.asarray(rollout_of_call, dtype=int)] if len(rollout_of_call) else np.zeros(0)

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from ..errors import ConfigError
 
+
 def method_names() -> list[str]:
     """Every registered training method (the built-ins, then :func:`register_method`'s)."""
     return list(CONFIGS)

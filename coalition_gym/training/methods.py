@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
-from .advantages import broadcast, group_advantages, overlong_penalty
 from ..errors import ConfigError
-from .config import CONFIGS, DAPOIndivConfig, TrainConfig
+from .advantages import broadcast, group_advantages, overlong_penalty
+from .config import CONFIGS, DAPOIndivConfig, NudgeConfig, PolicyGradientConfig, RAFTConfig, TrainConfig
 from .rollouts import Rollout
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ class PolicyGradient(Method):
     """Group-relative advantages, broadcast to every policy call of an execution (uniform credit), and
     the clipped policy gradient normalised over the whole batch."""
 
+    config: PolicyGradientConfig
+
     def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
         cfg = self.config
@@ -93,6 +95,7 @@ class DAPOIndiv(PolicyGradient):
 
 class RAFT(Method):
     name = "raft"
+    config: RAFTConfig
 
     def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
@@ -106,6 +109,7 @@ class RAFT(Method):
 class Nudge(Method):
     name = "nudge"
     trains = False
+    config: NudgeConfig
 
     def run_untrained(self, trainer: "Trainer") -> None:
         """No weight update; the candidate system prompt with the best collaborative dev score."""
@@ -141,7 +145,8 @@ def register_method(method_class: type[Method], config_class: type[TrainConfig])
         raise ConfigError(f"register_method needs a Method subclass with a name, got {method_class!r}")
     if not (isinstance(config_class, type) and issubclass(config_class, TrainConfig)):
         raise ConfigError(f"register_method needs a TrainConfig subclass, got {config_class!r}")
-    if CONFIGS.get(name, config_class) is not config_class or METHOD_CLASSES.get(name, method_class) is not method_class:
+    if (CONFIGS.get(name, config_class) is not config_class
+            or METHOD_CLASSES.get(name, method_class) is not method_class):
         raise ConfigError(f"training method {name!r} is already registered")
     CONFIGS[name] = config_class
     METHOD_CLASSES[name] = method_class

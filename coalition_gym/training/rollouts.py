@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..agents.base import Generator, stable_hash
-from ..envs.protocols import EpisodeContext, Protocol, ProgramGen
+from ..envs.protocols import EpisodeContext, ProgramGen, Protocol
 from ..envs.runner import ProgramFailed, RunStats, run_programs, score_outcomes
 from ..envs.seated import own_answer_of
 from ..errors import BackendError, ConfigError

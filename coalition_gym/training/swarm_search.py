@@ -30,7 +30,8 @@ from ..envs.protocols.swarms import HeterogeneousSwarms
 from ..envs.runner import RunStats, episode_seed, run_programs, score_outcome
 from ..errors import ConfigError
 from ..learners.pso import PSOConfig, PSOResult, particle_swarm
-from ..tasks import Task, make as make_task
+from ..tasks import Task
+from ..tasks import make as make_task
 
 SWARM_SIZE = 5
 

@@ -16,7 +16,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from ..types import Item
 from ..valuation.stats import bootstrap_mean
 from . import checkpoints
 from .advantages import informative_groups
-from .config import TrainConfig, check_methods, make_config
+from .config import PolicyGradientConfig, TrainConfig, check_methods, make_config
 from .diagnostics import signal_metrics, summarise_signal
 from .losses import batch_normalizer, clipped_policy_loss, sft_loss
 from .methods import make_method
@@ -66,7 +66,7 @@ def load_policy(spec: str, device: str = "auto", dtype: str = "auto") -> tuple[A
 
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return model.to(device), tokenizer
+    return model.to(device), tokenizer  # type: ignore[arg-type]  # transformers' stubs type .to() oddly
 
 
 @dataclass
@@ -209,7 +209,7 @@ class Trainer:
         groups = [r.group for r in rollouts]
         first_share = len(informative_groups(rewards, groups)) / max(len(set(groups)), 1)
         refills = 0
-        if getattr(cfg, "dynamic_sampling", False):
+        if isinstance(cfg, PolicyGradientConfig) and cfg.dynamic_sampling:
             kept_groups: list[int] = []
             pairs: list[tuple[Rollout, float]] = []
 
@@ -292,7 +292,7 @@ class Trainer:
         """The clipped policy gradient on ``calls``, normalised over *all* of them (TRL's semantics):
         calls with advantage 0 add nothing to the loss but count in its denominator, so the step size does
         not swell when many groups carry no signal. Only the non-zero ones are forwarded."""
-        cfg, torch = self.config, self.torch
+        cfg, torch = cast(PolicyGradientConfig, self.config), self.torch  # only policy-gradient methods get here
         normalizer = batch_normalizer([len(c.completion_ids) for c in calls], cfg.aggregation)
         active = [k for k, a in enumerate(advantages) if a != 0.0]
 
@@ -320,7 +320,9 @@ class Trainer:
         metrics, advantages = self.method.update(self, rollouts, rewards)
         t2 = time.perf_counter()
         arr = np.asarray(rewards, dtype=float)
-        mean = (lambda xs: float(np.mean(xs)) if len(xs) else 0.0)
+
+        def mean(xs: Any) -> float:
+            return float(np.mean(xs)) if len(xs) else 0.0
         return {"step": step, "reward_mean": mean(arr), "reward_std": float(arr.std()) if len(arr) else 0.0,
                 "system_score_mean": mean([r.reward for r in rollouts]),
                 "solo_score_mean": mean([r.solo_score for r in rollouts]),

@@ -91,7 +91,7 @@ class SystemOutcomeReward:
             raise ConfigError(f"protocol {self.system.protocol.name!r} asked the policy more than once; the TRL "
                               "adapter supports one-shot protocols only (use `cgym train --method crl`)")
         outcome = episode.outcome
-        if isinstance(outcome, ProgramFailed):
+        if outcome is None or isinstance(outcome, ProgramFailed):
             return 0.0, 0.0
         own = own_answer_of(self.system.task, item, [(a.role, a.round, s.text) for a, s in episode.seat_calls])
         return self.system.task.score(outcome.answer, item), self.system.task.score(own, item)

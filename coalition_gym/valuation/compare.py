@@ -82,7 +82,8 @@ def compare(folders: Sequence[str | Path]) -> dict[str, Any]:
                       "full_coalition_score": r["full_coalition_score"], "n_items": r["n_items"]}
                      for label, r in zip(labels, runs)],
             "estimators": estimators, "rows": rows, "wide": wide,
-            "notes": comparability_notes(runs, labels), "records": {label: r.get("run") for label, r in zip(labels, runs)}}
+            "notes": comparability_notes(runs, labels),
+            "records": {label: r.get("run") for label, r in zip(labels, runs)}}
 
 
 def markdown(result: dict[str, Any]) -> str:

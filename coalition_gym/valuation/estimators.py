@@ -133,7 +133,7 @@ def monte_carlo_shapley(game: Game, tolerance: float = 0.005, budget: int | None
             order = rng.permutation(n)
             batch.append((order, order[::-1].copy()))
         if budget is not None:  # keep only the pairs that fit in the remaining budget
-            known, kept, extra = set(game._values), [], set()
+            known, kept, extra = set(game._values), [], set[frozenset]()
             for pair in batch:
                 new = {c for o in pair for c in prefixes(o) if c and c not in known} - extra
                 if game.coalitions_evaluated + len(extra) + len(new) > budget:

@@ -20,8 +20,8 @@ from tqdm.auto import tqdm
 
 from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
-from ..envs.protocols import EpisodeContext, Protocol, make_protocol
 from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
+from ..envs.protocols import EpisodeContext, Protocol, make_protocol
 from ..envs.runner import RunStats, episode_record, episode_seed, run_programs, score_outcomes
 from ..envs.system import with_pool_defaults
 from ..errors import ConfigError

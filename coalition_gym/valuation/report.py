@@ -25,12 +25,11 @@ from ..records import RunRecord, describe_pool, describe_task
 from ..redaction import JsonLines, write_json, write_text
 from ..tasks.base import Task
 from ..types import Item
+from . import html
 from .estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult
 from .game import CoalitionGame
-from . import html
 from .stats import Correlation, pearson, rescue_drag, spearman
-from .tables import (FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, p_phrase,
-                     terminal_table)
+from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, p_phrase, terminal_table
 
 #: which estimate ranks the leaderboard, best first
 PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
@@ -256,7 +255,8 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
     write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
     write_text(paths["leaderboard.csv"], csv_table(rows, report.primary))
     plot(report, paths["solo_vs_compositional.png"])
-    write_text(paths["leaderboard.html"], leaderboard_html(report, rows, paths["solo_vs_compositional.png"].read_bytes()))
+    png = paths["solo_vs_compositional.png"].read_bytes()
+    write_text(paths["leaderboard.html"], leaderboard_html(report, rows, png))
     return paths
 
 

@@ -346,8 +346,7 @@ class StratifiedSampler(Sampler):
 
     def _spread(self, design: Design, s: int) -> float:
         """Standard deviation of the sampled item-mean values of size s (1 until there are two)."""
-        values = [self.spread_of.get(m) for u in design.units if u.stratum == s for m in u.masks]
-        values = [v for v in values if v is not None]
+        values = [self.spread_of[m] for u in design.units if u.stratum == s for m in u.masks if m in self.spread_of]
         return max(float(np.std(values, ddof=1)), 1e-3) if len(values) >= 2 else 1.0
 
 class HybridSampler(KernelSampler):
@@ -413,10 +412,10 @@ class PermutationSampler(Sampler):
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
         units = design.units if units is None else units
-        total = 0.0
+        total = np.zeros((self.n, value((1 << self.n) - 1).shape[0]))
         for u in units:
             for order in u.orders:
-                previous, mask = 0.0, 0
+                previous, mask = np.zeros_like(total[0]), 0
                 marginal = np.zeros((self.n, value((1 << self.n) - 1).shape[0]))
                 for j in order:
                     mask |= 1 << int(j)
@@ -549,7 +548,8 @@ def _which(stop: StopRule, progress: Progress) -> str:
     rules = stop.rules if isinstance(stop, AnyOf) else [stop]
     for rule in rules:
         if rule.done(progress):
-            return {Budget: "budget", Tolerance: "tolerance", MaxRounds: "max_rounds"}.get(type(rule), type(rule).__name__)
+            names = {Budget: "budget", Tolerance: "tolerance", MaxRounds: "max_rounds"}
+            return names.get(type(rule), type(rule).__name__)
     return "stopped"
 
 

@@ -13,7 +13,8 @@ from .stats import format_p, shared_ranks
 FIELDS = {"loo": "loo", "shapley": "shapley", "banzhaf": "banzhaf", "mc": "mc_shapley"}
 
 
-def leaderboard_rows(players: Sequence[str], solo: Any, results: Mapping[str, Any], primary: str) -> list[dict[str, Any]]:
+def leaderboard_rows(players: Sequence[str], solo: Any, results: Mapping[str, Any],
+                     primary: str) -> list[dict[str, Any]]:
     """One row per player, best ``primary`` estimate first. ``rank`` and ``solo_rank`` are competition
     ranks (ties share the best rank); ``rank_change`` = solo rank - compositional rank."""
     main = results[primary]

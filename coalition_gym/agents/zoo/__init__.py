@@ -24,8 +24,16 @@ The package: ``tokenizer`` (vocabulary, tokenizer, chat template), ``recipes`` (
 """
 
 from ...tasks.zoo_tasks import ZOO_TASKS, ZooTask, zoo_task
-from .build import (HEARTBEAT_SECONDS, MANIFEST, ZooBuild, build_zoo, default_workers, ensure_zoo, read_manifest,
-                    recipe_from_dict)
+from .build import (
+                    HEARTBEAT_SECONDS,
+                    MANIFEST,
+                    ZooBuild,
+                    build_zoo,
+                    default_workers,
+                    ensure_zoo,
+                    read_manifest,
+                    recipe_from_dict,
+)
 from .recipes import RECIPES, ZooModelSpec, ZooRecipe, get_recipe, zoo_dir, zoo_home
 from .tokenizer import CHAT_TEMPLATE, ZOO_FORMAT_VERSION, char_tokenizer, encode_chars, render_chat
 from .train import evaluate_folder, save_model, train_model

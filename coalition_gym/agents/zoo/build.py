@@ -137,8 +137,10 @@ def _worker() -> None:
     job = json.loads(sys.stdin.read())
     recipe = recipe_from_dict(job["recipe"])
     progress = Path(os.environ["ZOO_PROGRESS"])
-    entry = _build_one(recipe.model(job["model"]), recipe, job["folder"], job["tasks"], False,
-                       on_step=progress.write_text)
+
+    def report(state: str) -> None:
+        progress.write_text(state)
+    entry = _build_one(recipe.model(job["model"]), recipe, job["folder"], job["tasks"], False, on_step=report)
     Path(os.environ["ZOO_RESULT"]).write_text(json.dumps(entry, default=list))
 
 

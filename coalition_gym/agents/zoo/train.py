@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ...tasks.zoo_tasks import ZOO_TASKS, zoo_task
 from ...types import Ask, Item, Message, SamplingParams
 from .recipes import ZooModelSpec, ZooRecipe
-from .tokenizer import BOS, EOS, PAD, _VOCAB, char_tokenizer, encode_chars, render_chat
+from .tokenizer import _VOCAB, BOS, EOS, PAD, char_tokenizer, encode_chars, render_chat
 
 # -- training data -------------------------------------------------------------------------------
 
@@ -97,9 +97,10 @@ def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False,
     config = GPT2Config(vocab_size=len(_VOCAB), n_positions=spec.context, n_embd=spec.n_embd,
                         n_layer=spec.n_layer, n_head=spec.n_head, resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, bos_token_id=_VOCAB[BOS], eos_token_id=_VOCAB[EOS],
-                        pad_token_id=_VOCAB[PAD], tie_word_embeddings=True, loss_type="ForCausalLM")
+                        pad_token_id=_VOCAB[PAD], tie_word_embeddings=True,
+                        loss_type="ForCausalLM")  # type: ignore[call-arg]  # a PretrainedConfig kwarg
     device = os.environ.get("COALITION_GYM_ZOO_DEVICE", "cpu")
-    model = GPT2LMHeadModel(config).to(device)
+    model = GPT2LMHeadModel(config).to(device)  # type: ignore[arg-type]  # transformers' stubs
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
@@ -178,7 +179,8 @@ def evaluate_folder(folder: str | Path, task_names: Sequence[str], n_items: int,
         task = zoo_task(name, size=n_items, seed=task_seed)
         items = list(task.items(split))
         asks = [Ask(member="zoo", messages=tuple(task.prompt(it, "compact")), seed=k,
-                    params=SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)) for k, it in enumerate(items)]
+                    params=SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
+                for k, it in enumerate(items)]
         samples = gen.generate(asks)
         out[name] = sum(task.score(task.extract(s.text, it), it) for s, it in zip(samples, items)) / len(items)
     return out

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generator as PyGenerator, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
+from typing import Generator as PyGenerator
 
 from ...agents.base import derive_seed
 from ...errors import ConfigError, EmptyCoalitionError

@@ -23,10 +23,10 @@ from typing import ClassVar
 
 from ...agents.base import stable_hash
 from ...errors import ConfigError
+from ...tasks.prompts import feedback_prompt, references_prompt, refine_prompt
 from ...types import Outcome, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .helpers import best_dev_member
-from ...tasks.prompts import feedback_prompt, references_prompt, refine_prompt
 from .voting import check_tie_break, plurality
 
 

@@ -20,9 +20,9 @@ from itertools import combinations
 from typing import ClassVar
 
 from ...errors import ConfigError
+from ...tasks.prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
 from ...types import Outcome, SamplingParams, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently
-from ...tasks.prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
 
 RANKINGS = ("pairwise", "listwise")
 
@@ -30,7 +30,8 @@ RANKINGS = ("pairwise", "listwise")
 @dataclass
 class LLMBlender(Protocol):
     name: ClassVar[str] = "llm_blender"
-    description: ClassVar[str] = "LLM-Blender: a fixed ranker orders members' candidates; a fixed fuser merges the top-K"
+    description: ClassVar[str] = ("LLM-Blender: a fixed ranker orders members' candidates; a fixed fuser merges "
+                                  "the top-K")
     helper_fields: ClassVar[tuple[str, ...]] = ("ranker", "fuser")
 
     ranker: str = "judge"

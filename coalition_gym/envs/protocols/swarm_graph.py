@@ -131,7 +131,8 @@ def top_p_pick(probs: np.ndarray, top_p: float, rng: np.random.Generator) -> int
     ``rng``), so that no node is favoured for its position in the coalition."""
     shuffle = rng.random(len(probs))
     order = sorted(range(len(probs)), key=lambda k: (-probs[k], shuffle[k]))
-    kept, total = [], 0.0
+    kept: list[int] = []
+    total = 0.0
     for k in order:
         if probs[k] <= 0 and kept:
             break

@@ -8,7 +8,8 @@ it gives the final answer. Nodes of one layer run in one wave.
 
 ``graph``:
 - a :class:`~.swarm_graph.SwarmGraph`, its ``to_dict`` mapping, or a path to its saved JSON: the
-  optimised graph (``coalition_gym.training.swarm_search.optimise_swarm`` finds one by particle swarm optimisation on dev
+  optimised graph (``coalition_gym.training.swarm_search.optimise_swarm`` finds one by particle swarm
+  optimisation on dev
   items and saves it). A coalition uses the graph restricted to its members; pairs involving a
   member the graph does not name (e.g. a gym policy seat) get ``default_weight``.
 - ``None`` (default, also what ``gym.make`` and ``cgym eval`` use unless told otherwise): no
@@ -30,10 +31,10 @@ import numpy as np
 
 from ...agents.base import stable_hash
 from ...errors import ConfigError
+from ...tasks.prompts import node_prompt
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .helpers import ask_with_seed_round
-from ...tasks.prompts import node_prompt
 from .swarm_graph import SwarmGraph, as_graph, decode, layers, predecessors
 
 

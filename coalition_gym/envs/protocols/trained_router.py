@@ -43,10 +43,10 @@ import numpy as np
 
 from ...agents.base import Generator, derive_seed, stable_hash
 from ...errors import BackendError, ConfigError, UnknownNameError
+from ...learners.router_model import LEARNERS, Learner, Predictor
 from ...tasks.base import SPLITS, Task
 from ...types import Ask, Item, Outcome, Sample, Turn
 from .base import EpisodeContext, ProgramGen, Protocol
-from ...learners.router_model import LEARNERS, Learner, Predictor
 from .routing import answer_wave
 
 
