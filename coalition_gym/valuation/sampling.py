@@ -173,6 +173,27 @@ class Sampler:
         """players x items estimate from the design (``units`` replaces the sampled units: bootstrap)."""
         raise NotImplementedError
 
+    def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
+              exhausted: Callable[[int], None], paired: Callable[[int, int], bool]) -> list[Unit | int]:
+        """Draw units until ``budget`` coalitions are used: ``next_size(drawn)`` names the size to draw
+        from given the units drawn so far this round (None: stop), ``exhausted(size)`` is told when a
+        size has nothing new left, ``paired(size, budget)`` says whether to take the complement too."""
+        out: list[Unit] = []
+        while budget > 0:
+            size = next_size(out)
+            if size is None:
+                break
+            unit = self._draw(design, size, pair=paired(size, budget))
+            if unit is None:
+                exhausted(size)
+                continue
+            if len(unit.masks) > budget:
+                break
+            design.seen.update(unit.masks)
+            out.append(unit)
+            budget -= len(unit.masks)
+        return list(out)
+
     # shared: a random coalition of size s (and its complement) not sampled before
     def _draw(self, design: Design, s: int, pair: bool) -> Unit | None:
         total, full = math.comb(self.n, s), (1 << self.n) - 1
@@ -214,10 +235,9 @@ class KernelSampler(Sampler):
         open_pairs = [s for s in self.pairs if not set(self._sizes(s)) <= design.complete]
         if not open_pairs or room <= 0:
             return []
-        count = {s: sum(len(u.masks) for u in design.units if u.stratum in self._sizes(s)) for s in open_pairs}
         first = open_pairs[0]
         missing = [k for k in self._sizes(first) if k not in design.complete]
-        if count[first] == 0:
+        if self._sampled(design.units, first) == 0:
             # border trick: enumerate the pair of sizes when its share of what is left (by kernel mass)
             # would cover it anyway; a pair that only fits would starve the others of samples
             share = self._pair_mass(first) / sum(self._pair_mass(k) for k in open_pairs) * room
@@ -227,24 +247,21 @@ class KernelSampler(Sampler):
             if first == 1 and 1 in missing and n <= room:  # at least the singletons: n + 1 coalitions
                 return [1]
         # the open pairs share the rest in proportion to their kernel mass: next is the one furthest behind
-        out: list[Unit | int] = []
-        budget = min(room, step)
-        while budget > 0 and open_pairs:
-            s = min(open_pairs, key=lambda k: (count[k] / self._pair_mass(k), self.rng.random()))
+        pair_of = {k: s for s in open_pairs for k in self._sizes(s)}
+
+        def next_size(drawn: list[Unit]) -> int | None:
+            if not open_pairs:
+                return None
+            s = min(open_pairs, key=lambda k: ((self._sampled(design.units, k) + self._sampled(drawn, k))
+                                               / self._pair_mass(k), self.rng.random()))
             sizes = [k for k in self._sizes(s) if k not in design.complete]
-            size = sizes[int(self.rng.integers(len(sizes)))]
-            paired = (n - size) not in design.complete and budget >= 2  # with its complement, while it fits
-            unit = self._draw(design, size, pair=paired)
-            if unit is None:  # this pair is (nearly) exhausted
-                open_pairs.remove(s)
-                continue
-            if len(unit.masks) > budget:
-                break
-            design.seen.update(unit.masks)
-            out.append(unit)
-            count[s] += len(unit.masks)
-            budget -= len(unit.masks)
-        return out
+            return sizes[int(self.rng.integers(len(sizes)))]
+
+        return self._fill(design, min(room, step), next_size, lambda size: open_pairs.remove(pair_of[size]),
+                          lambda size, budget: (n - size) not in design.complete and budget >= 2)
+
+    def _sampled(self, units: list[Unit], s: int) -> int:
+        return sum(len(u.masks) for u in units if u.stratum in self._sizes(s))
 
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
@@ -293,26 +310,20 @@ class StratifiedSampler(Sampler):
             if border not in design.complete and 0 < border < n:
                 return [border] if math.comb(n, border) <= room else []
         open_sizes = [s for s in range(2, n - 1) if s not in design.complete]
-        out: list[Unit | int] = []
-        budget = min(room, step)
-        while budget > 0 and open_sizes:
-            # Neyman allocation: sizes whose sampled values spread more get more samples (even at first)
-            count = {s: sum(len(u.masks) for u in design.units if _size(u.masks[0]) in (s, n - s)) for s in open_sizes}
-            s = min(open_sizes, key=lambda k: (count[k] / self._spread(design, k), self.rng.random()))
-            remaining = math.comb(n, s) + (math.comb(n, n - s) if n - s != s else 0) - count[s]
-            if remaining <= 0:
+
+        def next_size(drawn: list[Unit]) -> int | None:
+            while open_sizes:
+                # Neyman allocation: sizes whose sampled values spread more get more samples (even at first)
+                count = {s: sum(len(u.masks) for u in design.units + drawn if _size(u.masks[0]) in (s, n - s))
+                         for s in open_sizes}
+                s = min(open_sizes, key=lambda k: (count[k] / self._spread(design, k), self.rng.random()))
+                if math.comb(n, s) + (math.comb(n, n - s) if n - s != s else 0) > count[s]:
+                    return s
                 open_sizes.remove(s)
-                continue
-            unit = self._draw(design, s, pair=budget >= 2)  # the last coalition of a budget goes alone
-            if unit is None:  # this size is (nearly) exhausted
-                open_sizes.remove(s)
-                continue
-            if len(unit.masks) > budget:
-                break
-            design.seen.update(unit.masks)
-            out.append(unit)
-            budget -= len(unit.masks)
-        return out
+            return None
+
+        # the last coalition of a budget goes alone
+        return self._fill(design, min(room, step), next_size, open_sizes.remove, lambda size, budget: budget >= 2)
 
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
