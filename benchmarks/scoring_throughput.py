@@ -51,7 +51,7 @@ def run_ours(items: list, rows: list[dict], workers: int, fork_server: bool) -> 
     task = make("humaneval", limits=Limits(wall_seconds=TIMEOUT, cpu_seconds=int(TIMEOUT)), workers=workers)
     by_id = {i.id: i for i in items}
     start = time.perf_counter()
-    results = task.score_details([r["completion"] for r in rows], [by_id[r["task_id"]] for r in rows])
+    results = task.score_batch([r["completion"] for r in rows], [by_id[r["task_id"]] for r in rows])
     elapsed = time.perf_counter() - start
     sandbox.USE_FORK_SERVER = True
     return elapsed, [r.score == 1.0 for r in results], results[0].details.get("isolation", "")

@@ -52,7 +52,7 @@ def test_canonical_pass_broken_fail_and_verdicts_match_the_official_harness(tmp_
     samples += [{"task_id": items[0].id, "completion": "    while True:\n        pass\n"}]  # one timeout
 
     by_id = {i.id: i for i in items}
-    ours = task.score_details([s["completion"] for s in samples], [by_id[s["task_id"]] for s in samples])
+    ours = task.score_batch([s["completion"] for s in samples], [by_id[s["task_id"]] for s in samples])
     assert [r.score for r in ours[:164]] == [1.0] * 164
     assert [r.score for r in ours[164:]] == [0.0] * (len(samples) - 164)
 

@@ -150,7 +150,7 @@ def test_every_wrong_program_scores_zero_with_a_reason(add_item, monkeypatch):
     task, item = add_item
     task.limits, task.workers = LIMITS, 2
     assert len(WRONG) >= 30
-    results = dict(zip(WRONG, task.score_details(list(WRONG.values()), [item] * len(WRONG))))
+    results = dict(zip(WRONG, task.score_batch(list(WRONG.values()), [item] * len(WRONG))))
     for name, result in results.items():
         assert result.score == 0.0, f"{name} scored {result.score}: {result.reason}"
         assert result.reason, name
@@ -163,7 +163,7 @@ def test_every_wrong_program_scores_zero_with_a_reason(add_item, monkeypatch):
 def test_hostile_but_correct_programs_pass_and_are_contained(add_item):
     task, item = add_item
     task.limits, task.workers = LIMITS, 2
-    results = task.score_details(list(HOSTILE_BUT_CORRECT.values()), [item] * len(HOSTILE_BUT_CORRECT))
+    results = task.score_batch(list(HOSTILE_BUT_CORRECT.values()), [item] * len(HOSTILE_BUT_CORRECT))
     for name, result in zip(HOSTILE_BUT_CORRECT, results):
         assert result.score == 1.0, f"{name}: {result.reason}"
     assert not Path("/tmp/cgym_split_escape.txt").exists()

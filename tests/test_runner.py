@@ -131,9 +131,9 @@ def test_episodes_are_scored_in_one_batch():
     class Counting(ListTask):
         batches = []
 
-        def score_many(self, answers, items):
+        def score_batch(self, answers, items):
             self.batches.append(len(answers))
-            return super().score_many(answers, items)
+            return super().score_batch(answers, items)
 
     task = Counting(["1", "2", "3"])
     gen = Scripted(lambda ask: answer_text(ask.item.gold))

@@ -79,7 +79,7 @@ def test_score_detail_is_backward_compatible_with_score():
     detail = task.score_detail(item.gold, item)
     assert isinstance(detail, ScoreResult) and detail.score == task.score(item.gold, item) == 1.0
     assert task.score_detail(None, item).parsed is False
-    assert task.score_many([item.gold, None], [item, item]) == [1.0, 0.0]
+    assert [r.score for r in task.score_batch([item.gold, None], [item, item])] == [1.0, 0.0]
 
 
 def test_mbpp_is_executed_against_its_asserts_in_the_sandbox():
@@ -88,7 +88,7 @@ def test_mbpp_is_executed_against_its_asserts_in_the_sandbox():
     good = [f"```python\n{i.gold}\n```" for i in items]
     answers = [task.extract(t) for t in good] + [task.extract("```python\ndef add(a, b):\n    return a - b\n```"),
                                                  None]
-    scores = task.score_many(answers, [items[0], items[1], items[0], items[0]])
+    scores = [r.score for r in task.score_batch(answers, [items[0], items[1], items[0], items[0]])]
     assert scores == [1.0, 1.0, 0.0, 0.0]
     assert task.score(answers[0], items[0]) == 1.0
     assert len(task.items("train")) + len(task.items("dev")) == 5

@@ -64,3 +64,20 @@ def test_a_task_is_called_by_the_name_it_was_made_with():
     mixed = make("mix:zoo:arith,zoo:sum", size=4)
     assert mixed.name == "mix:zoo:arith,zoo:sum"
     assert {it.id.split("/")[0] for it in mixed.items("test")} == {"zoo:arith", "zoo:sum"}
+
+
+def test_a_mixture_scores_each_part_in_one_batch():
+    """Each part of a mixture gets its own items in a single score_batch call (code parts run in parallel)."""
+    mixed = make("mix:zoo:arith,zoo:reverse", size=4)
+    items = mixed.items("test")
+    calls = []
+    for part in mixed.parts:
+        original = part.score_batch
+
+        def counting(answers, its, _original=original, _name=part.name):
+            calls.append((_name, len(answers)))
+            return _original(answers, its)
+        part.score_batch = counting
+    results = mixed.score_batch([it.gold for it in items], items)
+    assert [r.score for r in results] == [1.0] * len(items)
+    assert sorted(calls) == [("zoo:arith", 4), ("zoo:reverse", 4)]

@@ -190,10 +190,10 @@ def episode_record(result: EpisodeResult, item: Item, with_text: bool = True) ->
 
 def score_outcomes(task: Task, contexts: Sequence[EpisodeContext],
                    outcomes: Sequence["Outcome | ProgramFailed"]) -> list[EpisodeResult]:
-    """Score many episodes with one ``task.score_many`` call (execution-based tasks run in parallel)."""
+    """Score many episodes with one ``task.score_batch`` call (execution-based tasks run in parallel)."""
     done = [k for k, o in enumerate(outcomes) if not isinstance(o, ProgramFailed)]
-    scores = dict(zip(done, task.score_many([outcomes[k].answer for k in done],  # type: ignore[union-attr]
-                                            [contexts[k].item for k in done])))
+    answers = [outcomes[k].answer for k in done]  # type: ignore[union-attr]
+    scores = dict(zip(done, (r.score for r in task.score_batch(answers, [contexts[k].item for k in done]))))
     return [score_outcome(task, ctx.item, ctx.members, ctx.seed, o, scores.get(k))
             for k, (ctx, o) in enumerate(zip(contexts, outcomes))]
 

@@ -36,16 +36,18 @@ class Task(ABC):
 
     @abstractmethod
     def score(self, answer: str | None, item: Item) -> float:
-        """Score in [0, 1] of an extracted answer; None (unparseable) scores 0."""
+        """Score in [0, 1] of one extracted answer; None (unparseable) scores 0. The simple hook a task
+        implements; drivers call :meth:`score_batch`."""
 
     def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
-        """The score with whether the answer could be read and why it scored what it did."""
+        """One answer's score with whether it could be read and why it scored what it did."""
         return ScoreResult(float(self.score(answer, item)), answer is not None,
                            "no answer" if answer is None else "")
 
-    def score_many(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[float]:
-        """Scores of many answers; execution-based tasks override this to run them in parallel."""
-        return [self.score(a, i) for a, i in zip(answers, items)]
+    def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
+        """The one batch scoring method every driver calls: a ScoreResult per answer. Execution-based
+        tasks (code, kernels) override it to run the programs in parallel in the sandbox."""
+        return [self.score_detail(a, i) for a, i in zip(answers, items)]
 
     def extract(self, text: str | None, item: Item | None = None) -> str | None:
         """The canonical final answer of a reply, or None when it has none. ``item`` is the item the

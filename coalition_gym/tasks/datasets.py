@@ -407,9 +407,9 @@ class FileTask(Task):
             return score_f1(answer, item.gold)
         if kind == "ranking":
             return score_ranking(answer, item.meta["relevance"], k=100, adjusted=True)
-        return self.score_details([answer], [item])[0]
+        return self.score_batch([answer], [item])[0]
 
-    def score_details(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
+    def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
         """Execution-based kinds run all programs in parallel in the sandbox."""
         if self.spec.kind == "code":
             programs = [None if as_text(a) is None else
@@ -419,9 +419,6 @@ class FileTask(Task):
             return score_kernels([(i.meta["reference"], None if as_text(a) is None else str(a))
                                   for a, i in zip(answers, items)], self.kernel, workers=self.workers or 1)
         return [self.score_detail(a, i) for a, i in zip(answers, items)]
-
-    def score_many(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[float]:
-        return [r.score for r in self.score_details(answers, items)]
 
 
 def score_theoremqa(answer: str, gold: str, answer_type: str) -> ScoreResult:

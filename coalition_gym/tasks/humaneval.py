@@ -75,15 +75,12 @@ class HumanEvalTask(Task):
         return self.score_detail(answer, item).score
 
     def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
-        return self.score_details([answer], [item])[0]
+        return self.score_batch([answer], [item])[0]
 
-    def score_details(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
+    def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
         programs = [None if as_text(a) is None else self.program(str(a), i) for a, i in zip(answers, items)]
         results = score_programs(programs, limits=self.limits, workers=self.workers)
         return [r if p is not None else unparsed("no code") for r, p in zip(results, programs)]
-
-    def score_many(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[float]:
-        return [r.score for r in self.score_details(answers, items)]
 
 
 __all__ = ["HumanEvalTask", "humaneval_file"]

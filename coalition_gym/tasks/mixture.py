@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import ConfigError
+from ..scorers.result import ScoreResult
 from ..types import Item, Message
 from .base import Task
 
@@ -60,6 +61,18 @@ class MixtureTask(Task):
 
     def score(self, answer: str | None, item: Item) -> float:
         return self.owner(item).score(answer, item)
+
+    def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
+        """Each part scores its own items in one batch (code parts run in parallel)."""
+        out: list[ScoreResult | None] = [None] * len(items)
+        by_part: dict[int, list[int]] = {}
+        for k, item in enumerate(items):
+            by_part.setdefault(id(self.owner(item)), []).append(k)
+        for idx in by_part.values():
+            part = self.owner(items[idx[0]])
+            for k, result in zip(idx, part.score_batch([answers[k] for k in idx], [items[k] for k in idx])):
+                out[k] = result
+        return out  # type: ignore[return-value]
 
 
 def make_mixture(spec: str, **kwargs: Any) -> MixtureTask:
