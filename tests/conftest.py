@@ -13,9 +13,16 @@ try:  # one intra-op thread: on a shared 2-core machine torch's default threads 
 except ImportError:  # pragma: no cover - torch is a core dependency
     pass
 
+from pathlib import Path
+
 from coalition_gym.agents.base import Generator
 from coalition_gym.tasks.base import Task
 from coalition_gym.types import Ask, Item, Sample
+
+
+TESTS = Path(__file__).resolve().parent  # tests/ (the suite mirrors the package in subfolders)
+REPO = TESTS.parent
+FIXTURES = TESTS / "fixtures"
 
 
 class Scripted(Generator):

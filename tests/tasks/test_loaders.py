@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +11,9 @@ from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import SPECS, DataFormatError, DataNotFoundError, make
 from coalition_gym.tasks.loaders import read_records
 
-FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
+from conftest import FIXTURES as _FIXTURES  # noqa: E402
+
+FIXTURES = _FIXTURES / "datasets"
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,7 @@ from coalition_gym.valuation.game import CoalitionGame
 
 from conftest import Scripted
 
-HERE = Path(__file__).parent
+from conftest import TESTS as HERE  # noqa: E402  (resume_job.py lives there)
 
 
 def an_ask(content="hi", seed=1, temperature=0.7):

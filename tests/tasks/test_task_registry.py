@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,9 @@ from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.scorers.result import ScoreResult
 from coalition_gym.tasks import SPECS, Task, describe_tasks, make, task_names, train_dev_split
 
-FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
+from conftest import FIXTURES as _FIXTURES  # noqa: E402
+
+FIXTURES = _FIXTURES / "datasets"
 
 
 @pytest.fixture(autouse=True)

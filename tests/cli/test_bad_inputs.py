@@ -1,6 +1,6 @@
 """Every subcommand refuses bad input before any work: one actionable line on stderr, exit 2.
 
-``python tests/test_bad_inputs.py`` prints the table (case -> message -> exit code) as Markdown.
+``python tests/cli/test_bad_inputs.py`` prints the table (case -> message -> exit code) as Markdown.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ from coalition_gym.valuation import CoalitionGame, exact_shapley  # noqa: E402
 
 from ray_helpers import DiesOnce  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
+from conftest import TESTS as HERE  # noqa: E402  (ray_helpers.py lives there)
 pytestmark = pytest.mark.slow
 
 

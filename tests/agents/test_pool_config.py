@@ -17,7 +17,9 @@ from coalition_gym.types import Ask, Message, SamplingParams
 
 from conftest import Scripted
 
-FIXTURES = Path(__file__).parent / "fixtures" / "pools"
+from conftest import FIXTURES as _FIXTURES  # noqa: E402
+
+FIXTURES = _FIXTURES / "pools"
 
 
 @pytest.fixture
