@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
+
+from .errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,50 @@ class Role(str, Enum):
 HELPER_ROLES = frozenset({Role.RANK_PAIR, Role.RANK_LIST, Role.FUSE, Role.ROUTE, Role.FEEDBACK, Role.DEV})
 
 
+class DebateInfo(TypedDict, total=False):
+    """answer and debate: what the member is shown besides the question (empty for a first answer)."""
+
+    peer_answers: tuple  # the peers' extracted answers shown in the prompt
+    own_previous: "str | None"  # this member's previous answer
+
+
+class AnswersInfo(TypedDict, total=False):
+    answers: tuple  # the candidates' extracted answers, in the order shown (rank_pair, rank_list, fuse)
+
+
+class FeedbackInfo(TypedDict, total=False):
+    reviewed: str  # whose answer is reviewed
+    answers: tuple
+
+
+class RouteInfo(TypedDict, total=False):
+    candidates: tuple  # the members the router may name
+    descriptions: Mapping[str, str]
+
+
+class DevInfo(TypedDict, total=False):
+    dev: bool
+
+
+#: the typed payload of each role's ``Ask.info`` (drivers may add ``rollout``, the training tag)
+ROLE_INFO: dict[str, type] = {Role.ANSWER: DebateInfo, Role.DEBATE: DebateInfo, Role.RANK_PAIR: AnswersInfo,
+                              Role.RANK_LIST: AnswersInfo, Role.FUSE: AnswersInfo, Role.FEEDBACK: FeedbackInfo,
+                              Role.ROUTE: RouteInfo, Role.DEV: DevInfo}
+DRIVER_INFO_KEYS = frozenset({"rollout"})
+
+
+def check_info(role: str, info: Mapping[str, Any]) -> None:
+    """Refuse an ``info`` key the role's payload does not define (a typo a simulated agent would
+    silently ignore); a role of a protocol's own is not checked."""
+    payload = ROLE_INFO.get(role)
+    if payload is None:
+        return
+    unknown = set(info) - set(payload.__annotations__) - DRIVER_INFO_KEYS
+    if unknown:
+        raise ConfigError(f"Ask role {role!r} has no info key {sorted(unknown)[0]!r}; its payload "
+                         f"{payload.__name__} has {', '.join(payload.__annotations__) or 'none'}")
+
+
 @dataclass(frozen=True)
 class Ask:
     """A request for one generation, yielded by a protocol program.
@@ -92,6 +138,9 @@ class Ask:
     round: int = 0
     item: Item | None = field(default=None, compare=False, hash=False)
     info: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        check_info(self.role, self.info)
 
 
 @dataclass(frozen=True)

@@ -252,3 +252,14 @@ def test_every_role_a_protocol_uses_is_in_the_role_vocabulary():
         seen |= {a.role for a in asks}
     assert seen <= {r.value for r in Role}, seen - {r.value for r in Role}
     assert {r for r in Role if r.is_helper} == HELPER_ROLES and not Role.DEBATE.is_helper
+
+
+def test_an_ask_refuses_an_info_key_its_role_does_not_define():
+    from coalition_gym.types import ROLE_INFO, Ask, Message, Role
+
+    assert set(ROLE_INFO) == {r.value for r in Role}
+    Ask("m", (Message("user", "q"),), seed=1, role="debate", info={"peer_answers": ("3",), "own_previous": "4"})
+    Ask("m", (Message("user", "q"),), seed=1, role="route", info={"candidates": ("a",), "rollout": 2})
+    Ask("m", (Message("user", "q"),), seed=1, role="my_own_role", info={"anything": 1})  # unchecked
+    with pytest.raises(ConfigError, match="role 'debate' has no info key 'peer_answer'"):
+        Ask("m", (Message("user", "q"),), seed=1, role="debate", info={"peer_answer": ("3",)})
