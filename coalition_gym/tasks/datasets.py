@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..scorers import choice as mc
-from ..scorers.answers import extract_final_answer, last_boxed, normalize_answer
-from ..scorers.code import assert_split, extract_code, score_programs
-from ..scorers.kernels import KernelConfig, score_kernels
-from ..scorers.mathematics import extract_boxed, numeric_match, score_math
-from ..scorers.ranking import parse_ranking, score_ranking
-from ..scorers.result import ScoreResult, as_text, unparsed
-from ..scorers.text import score_exact, score_f1
+from ..scorers.answers import last_boxed, normalize_answer
+from ..scorers.kernels import KernelConfig
+from ..scorers.kinds import ANSWER_KINDS, AnswerKind, ScoringContext, score_theoremqa
+from ..scorers.result import ScoreResult
 from ..types import Item, Message
 from .base import SYSTEM_PROMPT, Task, check_style
 from .loaders import DataFormatError, Record, find_files, read_records
 from .splits import train_dev_split
 
 Converter = Callable[[Record, int], Item]
-KINDS = ("choice", "math", "numeric", "theoremqa", "exact", "f1", "code", "kernel", "ranking")
+KINDS = tuple(ANSWER_KINDS)  # how answers are extracted and scored: scorers/kinds.py
 
 
 @dataclass(frozen=True)
@@ -254,29 +250,9 @@ SPECS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
 
 # --- prompts ---------------------------------------------------------------------------------
 
-_INSTRUCTIONS = {
-    "choice": "Think it through, then end with a final line 'Answer: <letter>'.",
-    "math": "Think it through, then put the final answer in \\boxed{}.",
-    "numeric": "Think it through, then end your reply with a final line of the form 'Answer: <number>'.",
-    "theoremqa": "Think it through, then end your reply with a final line of the form 'Answer: <answer>'.",
-    "exact": "Think it through, then end your reply with a final line of the form 'Answer: <answer>'.",
-    "f1": "",
-    "code": "Write the Python function in a ```python code block.",
-    "kernel": ("Write a faster drop-in replacement named ModelNew (same constructor and forward signature) in "
-               "one ```python code block. It may use custom kernels (torch.utils.cpp_extension, Triton) or better "
-               "PyTorch operations."),
-    "ranking": "",
-}
-
-
 def render_question(item: Item, kind: str) -> str:
-    if kind == "choice" and item.choices:
-        letters = mc.letters(len(item.choices))
-        lines = [item.question, ""] + [f"{letters[i]}) {c}" for i, c in enumerate(item.choices)]
-        return "\n".join(lines)
-    if kind == "kernel":
-        return f"Here is a PyTorch reference module:\n```python\n{item.question}\n```"
-    return item.question
+    """The question as the dataset's answer kind shows it (options listed, reference code fenced)."""
+    return ANSWER_KINDS[kind].question(item)
 
 
 class FileTask(Task):
@@ -349,100 +325,34 @@ class FileTask(Task):
 
     def prompt(self, item: Item, style: str = "chat") -> list[Message]:
         check_style(style)
-        text = render_question(item, self.spec.kind)
-        instruction = _INSTRUCTIONS[self.spec.kind]
+        text = self.kind.question(item)
+        instruction = self.kind.instruction
         if style == "compact":
             return [Message("user", f"{text}\nAnswer:")]
         body = f"{text}\n\n{instruction}" if instruction else text
         return [Message("system", SYSTEM_PROMPT), Message("user", body)]
 
+    @property
+    def kind(self) -> AnswerKind:
+        """The spec's answer kind: how questions are shown and answers read and scored."""
+        return ANSWER_KINDS[self.spec.kind]
+
+    def _context(self) -> ScoringContext:
+        return ScoringContext(workers=self.workers, kernel=self.kernel, n_options=self._max_options(),
+                              numeric_fallback=self.spec.numeric_fallback)
+
     def extract(self, text: str | None, item: Item | None = None) -> str | None:
-        kind = self.spec.kind
-        if kind == "choice":  # letters beyond an item's options score 0 when scored
-            letter = mc.extract_choice(text, n_options=self._max_options())
-            if letter is None and self.spec.numeric_fallback:
-                return extract_final_answer(as_text(text))
-            return letter
-        if kind == "math":
-            return extract_boxed(text)
-        if kind in ("code", "kernel"):
-            return extract_code(text)
-        if kind == "ranking":
-            ranked = parse_ranking(text)
-            return "\n".join(ranked) if ranked else None
-        if kind == "f1":
-            reply = as_text(text)
-            return reply.strip() if reply else None
-        return extract_final_answer(as_text(text))
+        return self.kind.extract(text, item, self._context())
 
     def score(self, answer: str | None, item: Item) -> float:
         return self.score_detail(answer, item).score
 
     def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
-        if as_text(answer) is None:
-            return unparsed()
-        try:
-            return self._score(str(as_text(answer)), item)
-        except Exception as exc:  # a hostile answer must never crash a run
-            return ScoreResult(0.0, False, f"scoring failed: {type(exc).__name__}")
-
-    def _score(self, answer: str, item: Item) -> ScoreResult:
-        kind = self.spec.kind
-        if kind == "choice":
-            if item.meta.get("numeric"):
-                return numeric_match(answer, item.gold, rel_tol=item.meta.get("rel_tol", 0.01))
-            return mc.score_choice(answer, item.gold)
-        if kind == "math":
-            return score_math(answer, item.gold)
-        if kind == "numeric":
-            return numeric_match(answer, item.gold)
-        if kind == "theoremqa":
-            return score_theoremqa(answer, item.gold, item.meta.get("answer_type", ""))
-        if kind == "exact":
-            if re.fullmatch(r"\([A-Z]\)", item.gold):
-                letter = mc.extract_choice(answer, n_options=26)
-                return mc.score_choice(letter, item.gold[1]) if letter else unparsed("no option letter")
-            return score_exact(answer, item.gold)
-        if kind == "f1":
-            return score_f1(answer, item.gold)
-        if kind == "ranking":
-            return score_ranking(answer, item.meta["relevance"], k=100, adjusted=True)
         return self.score_batch([answer], [item])[0]
 
     def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
         """Execution-based kinds run all programs in parallel in the sandbox."""
-        if self.spec.kind == "code":
-            programs = [None if as_text(a) is None else
-                        assert_split(str(a), i.meta["tests"], i.meta.get("setup", "")) for a, i in zip(answers, items)]
-            return score_programs(programs, workers=self.workers)
-        if self.spec.kind == "kernel":
-            return score_kernels([(i.meta["reference"], None if as_text(a) is None else str(a))
-                                  for a, i in zip(answers, items)], self.kernel, workers=self.workers or 1)
-        return [self.score_detail(a, i) for a, i in zip(answers, items)]
-
-
-def score_theoremqa(answer: str, gold: str, answer_type: str) -> ScoreResult:
-    """TheoremQA by answer type: bool -> True/False; integer/float -> numeric within 1%; list ->
-    element-wise numeric; anything else -> math equivalence."""
-    kind = answer_type.lower()
-    if kind == "bool":
-        said = normalize_answer(answer).lower()
-        if said not in ("true", "false", "yes", "no"):
-            return ScoreResult(0.0, False, "not true/false")
-        ok = (said in ("true", "yes")) == (gold.strip().lower() in ("true", "yes"))
-        return ScoreResult(float(ok), True, "bool match" if ok else "wrong bool")
-    if kind.startswith("list"):
-        got = [p for p in re.split(r"[,\s]+", answer.strip("[]() ")) if p]
-        want = [p for p in re.split(r"[,\s]+", gold.strip("[]() ")) if p]
-        if len(got) != len(want):
-            return ScoreResult(0.0, True, f"{len(got)} elements, expected {len(want)}")
-        ok = all(numeric_match(g, w, rel_tol=0.01).score == 1.0 or g == w for g, w in zip(got, want))
-        return ScoreResult(float(ok), True, "list match" if ok else "list differs")
-    if kind in ("integer", "float"):
-        result = numeric_match(answer, gold, rel_tol=0.01)
-        if result.parsed:
-            return result
-    return score_math(answer, gold, rel_tol=0.01)
+        return self.kind.score_batch(answers, items, self._context())
 
 
 __all__ = ["DatasetSpec", "SPECS", "FileTask", "KINDS", "render_question", "score_theoremqa"]
