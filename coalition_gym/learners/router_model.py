@@ -88,3 +88,67 @@ def _checked(questions: Sequence[str], outcomes: np.ndarray) -> np.ndarray:
 
 
 LEARNERS: dict[str, Learner] = {"logistic": logistic_learner, "best_member": best_member_learner}
+
+
+class RouterKnowledge:
+    """What a trained router knows, per dev set (``key``): each member's measured dev outcomes, the
+    accuracy assumed for seats that cannot be measured (a policy), and the predictors the learner fits
+    on them, one per coalition of measured members. Pure data and numpy: the protocol measures, this
+    object remembers and predicts. Hand one object to several TrainedRouter protocols (or keep it
+    between runs) to share what was measured."""
+
+    def __init__(self, learner: "str | Learner" = "logistic"):
+        if not callable(learner) and learner not in LEARNERS:
+            from ..errors import UnknownNameError
+
+            raise UnknownNameError("router learner", str(learner), LEARNERS)
+        self.learner: Learner = learner if callable(learner) else LEARNERS[learner]
+        self.outcomes: dict[tuple[int, str], np.ndarray] = {}  # (dev set key, member) -> dev scores
+        self.assumed: dict[tuple[int, str], float] = {}  # (dev set key, seat) -> assumed dev accuracy
+        self.claimed: set[tuple[int, str]] = set()  # being measured by an episode already
+        self._predictors: dict[tuple[int, tuple[str, ...]], Predictor] = {}
+
+    def knows(self, key: int, member: str) -> bool:
+        return (key, member) in self.outcomes or (key, member) in self.assumed
+
+    def record(self, key: int, member: str, scores: Sequence[float]) -> None:
+        self.outcomes.setdefault((key, member), np.asarray(scores, dtype=float))  # first writer wins: same values
+        self.claimed.add((key, member))
+
+    def assume(self, key: int, member: str, accuracy: float) -> None:
+        if not 0.0 <= accuracy <= 1.0:
+            raise ConfigError(f"trained_router: an assumed accuracy must lie in [0, 1], got {accuracy}")
+        self.forget([member])
+        self.assumed[(key, member)] = float(accuracy)
+
+    def forget(self, members: "Sequence[str] | None" = None) -> None:
+        """Drop what is known about ``members`` (all if None); they are measured again when needed."""
+        names = None if members is None else set(members)
+
+        def drop(member: str) -> bool:
+            return names is None or member in names
+        self.outcomes = {k: v for k, v in self.outcomes.items() if not drop(k[1])}
+        self.assumed = {k: v for k, v in self.assumed.items() if not drop(k[1])}
+        self.claimed = {k for k in self.claimed if not drop(k[1])}
+        self._predictors = {k: v for k, v in self._predictors.items() if not any(drop(m) for m in k[1])}
+
+    def measured(self, key: int) -> dict[str, np.ndarray]:
+        return {m: v.copy() for (k, m), v in self.outcomes.items() if k == key}
+
+    def scores(self, key: int, members: Sequence[str], dev_questions: Sequence[str],
+               question: str) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted scores on ``question`` and dev accuracies, per member: the learner's for measured
+        members (fitted once per coalition), the assumed accuracy for seats."""
+        measured = tuple(m for m in members if (key, m) not in self.assumed)
+        if measured and (key, measured) not in self._predictors:
+            outcomes = np.column_stack([self.outcomes[(key, m)] for m in measured])
+            self._predictors[(key, measured)] = self.learner(dev_questions, outcomes)
+        predicted = (np.asarray(self._predictors[(key, measured)](question), dtype=float) if measured
+                     else np.zeros(0))
+        if predicted.shape != (len(measured),):
+            raise ConfigError(f"trained_router: the learner scored {predicted.shape} for {len(measured)} members")
+        by_member = dict(zip(measured, predicted))
+        scores = np.array([by_member.get(m, self.assumed.get((key, m), 0.0)) for m in members])
+        accuracy = np.array([self.assumed[(key, m)] if (key, m) in self.assumed else self.outcomes[(key, m)].mean()
+                             for m in members])
+        return scores, accuracy

@@ -123,3 +123,17 @@ def test_an_explicit_seat_prior_and_bad_priors():
         assert never.step(answer_text("1"))[4]["details"]["chosen"] != "policy"
     with pytest.raises(ConfigError, match="seat_prior=1.5"):
         make_protocol("trained_router", seat_prior=1.5)
+
+
+def test_the_router_knowledge_is_an_object_that_can_be_shared(mixed):
+    from coalition_gym.learners.router_model import RouterKnowledge
+
+    pool = load_pool("sim:specialists")
+    shared = RouterKnowledge("logistic")
+    first = make_protocol("trained_router", dev_items=10, knowledge=shared)
+    first.fit(mixed, pool.backends(), pool.member_names)
+    second = make_protocol("trained_router", dev_items=10, knowledge=shared)
+    assert set(second.dev_outcomes(mixed)) == set(pool.member_names)  # measured once, known to both
+    assert "knowledge" not in first.settings() and first.settings()["dev_items"] == 10
+    results = run_episodes(second, mixed, mixed.items("test")[:5], pool.member_names, pool.backends())
+    assert all("fit" not in r.outcome.details for r in results)  # nobody was measured inside an episode

@@ -36,14 +36,14 @@ A coalition of one needs no routing: its member answers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ...agents.base import Generator, derive_seed, stable_hash
-from ...errors import BackendError, ConfigError, UnknownNameError
-from ...learners.router_model import LEARNERS, Learner, Predictor
+from ...errors import BackendError, ConfigError
+from ...learners.router_model import RouterKnowledge
 from ...tasks.base import SPLITS, Task
 from ...types import Ask, Item, Outcome, Sample, Turn
 from .base import EpisodeContext, ProgramGen, Protocol
@@ -61,6 +61,9 @@ class TrainedRouter(Protocol):
     dev_split: str = "dev"
     dev_seed: int = 0
     seat_prior: float | None = None
+    #: what the router knows (measured dev outcomes, assumed seat accuracies, fitted predictors); give
+    #: one to share it between protocol objects, or leave None for a fresh one
+    knowledge: RouterKnowledge | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -70,16 +73,12 @@ class TrainedRouter(Protocol):
             raise ConfigError(f"trained_router: dev_items={self.dev_items} must be >= 1")
         if self.dev_split not in SPLITS:
             raise ConfigError(f"trained_router: dev_split={self.dev_split!r}; use one of {', '.join(SPLITS)}")
-        if not callable(self.learner) and self.learner not in LEARNERS:
-            raise UnknownNameError("router learner", str(self.learner), LEARNERS)
-        self._outcomes: dict[tuple[int, str], np.ndarray] = {}  # (dev set key, member) -> dev scores
-        self._claimed: set[tuple[int, str]] = set()
-        self._routers: dict[tuple[int, tuple[str, ...]], Predictor] = {}
-        self._assumed: dict[tuple[int, str], float] = {}  # (dev set key, seat) -> assumed dev accuracy
+        if self.knowledge is None:
+            self.knowledge = RouterKnowledge(self.learner)  # refuses an unknown learner name
 
     def settings(self) -> dict[str, Any]:
         """The settings, with a callable learner named by its qualified name (so reports stay JSON)."""
-        out = super().settings()
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "knowledge"}  # state is no setting
         if callable(self.learner):
             out["learner"] = getattr(self.learner, "__qualname__", type(self.learner).__name__)
         return out
@@ -92,44 +91,19 @@ class TrainedRouter(Protocol):
                               "to learn the router from")
         return stable_hash("dev-set", task.name, *(it.id for it in items)), items
 
+    @property
+    def known(self) -> RouterKnowledge:
+        assert self.knowledge is not None  # set in __post_init__
+        return self.knowledge
+
     def dev_outcomes(self, task: Task) -> dict[str, np.ndarray]:
         """The dev scores measured so far for ``task``, per member."""
         key, _ = self.dev_set(task)
-        return {m: v.copy() for (k, m), v in self._outcomes.items() if k == key}
+        return self.known.measured(key)
 
     def forget(self, members: Iterable[str] | None = None) -> None:
         """Drop what was measured about ``members`` (all members if None); they are measured again."""
-        names = None if members is None else set(members)
-
-        def drop(member: str) -> bool:
-            return names is None or member in names
-        self._outcomes = {k: v for k, v in self._outcomes.items() if not drop(k[1])}
-        self._assumed = {k: v for k, v in self._assumed.items() if not drop(k[1])}
-        self._claimed = {k for k in self._claimed if not drop(k[1])}
-        self._routers = {k: v for k, v in self._routers.items() if not any(drop(m) for m in k[1])}
-
-    def _learner(self) -> Learner:
-        return self.learner if callable(self.learner) else LEARNERS[self.learner]
-
-    def _router(self, key: int, members: tuple[str, ...], dev: Sequence[Item]) -> Predictor:
-        if (key, members) not in self._routers:
-            outcomes = np.column_stack([self._outcomes[(key, m)] for m in members])
-            self._routers[(key, members)] = self._learner()([it.question for it in dev], outcomes)
-        return self._routers[(key, members)]
-
-    def _scores(self, key: int, members: Sequence[str], dev: Sequence[Item],
-                question: str) -> tuple[np.ndarray, np.ndarray]:
-        """Predicted scores on ``question`` and dev accuracies, per member: the learner's for measured
-        members, the assumed accuracy for seats."""
-        measured = tuple(m for m in members if (key, m) not in self._assumed)
-        predicted = np.asarray(self._router(key, measured, dev)(question), dtype=float) if measured else np.zeros(0)
-        if predicted.shape != (len(measured),):
-            raise ConfigError(f"trained_router: the learner scored {predicted.shape} for {len(measured)} members")
-        by_member = dict(zip(measured, predicted))
-        scores = np.array([by_member.get(m, self._assumed.get((key, m), 0.0)) for m in members])
-        accuracy = np.array([self._assumed[(key, m)] if (key, m) in self._assumed else self._outcomes[(key, m)].mean()
-                             for m in members])
-        return scores, accuracy
+        self.known.forget(None if members is None else list(members))
 
     def prepare(self, task: Task, backends: Mapping[str, Generator], frozen: Sequence[str], seats: Sequence[str],
                 styles: Mapping[str, str] | None = None) -> None:
@@ -143,11 +117,8 @@ class TrainedRouter(Protocol):
 
     def assume(self, task: Task, member: str, accuracy: float) -> None:
         """Route ``member`` as if its dev accuracy were ``accuracy`` on every question, without asking it."""
-        if not 0.0 <= accuracy <= 1.0:
-            raise ConfigError(f"trained_router: an assumed accuracy must lie in [0, 1], got {accuracy}")
-        self.forget([member])
         key, _ = self.dev_set(task)
-        self._assumed[(key, member)] = float(accuracy)
+        self.known.assume(key, member, accuracy)
 
     def fit(self, task: Task, backends: Mapping[str, Generator], members: Sequence[str],
             styles: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
@@ -156,7 +127,7 @@ class TrainedRouter(Protocol):
         from ..runner import dispatch  # the runner imports this package
 
         key, dev = self.dev_set(task)
-        todo = [m for m in dict.fromkeys(members) if (key, m) not in self._outcomes]
+        todo = [m for m in dict.fromkeys(members) if (key, m) not in self.known.outcomes]
         asks = self._dev_asks(task, styles or {}, todo, dev)
         samples = dispatch(asks, backends)
         failed = next((s for s in samples if isinstance(s, BaseException)), None)
@@ -178,8 +149,7 @@ class TrainedRouter(Protocol):
             assert ask.item is not None
             scores.setdefault(ask.member, []).append(task.score(task.extract(sample.text, ask.item), ask.item))
         for member, values in scores.items():
-            self._outcomes.setdefault((key, member), np.array(values))  # first writer wins: same values
-            self._claimed.add((key, member))
+            self.known.record(key, member, values)
 
     # -- the program ---------------------------------------------------------------------------------
     def choose(self, members: Sequence[str], scores: np.ndarray, dev_accuracy: np.ndarray) -> str:
@@ -201,10 +171,10 @@ class TrainedRouter(Protocol):
         key, dev = self.dev_set(ctx.task)
         speculative: dict[str, Sample] = {}
         fit: dict[str, Any] = {"dev_items": len(dev), "members": [], "calls": 0}
-        missing = [m for m in members if (key, m) not in self._outcomes and (key, m) not in self._assumed]
+        missing = [m for m in members if not self.known.knows(key, m)]
         if missing:
-            mine = [m for m in missing if (key, m) not in self._claimed]
-            self._claimed.update((key, m) for m in mine)
+            mine = [m for m in missing if (key, m) not in self.known.claimed]
+            self.known.claimed.update((key, m) for m in mine)
             dev_asks = self._dev_asks(ctx.task, ctx.styles, mine, dev)
             question = [answer_wave(ctx, m, self.params) for m in members]
             samples = yield dev_asks + question
@@ -212,7 +182,7 @@ class TrainedRouter(Protocol):
             speculative = {a.member: s for a, s in zip(question, samples[len(dev_asks):])}
             fit["members"] += mine
             fit["calls"] += len(dev_asks)
-            late = [m for m in missing if (key, m) not in self._outcomes]  # their measuring episode failed
+            late = [m for m in missing if (key, m) not in self.known.outcomes]  # their measuring episode failed
             if late:
                 dev_asks = self._dev_asks(ctx.task, ctx.styles, late, dev)
                 samples = yield dev_asks
@@ -220,7 +190,7 @@ class TrainedRouter(Protocol):
                 fit["members"] += late
                 fit["calls"] += len(dev_asks)
 
-        scores, accuracy = self._scores(key, members, dev, ctx.item.question)
+        scores, accuracy = self.known.scores(key, members, [it.question for it in dev], ctx.item.question)
         chosen = self.choose(members, scores, accuracy)
         transcript: list[Turn] = []
         if chosen in speculative:
@@ -234,7 +204,7 @@ class TrainedRouter(Protocol):
         details: dict[str, Any] = {"chosen": chosen, "routed_by": "router",
                                    "scores": {m: float(s) for m, s in zip(members, scores)},
                                    "asked_every_member": bool(speculative)}
-        assumed = [m for m in members if (key, m) in self._assumed]
+        assumed = [m for m in members if (key, m) in self.known.assumed]
         if assumed:
             details["assumed"] = assumed
         if fit["calls"]:
