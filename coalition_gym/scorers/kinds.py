@@ -146,6 +146,8 @@ class Ranking(AnswerKind):
 
 
 class Code(AnswerKind):
+    """A fenced Python program, scored by its tests in the sandbox (all of a batch in parallel)."""
+
     name = "code"
     instruction = "Write the Python function in a ```python code block."
 
@@ -162,7 +164,9 @@ class Code(AnswerKind):
         return score_programs(programs, workers=context.workers)
 
 
-class Kernel(AnswerKind):
+class Kernel(Code):
+    """Like code (a fenced program, scored in the sandbox), but a faster drop-in module for a reference."""
+
     name = "kernel"
     instruction = ("Write a faster drop-in replacement named ModelNew (same constructor and forward signature) in "
                    "one ```python code block. It may use custom kernels (torch.utils.cpp_extension, Triton) or "
@@ -170,12 +174,6 @@ class Kernel(AnswerKind):
 
     def question(self, item: Item) -> str:
         return f"Here is a PyTorch reference module:\n```python\n{item.question}\n```"
-
-    def extract(self, text: Any, item: Item | None, context: ScoringContext) -> str | None:
-        return extract_code(text)
-
-    def score(self, answer: str, item: Item) -> ScoreResult:
-        return self.score_batch([answer], [item], ScoringContext())[0]
 
     def score_batch(self, answers: Sequence[str | None], items: Sequence[Item],
                     context: ScoringContext) -> list[ScoreResult]:
