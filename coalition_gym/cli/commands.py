@@ -54,7 +54,7 @@ def cmd_protocols(args: argparse.Namespace) -> int:
     for name, cls in PROTOCOLS.items():
         print(f"{name}  ({env_of.get(name, 'no env id')})\n  {cls.description}")
         defaults = cls().settings()
-        settings = ", ".join(f"{f.name}={defaults[f.name]!r}" for f in dataclasses.fields(cls) if f.init)
+        settings = ", ".join(f"{f.name}={defaults[f.name]!r}" for f in dataclasses.fields(cls) if f.name in defaults)
         print(f"  settings: {settings}")
         if cls.helper_fields:
             print(f"  fixed helpers (never members): {', '.join(cls.helper_fields)}")
