@@ -10,6 +10,7 @@ kernels) in parallel in the sandbox; the others score one by one.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -36,7 +37,7 @@ class ScoringContext:
     numeric_fallback: bool = False
 
 
-class AnswerKind:
+class AnswerKind(ABC):
     name = "answer"
     instruction = FINAL_LINE.format("answer")
 
@@ -46,8 +47,9 @@ class AnswerKind:
     def extract(self, text: Any, item: Item | None, context: ScoringContext) -> str | None:
         return extract_final_answer(as_text(text))
 
+    @abstractmethod
     def score(self, answer: str, item: Item) -> ScoreResult:
-        raise NotImplementedError
+        """The rubric: the score of a readable answer (``score_one`` guards it)."""
 
     def score_one(self, answer: str | None, item: Item) -> ScoreResult:
         """``score`` that never raises: a hostile answer scores 0 with the reason."""

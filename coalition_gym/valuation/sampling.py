@@ -34,6 +34,7 @@ its complement, or a permutation pair) are resampled; enumerated sizes carry no 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -58,9 +59,10 @@ class Progress:
     stderr: float  # the largest player's sampling standard error so far (inf before two units)
 
 
-class StopRule:
+class StopRule(ABC):
+    @abstractmethod
     def done(self, progress: Progress) -> bool:
-        raise NotImplementedError
+        """Whether sampling should stop now."""
 
     def __or__(self, other: "StopRule") -> "StopRule":
         return AnyOf([self, other])
@@ -156,22 +158,22 @@ class Design:
 # -- samplers: propose the next round of units ------------------------------------------------------------
 
 
-class Sampler:
+class Sampler(ABC):
     name = "sampler"
     min_coalitions = 1
 
     def __init__(self, n: int, rng: np.random.Generator):
         self.n, self.rng = n, rng
 
+    @abstractmethod
     def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
         """The next round: whole sizes (ints) or units, at most ``room`` new coalitions (what the budget
         has left) and about ``step`` unless a whole size is enumerated; [] when nothing fits."""
-        raise NotImplementedError
 
+    @abstractmethod
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
         """players x items estimate from the design (``units`` replaces the sampled units: bootstrap)."""
-        raise NotImplementedError
 
     def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
               exhausted: Callable[[int], None], paired: Callable[[int, int], bool]) -> list[Unit | int]:
