@@ -54,6 +54,8 @@ class Role(str, Enum):
     - ``route``: a router names who answers: ``candidates``.
     - ``feedback``: a peer reviews one answer: ``reviewed`` (whose), ``answers``.
     - ``dev``: a trained router measures a member on a dev item (not the episode's question).
+    - ``judge``: a member scores one response to the question on a 1-10 scale (collaborative training's
+      judges): ``answers`` (the judged response's extracted answer, alone).
     """
 
     ANSWER = "answer"
@@ -64,6 +66,7 @@ class Role(str, Enum):
     ROUTE = "route"
     FEEDBACK = "feedback"
     DEV = "dev"
+    JUDGE = "judge"
 
     @property
     def is_helper(self) -> bool:
@@ -74,7 +77,8 @@ class Role(str, Enum):
         return self.value
 
 
-HELPER_ROLES = frozenset({Role.RANK_PAIR, Role.RANK_LIST, Role.FUSE, Role.ROUTE, Role.FEEDBACK, Role.DEV})
+HELPER_ROLES = frozenset({Role.RANK_PAIR, Role.RANK_LIST, Role.FUSE, Role.ROUTE, Role.FEEDBACK, Role.DEV,
+                          Role.JUDGE})
 
 
 class DebateInfo(TypedDict, total=False):
@@ -105,7 +109,7 @@ class DevInfo(TypedDict, total=False):
 #: the typed payload of each role's ``Ask.info`` (drivers may add ``rollout``, the training tag)
 ROLE_INFO: dict[str, type] = {Role.ANSWER: DebateInfo, Role.DEBATE: DebateInfo, Role.RANK_PAIR: AnswersInfo,
                               Role.RANK_LIST: AnswersInfo, Role.FUSE: AnswersInfo, Role.FEEDBACK: FeedbackInfo,
-                              Role.ROUTE: RouteInfo, Role.DEV: DevInfo}
+                              Role.ROUTE: RouteInfo, Role.DEV: DevInfo, Role.JUDGE: AnswersInfo}
 DRIVER_INFO_KEYS = frozenset({"rollout"})
 
 

@@ -96,7 +96,7 @@ def _fingerprint(folder: Path) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_loading() -> Iterator[None]:
+def quiet_loading() -> Iterator[None]:
     """No per-load (or per-save) progress bar: pools load several models, runs have their own bars."""
     from transformers.utils import logging as hf_logging
 
@@ -127,7 +127,7 @@ def _load(model: str, *, device: str, dtype: str, trust_remote_code: bool, allow
         kwargs["revision"] = revision
     source = str(folder) if local else model
     try:
-        with _quiet_loading():
+        with quiet_loading():
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
             net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), **kwargs)
     except (OSError, ValueError) as exc:

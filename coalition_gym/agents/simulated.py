@@ -195,6 +195,17 @@ class SimulatedAgent(Generator):
         k = fitting[0] if fitting and rng.random() < self.profile.judge_skill else rng.randrange(len(candidates))
         return f"This question needs {item.category}; member {k + 1} fits best.\n[[{k + 1}]]"
 
+    def _judge_score(self, ask: Ask, item: Item, rng: random.Random) -> str:
+        """A 1-10 score of one response: with P = judge_skill the judge sees whether its answer is right
+        (high scores for right, low for wrong), otherwise it misjudges; ``format_error`` gives no score."""
+        answers = ask.info.get("answers", ())
+        right = bool(answers) and answers[0] == item.gold
+        seen_right = right if rng.random() < self.profile.judge_skill else not right
+        if rng.random() < self.profile.format_error:
+            return "This response is hard to evaluate."
+        score = rng.randint(7, 10) if seen_right else rng.randint(1, 4)
+        return f'{{"score": {score}}}'
+
     def _fused_answer(self, ask: Ask, item: Item, knows: bool, rng: random.Random) -> str:
         answers = [a for a in ask.info["answers"] if a is not None]
         if item.gold in answers and rng.random() < self.profile.judge_skill:
@@ -220,6 +231,8 @@ class SimulatedAgent(Generator):
             return f"Having compared both responses, Response {verdict} is more accurate.\n[[{verdict}]]"
         if ask.role == "route":
             return self._route(ask, item, rng)
+        if ask.role == "judge":
+            return self._judge_score(ask, item, rng)
         if ask.role == "rank_list":
             order = self._listwise_ranking(ask, item, rng)
             return "Ranking: " + " > ".join(f"[{i + 1}]" for i in order)

@@ -12,6 +12,7 @@ from ..tasks import Task
 from ..tasks import make as make_task
 from ..types import Item
 from .protocols import Protocol, make_protocol
+from .protocols.collaborative import check_episodic
 
 
 @dataclass
@@ -47,6 +48,7 @@ def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: 
                  members: Sequence[str] | None, split: str, task_kwargs: Mapping[str, Any] | None,
                  protocol_settings: Mapping[str, Any], reserved_names: Sequence[str] = ()) -> CollaborativeSystem:
     proto = make_protocol(protocol, **dict(protocol_settings))
+    check_episodic(proto)
     the_task = make_task(task, **dict(task_kwargs or {}))
     if the_task.held_out and split != "test":
         raise ConfigError(f"task {the_task.name!r} is held out (evaluation only: a test split and nothing to "

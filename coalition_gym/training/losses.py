@@ -86,3 +86,29 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
     targets[:, t]), at the sampling temperature."""
     scaled = logits.float() / max(temperature, 1e-6)
     return torch.log_softmax(scaled, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+@dataclass
+class PreferenceLossOutput:
+    loss: torch.Tensor
+    chosen_rewards: torch.Tensor  # beta * (policy - reference) log-ratio of each chosen response, detached
+    rejected_rewards: torch.Tensor
+    accuracy: float  # share of pairs whose chosen reward exceeds the rejected one
+
+
+def dpo_loss(chosen_logps: torch.Tensor, rejected_logps: torch.Tensor, ref_chosen_logps: torch.Tensor,
+             ref_rejected_logps: torch.Tensor, beta: float = 0.1) -> PreferenceLossOutput:
+    """DPO with the sigmoid loss (Rafailov et al. 2023), mean over pairs:
+    ``-log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r)))``, where each argument is the summed
+    log-probability of a whole response (one value per pair). The reference log-probs carry no gradient."""
+    if beta <= 0:
+        raise ConfigError(f"DPO beta={beta} must be > 0")
+    shapes = {tuple(t.shape) for t in (chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps)}
+    if len(shapes) != 1 or chosen_logps.dim() != 1:
+        raise ConfigError(f"DPO needs four 1-D tensors of one length (a value per pair), got shapes {sorted(shapes)}")
+    chosen_ratio = chosen_logps - ref_chosen_logps.detach()
+    rejected_ratio = rejected_logps - ref_rejected_logps.detach()
+    loss = -torch.nn.functional.logsigmoid(beta * (chosen_ratio - rejected_ratio)).mean()
+    chosen_rewards, rejected_rewards = beta * chosen_ratio.detach(), beta * rejected_ratio.detach()
+    accuracy = float((chosen_rewards > rejected_rewards).float().mean()) if len(chosen_logps) else 0.0
+    return PreferenceLossOutput(loss, chosen_rewards, rejected_rewards, accuracy)

@@ -23,6 +23,7 @@ import numpy as np
 from ..agents.base import stable_hash
 from ..agents.pools import load_pool
 from ..envs.protocols import Protocol, make_protocol
+from ..envs.protocols.collaborative import check_episodic
 from ..errors import ConfigError
 from ..failures import FailureSummary
 from ..redaction import write_json, write_text
@@ -135,6 +136,7 @@ class Trainer:
 
     def _protocol(self, name: str, settings: dict[str, Any]) -> Protocol:
         proto = make_protocol(name, **settings)
+        check_episodic(proto)
         overrides: dict[str, Any] = {"max_new_tokens": self.config.max_new_tokens}
         if hasattr(proto, "rounds") and "rounds" not in settings:
             overrides["rounds"] = self.config.rounds

@@ -9,6 +9,7 @@ from ...errors import ConfigError, UnknownNameError
 from ...settings_check import check_setting_types
 from .base import EpisodeContext, ProgramGen, Protocol
 from .cascade import Cascade
+from .collaborative import TRAINING_PROTOCOLS, MultiagentFinetuning, SpartaAlignment
 from .debate import Debate
 from .feedback import Feedback
 from .llm_blender import LLMBlender
@@ -23,7 +24,7 @@ from .trained_router import TrainedRouter
 BUILTIN_PROTOCOLS: tuple[type[Protocol], ...] = (Debate, LLMBlender, SLMMux, MajorityVote, MixtureOfAgents,
                                                  HeterogeneousSwarms, Feedback, PromptRouting, TrainedRouter, Cascade)
 #: protocol name -> class; extended by ``coalition_gym.register_protocol``
-PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in BUILTIN_PROTOCOLS}
+PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in BUILTIN_PROTOCOLS + TRAINING_PROTOCOLS}
 
 
 def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
@@ -47,4 +48,5 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
 
 __all__ = ["PROTOCOLS", "BUILTIN_PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext", "ProgramGen",
            "Debate", "LLMBlender", "MajorityVote", "SLMMux", "MixtureOfAgents", "HeterogeneousSwarms",
-           "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph"]
+           "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph", "SpartaAlignment",
+           "MultiagentFinetuning", "TRAINING_PROTOCOLS"]

@@ -57,6 +57,9 @@ class Protocol(ABC):
     helper_fields: ClassVar[tuple[str, ...]] = ()
     #: Smallest coalition the method is defined for.
     min_members: ClassVar[int] = 1
+    #: True for the collaborative-training family: a coalition's members are trained (copies) before
+    #: ``program`` runs on them, so the method is valued (``cgym eval``) but is not an episode env.
+    trains_members: ClassVar[bool] = False
 
     temperature: float = 0.7
     max_new_tokens: int = 512

@@ -1,0 +1,38 @@
+"""What both collaborative-training methods share: the result of training one coalition, answering a
+batch of items with one member, and scoring a member on dev."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ...agents.base import derive_seed
+from ...tasks.base import Task
+from ...types import Ask, Item, Sample, SamplingParams
+from .members import Member
+
+
+@dataclass
+class CoalitionTraining:
+    """A trained coalition: who answers at test time, the members behind those names, and the record."""
+
+    answerers: list[str]  # the evaluation coalition, in order (Sparta: the one selected checkpoint)
+    members: dict[str, Member]  # every coalition member as trained (frozen ones as they were)
+    record: dict[str, Any] = field(default_factory=dict)
+    generations: int = 0  # samples generated while training (judging and dev scoring included)
+
+
+def answer_all(member: Member, task: Task, items: Sequence[Item], params: SamplingParams, seed: int,
+               tag: str) -> tuple[list[Ask], list[Sample]]:
+    """The member answers each item once (one batched call); seeds depend on member, item and tag only."""
+    asks = [Ask(member.name, tuple(task.prompt(it, member.style)), seed=derive_seed(seed, it.id, member.name, 0, 0, tag),
+                params=params, item=it) for it in items]
+    return asks, member.generator.generate(asks)
+
+
+def dev_score(member: Member, task: Task, items: Sequence[Item], params: SamplingParams, seed: int) -> float:
+    """Mean score of the member's single answers on ``items``."""
+    _, samples = answer_all(member, task, items, params, seed, "dev")
+    answers = [task.extract(s.text, it) for s, it in zip(samples, items)]
+    results = task.score_batch(answers, list(items))
+    return sum(r.score for r in results) / max(len(results), 1)

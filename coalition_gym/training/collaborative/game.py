@@ -1,0 +1,140 @@
+"""The coalition game of a collaborative-training method: v(S) is what S's members answer after the
+method trained copies of them (originals untouched). Each coalition is trained once (or read back
+from the store), then its evaluation program runs on the test items like any protocol's."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ...envs.protocols import EpisodeContext
+from ...envs.runner import episode_record, episode_seed, score_outcomes
+from ...errors import ConfigError
+from ...valuation.game import CoalitionGame
+from .common import CoalitionTraining
+from .finetuning import train_multiagent_finetuning
+from .members import copy_member, fingerprint
+from .sparta import train_sparta
+from .store import TrainedCheckpoints
+
+#: protocol name -> how it trains one coalition
+TRAINERS: dict[str, Callable[..., CoalitionTraining]] = {
+    "sparta": train_sparta, "multiagent_finetuning": train_multiagent_finetuning}
+
+
+@dataclass
+class TrainingCost:
+    trainings: int = 0  # coalitions trained in this run
+    reused: int = 0  # coalitions read back from the store (a resumed run)
+    training_seconds: float = 0.0
+    training_generations: int = 0  # samples generated while training (duels, judging, debates, dev scoring)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trainings": self.trainings, "reused_trainings": self.reused,
+                "training_seconds": round(self.training_seconds, 3),
+                "training_generations": self.training_generations}
+
+
+class TrainedCoalitionGame(CoalitionGame):
+    """``train_dir`` keeps trained coalitions across runs (resume); None trains in a temporary folder."""
+
+    def __init__(self, protocol: Any, pool: Any, task: Any, items: Sequence[Any], *, train_dir: Any = None,
+                 **kwargs: Any):
+        super().__init__(protocol, pool, task, items, **kwargs)
+        if protocol.name not in TRAINERS:
+            raise ConfigError(f"protocol {protocol.name!r} has no collaborative trainer; known: {', '.join(TRAINERS)}")
+        self.train_items = list(task.items("train"))[:protocol.train_items]
+        self.dev_items = list(task.items("dev"))[:protocol.dev_items]
+        for split, got in (("train", self.train_items), ("dev", self.dev_items)):
+            if not got:
+                raise ConfigError(f"{protocol.name} trains on the task's train split and selects on its dev split; "
+                                  f"task {task.name!r} has no {split} items")
+        test_ids = {it.id for it in self.items}
+        if test_ids & {it.id for it in self.train_items + self.dev_items}:
+            raise ConfigError(f"{protocol.name}: the evaluated items overlap the train/dev items it trains on; "
+                              "evaluate on the test split")
+        self._copies = {p: copy_member(p, pool) for p in self.players}  # checks each member's kind once
+        if not any(m.trainable for m in self._copies.values()):
+            reasons = "; ".join(f"{m.name}: {m.frozen_reason}" for m in self._copies.values())
+            raise ConfigError(f"{protocol.name}: no member of pool {pool.name!r} has trainable weights ({reasons}); "
+                              "use HF members (e.g. --pool zoo:default)")
+        self.store = TrainedCheckpoints(train_dir)
+        self.trained: dict[frozenset, CoalitionTraining] = {}
+        self.notes: dict[frozenset, str] = {}  # coalitions valued without training, and why
+        self.cost = TrainingCost()
+
+    def key(self, coalition: frozenset) -> str:
+        members = self.ordered(coalition)
+        return fingerprint({"method": self.protocol.name, "settings": self.protocol.settings(), "members": members,
+                            "identities": [self.pool.members[m].identity for m in members],
+                            "styles": [self.pool.styles.get(m, "chat") for m in members], "task": self.task.name,
+                            "train": [it.id for it in self.train_items], "dev": [it.id for it in self.dev_items],
+                            "seed": self.seed})
+
+    def training(self, coalition: frozenset) -> CoalitionTraining:
+        """The coalition trained (once; from the store when a previous run finished it)."""
+        if coalition in self.trained:
+            return self.trained[coalition]
+        key = self.key(coalition)
+        loaded = self.store.load(key, self.pool)
+        if loaded is not None:
+            self.cost.reused += 1
+            self.trained[coalition] = loaded
+            return loaded
+        members = {m: copy_member(m, self.pool) for m in self.ordered(coalition)}  # fresh copies of the originals
+        work = self.store.work_dir(key)
+        start = time.perf_counter()
+        result = TRAINERS[self.protocol.name](self.protocol, members, self.task, self.train_items, self.dev_items,
+                                              self.seed, work)
+        seconds = time.perf_counter() - start
+        identities = {m: f"{self.pool.members[m].identity}|{self.protocol.name}:{key}" for m in members}
+        self.store.save(key, work, result, identities, seconds)
+        self.cost.trainings += 1
+        self.cost.training_seconds += seconds
+        self.cost.training_generations += result.generations
+        loaded = self.store.load(key, self.pool)  # evaluate what was saved: each member's selected checkpoint
+        assert loaded is not None
+        self.trained[coalition] = loaded
+        return loaded
+
+    def _compute(self, coalitions: list[frozenset]) -> dict[frozenset, np.ndarray]:
+        out: dict[frozenset, np.ndarray] = {}
+        bar = tqdm(total=len(coalitions), desc=f"{self.protocol.name}: train + evaluate", unit="coalition",
+                   leave=False, disable=not self.progress)
+        for c in coalitions:
+            if len(c) < self.protocol.min_members or not any(self._copies[m].trainable for m in c):
+                self.notes[c] = (f"needs at least {self.protocol.min_members} members (no opponent or peer to train "
+                                 "with)" if len(c) < self.protocol.min_members else "no member with trainable weights")
+                out[c], self.records[c] = np.zeros(self.n_items), []
+                bar.update(1)
+                continue
+            trained = self.training(c)
+            backends = {**self._backends, **{n: m.generator for n, m in trained.members.items()}}
+            contexts = [EpisodeContext(item=it, task=self.task, members=tuple(trained.answerers),
+                                       seed=episode_seed(self.seed, it), styles=self.pool.styles,
+                                       dev_scores=self.pool.dev_scores) for it in self.items]
+            outcomes, counts = self.executor.run(self.protocol, contexts, backends, self.cache)
+            self._counts.add(counts)
+            rows = score_outcomes(self.task, contexts, outcomes)
+            out[c] = np.array([r.score for r in rows])
+            self.records[c] = [{**episode_record(r, it, self.record_text), "coalition": list(self.ordered(c)),
+                                "answered_by": list(trained.answerers)} for r, it in zip(rows, self.items)]
+            bar.update(1)
+        bar.close()
+        return out
+
+    def training_summary(self) -> dict[str, Any]:
+        """Cost, and per trained coalition what happened (for summary.json)."""
+        return {**self.cost.to_dict(),
+                "coalitions": [{"coalition": list(self.ordered(c)), "answered_by": t.answerers, "record": t.record}
+                               for c, t in self.trained.items()],
+                "valued_without_training": [{"coalition": list(self.ordered(c)), "value": 0.0, "why": why}
+                                            for c, why in self.notes.items()]}
+
+    def close(self) -> None:
+        super().close()
+        self.store.close()
