@@ -29,9 +29,10 @@ def check_output_folder(path: str, option: str = "out") -> None:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         where = "is a file" if probe == target else f"lies under {probe}, which is a file"
-        raise ConfigError(f"--{option} {path}: {where}; give a folder path")
+        raise ConfigError(f"--{option.replace('_', '-')} {path}: {where}; give a folder path")
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"--{option} {path}: {probe} is not writable by this user; choose another folder")
+        raise ConfigError(f"--{option.replace('_', '-')} {path}: {probe} is not writable by this user; choose another "
+                          "folder")
 
 
 def check_fresh_output(args: argparse.Namespace) -> None:
@@ -54,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(stop.code or 0)
     args.record = RunRecord(argv)  # started now: the run record's start time and command line
     try:
-        for option in ("out", "cache"):
+        for option in ("out", "cache", "save_trained"):
             if getattr(args, option, None):
                 check_output_folder(getattr(args, option), option)
         check_fresh_output(args)

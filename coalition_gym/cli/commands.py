@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from statistics import fmean, pstdev
@@ -17,14 +18,19 @@ from ..records import describe_pool, describe_task
 from ..redaction import JsonLines, write_json, write_text
 
 
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _settings(pairs: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs; values are read as YAML scalars (2 -> int, none -> None, true -> bool)."""
+    """``key=value`` pairs; values are read as YAML scalars (2 -> int, none -> None, true -> bool), and
+    ``1e-4`` is a number (YAML 1.1 reads it as text)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set expects key=value, got {pair!r}")
-        out[key] = yaml.safe_load(raw)
+        value = yaml.safe_load(raw)
+        out[key] = float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value
     return out
 
 
@@ -152,11 +158,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
     from ..envs.protocols import make_protocol
     from ..tasks import make as make_task
-    from ..valuation.report import evaluate, parse_estimators, print_leaderboard, write_report
+    from ..valuation.report import evaluate, parse_estimators, print_leaderboard, training_sentence, write_report
     from ..valuation.tables import FIELDS, correlation_sentence
 
     estimators = parse_estimators(args.estimator)
     protocol = make_protocol(args.protocol, **_settings(args.set))
+    if args.save_trained and not protocol.trains_members:
+        raise ConfigError(f"--save-trained keeps members trained by a collaborative-training protocol (sparta, "
+                          f"multiagent_finetuning); {protocol.name!r} trains nothing")
     task = make_task(args.task, size=args.items, seed=args.task_seed)
     pool = load_pool(args.pool)
     members = args.members.split(",") if args.members else None
@@ -168,14 +177,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
         report = evaluate(protocol, pool, task, task.items(args.split), estimators, members=members,
                           seed=args.seed, cache=cache, progress=True, n_boot=args.bootstrap, mc=mc,
                           requested=args.estimator, executor=executor, record_text=not args.no_text,
-                          split=args.split, record=args.record)
+                          split=args.split, record=args.record,
+                          train_dir=Path(args.cache) / "trained" if args.cache else None)
+        game = report.game
+        if args.save_trained:
+            print(f"saved the trained coalition as a pool: {game.export(game.players, Path(args.save_trained))}")
     finally:
         cache.close()
         executor.close()
-    game = report.game
     print(f"{protocol.name} on {task.name} ({game.n_items} items), pool {pool.name}: full coalition "
           f"{game.value(game.players):.3f}; {game.coalitions_evaluated} coalitions, {game.generations} generations, "
           f"{game.cache_hits} cache hits")
+    training = game.training_summary()
+    if training:
+        print(training_sentence(training))
     print(print_leaderboard(report))
     print(correlation_sentence(report.correlation, FIELDS[report.primary]))
     paths = write_report(report, Path(args.out))

@@ -124,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _subcommand(sub, "eval", "leaderboard: solo vs compositional strength of a pool's models",
                     "cgym eval", "cgym eval --pool sim:demo --protocol llm_blender --task rg/gsm_symbolic "
                     "--estimator all --items 300 --out runs/blender --cache runs/cache",
-                    "cgym eval --pool zoo:default --protocol majority_vote --estimator loo --items 100")
+                    "cgym eval --pool zoo:default --protocol majority_vote --estimator loo --items 100",
+                    "cgym eval --pool zoo:default --protocol sparta --task zoo:arith --estimator loo --items 100 "
+                    "--cache runs/cache --save-trained runs/sparta_pool")
     _pool_option(p)
     p.add_argument("--protocol", default="debate", help="protocol name (see `cgym protocols`)")
     _task_options(p)
@@ -135,8 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", default=None, help="comma-separated subset of the pool (default: every member)")
     _protocol_settings(p)
     p.add_argument("--out", default="runs/eval", help="folder for the leaderboard files")
-    p.add_argument("--cache", default=None, help="folder for the persistent generation cache: a killed run "
+    p.add_argument("--cache", default=None, help="folder for the persistent generation cache (and, for sparta and "
+                                                 "multiagent_finetuning, the trained checkpoints): a killed run "
                                                  "resumes from it (default: no cache)")
+    p.add_argument("--save-trained", default=None, metavar="DIR",
+                   help="sparta / multiagent_finetuning: save the full coalition's trained members in DIR with a "
+                        "pool.yaml (use it as --pool DIR/pool.yaml)")
     p.add_argument("--seed", type=int, default=0, help="episode, bootstrap and permutation seed")
     p.add_argument("--bootstrap", type=_number_at_least(1), default=2000, help="bootstrap resamples over items")
     p.add_argument("--mc-tolerance", type=_number_at_least(0.0, float, strict=True), default=0.005,

@@ -80,6 +80,10 @@ class Game(ABC):
         """The game whose singletons give solo strength (itself, unless the protocol needs more)."""
         return self
 
+    def training_summary(self) -> dict[str, Any] | None:
+        """What training inside the game cost and did (games of collaborative-training methods); None here."""
+        return None
+
 
 class FunctionGame(Game):
     """A game given by a function of the coalition (one item, or an array per item)."""

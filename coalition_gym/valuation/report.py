@@ -117,14 +117,23 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
              progress: bool = False, n_boot: int = 2000, mc: dict[str, Any] | None = None,
              requested: str | None = None, executor: Executor | None = None,
              record_text: bool = True, split: str | None = None, record: RunRecord | None = None,
-             budget_generations: int | None = None) -> EvalReport:
+             budget_generations: int | None = None, train_dir: Path | None = None) -> EvalReport:
     """Value ``pool``'s members under ``protocol`` on ``items`` with every estimator asked for.
     ``record`` (started by the caller; one is started here if None) becomes the report's run record;
-    ``split`` names where ``items`` came from, for that record."""
+    ``split`` names where ``items`` came from, for that record. A collaborative-training protocol
+    trains every coalition it values, keeping the trained checkpoints in ``train_dir`` (a rerun reuses
+    them) or, when None, in a temporary folder."""
     record = record or RunRecord()
     start = time.perf_counter()
-    game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
-                         executor=executor, record_text=record_text)
+    game: CoalitionGame
+    if protocol.trains_members:
+        from ..training.collaborative import TrainedCoalitionGame
+
+        game = TrainedCoalitionGame(protocol, pool, task, items, train_dir=train_dir, members=members, seed=seed,
+                                    cache=cache, progress=progress, executor=executor, record_text=record_text)
+    else:
+        game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
+                             executor=executor, record_text=record_text)
     auto = None
     try:
         if "auto" in estimators:
@@ -167,6 +176,7 @@ def leaderboard(report: EvalReport) -> list[dict[str, Any]]:
 
 def summary(report: EvalReport) -> dict[str, Any]:
     game = report.game
+    training = game.training_summary()
     full = game.per_item(game.players)
     models = []
     for k, p in enumerate(game.players):
@@ -189,7 +199,9 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "cost": {"coalitions_evaluated": game.coalitions_evaluated
                  + (game.solo_game().coalitions_evaluated if game.solo_game() is not game else 0),
                  "generations": game.generations, "cache_hits": game.cache_hits,
-                 "backend_calls": game.stats.backend_calls},
+                 "backend_calls": game.stats.backend_calls,
+                 **({k: v for k, v in training.items() if not isinstance(v, list)} if training else {})},
+        "training": training,
         "cache": game.cache.status, "executor": game.executor.name, "failed_episodes": game.failures,
         "failures": game.failure_summary().to_dict(),
         "wall_seconds": report.wall_seconds,
@@ -205,6 +217,9 @@ def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
     lines = [f"# {game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)", "",
              f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); "
              "95% bootstrap CIs over items.", ""]
+    training = game.training_summary()
+    if training:
+        lines += [training_sentence(training), ""]
     lines += markdown_table(rows)
     lines += ["", correlation_sentence(report.correlation, label)]
     failures = game.failure_summary()
@@ -258,6 +273,14 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
     png = paths["solo_vs_compositional.png"].read_bytes()
     write_text(paths["leaderboard.html"], leaderboard_html(report, rows, png))
     return paths
+
+
+def training_sentence(training: dict[str, Any]) -> str:
+    untrained = len(training["valued_without_training"])
+    return (f"Training inside the game: {training['trainings']} coalitions trained "
+            f"({training['reused_trainings']} more read back from the checkpoint store), "
+            f"{training['training_seconds']:.0f} s, {training['training_generations']} generations while training; "
+            f"{untrained} coalitions worth 0 without training (too small to train, or nothing trainable).")
 
 
 def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes | None = None) -> str:

@@ -158,9 +158,9 @@ def save_model(model: Any, folder: Path, context: int) -> None:
     model.generation_config.do_sample = True
     model.generation_config.temperature = 1.0
     model.generation_config.top_p = 1.0
-    from ..hf import _quiet_loading
+    from ..hf import quiet_loading
 
-    with _quiet_loading():
+    with quiet_loading():
         model.save_pretrained(folder, safe_serialization=True)
         char_tokenizer(context).save_pretrained(folder)
 

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import yaml
 from tqdm.auto import tqdm
 
 from ...envs.protocols import EpisodeContext
 from ...envs.runner import episode_record, episode_seed, score_outcomes
 from ...errors import ConfigError
+from ...redaction import write_json, write_text
 from ...valuation.game import CoalitionGame
 from .common import CoalitionTraining
 from .finetuning import train_multiagent_finetuning
@@ -135,6 +138,39 @@ class TrainedCoalitionGame(CoalitionGame):
                 "valued_without_training": [{"coalition": list(self.ordered(c)), "value": 0.0, "why": why}
                                             for c, why in self.notes.items()]}
 
-    def close(self) -> None:
-        super().close()
-        self.store.close()
+    def export(self, coalition: Sequence[str], folder: Path) -> Path:
+        """Save the coalition's trained members as HF folders with a pool file next to them, so that
+        ``--pool FOLDER/pool.yaml`` uses them like any members. Untrained simulated members are written
+        with their profiles; other untrained members cannot be, and the pool file says so."""
+        import dataclasses
+        import shutil
+
+        from ...agents.simulated import SimulatedAgent
+
+        key = frozenset(coalition)
+        if len(key) < self.protocol.min_members:
+            raise ConfigError(f"coalition {sorted(key)} is too small for {self.protocol.name} to train; nothing to save")
+        trained = self.training(key)
+        stored = self.store.folder(self.key(key))
+        folder.mkdir(parents=True, exist_ok=True)
+        entries, skipped = [], []
+        for name, member in trained.members.items():
+            if (stored / name).is_dir():
+                shutil.copytree(stored / name, folder / name, dirs_exist_ok=True)
+                entries.append({"name": name, "backend": "hf", "model": f"./{name}", "style": member.style})
+            elif isinstance(member.generator, SimulatedAgent):
+                profile = {k: v for k, v in dataclasses.asdict(member.generator.profile).items() if k != "name"}
+                entries.append({"name": name, "backend": "sim", "profile": profile})
+            else:
+                skipped.append(name)
+        config = {"name": f"{self.pool.name}+{self.protocol.name}", "members": entries}
+        header = (f"# {self.protocol.name}-trained members of coalition {list(self.ordered(key))} (pool {self.pool.name},"
+                  f" task {self.task.name}); answered by: {', '.join(trained.answerers)}\n")
+        if skipped:
+            header += f"# not saved (untrained, not a simulated agent): {', '.join(skipped)}\n"
+        path = folder / "pool.yaml"
+        write_text(path, header + yaml.safe_dump(config, sort_keys=False))
+        write_json(folder / "training.json", {"coalition": list(self.ordered(key)), "answerers": trained.answerers,
+                                              "record": trained.record})
+        return path
+

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from ...agents.pools import Pool
 from ...redaction import write_json
@@ -25,6 +26,8 @@ class TrainedCheckpoints:
         self.temporary = root is None
         self.root = Path(tempfile.mkdtemp(prefix="cgym-trained-")) if root is None else Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.temporary:  # removed once nothing can read it any more (or at exit)
+            weakref.finalize(self, shutil.rmtree, str(self.root), True)
 
     def folder(self, key: str) -> Path:
         return self.root / key
@@ -60,7 +63,3 @@ class TrainedCheckpoints:
         final = self.folder(key)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(work, final)
-
-    def close(self) -> None:
-        if self.temporary:
-            shutil.rmtree(self.root, ignore_errors=True)

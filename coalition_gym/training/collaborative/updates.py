@@ -90,7 +90,7 @@ def dpo_train(member: Member, task: Task, prefs: Sequence[Preference], *, beta: 
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         opt.step()
-        losses.append(float(out.loss))
+        losses.append(float(out.loss.detach()))
         accs.append(out.accuracy)
     model.eval()
     return {"pairs": len(prefs), "steps": len(losses), "first_loss": losses[0], "last_loss": losses[-1],
@@ -123,7 +123,7 @@ def sft_train(member: Member, examples: Sequence[Example], *, lr: float, epochs:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     return {"examples": len(examples), "steps": len(losses), "first_loss": losses[0] if losses else 0.0,
             "last_loss": losses[-1] if losses else 0.0}
