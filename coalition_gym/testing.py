@@ -2,7 +2,8 @@
 
 - :func:`check_protocol`: a protocol's program yields Asks only for coalition members and its fixed
   helpers, returns an ``Outcome``, replays identically from the same context, and draws the same seed
-  for a member's question whatever else is in the coalition (the project's central invariant).
+  for a member's question whatever else is in the coalition (the project's central invariant). A
+  collaborative-training protocol (``trains_members``) is checked by :func:`check_training_protocol`.
 - :func:`check_generator`: one Sample per Ask, in order; a sample depends on its Ask alone, not on the
   rest of the batch; an empty batch is an empty list.
 - :func:`check_task`: unique item ids, disjoint splits, prompts in both styles, scores in [0, 1], an
@@ -44,6 +45,9 @@ def run_one_program(protocol: Protocol, ctx: EpisodeContext, backends: dict[str,
 def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Task | str" = "rg/basic_arithmetic",
                    items: int = 3) -> None:
     protocol = make_protocol(protocol)
+    if protocol.trains_members:
+        check_training_protocol(protocol)
+        return
     pool = load_pool(pool)
     task = make_task(task, size=items) if isinstance(task, str) else task
     members = pool.member_names
@@ -74,6 +78,38 @@ def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Ta
         shared = set(first) & set(first_small)
         assert all(first[m] == first_small[m] for m in shared), \
             f"{protocol.name}: a member's seed depends on who else is in the coalition"
+
+
+#: two tiny zoo models and a simulated member (it answers and judges; it has no weights)
+TRAINING_POOL = {"name": "contract", "members": [
+    {"name": "pico", "backend": "hf", "model": "zoo:tiny/pico"},
+    {"name": "nano", "backend": "hf", "model": "zoo:tiny/nano"},
+    {"name": "referee", "backend": "sim", "profile": {"judge_skill": 0.9}}]}
+
+
+def check_training_protocol(protocol: "Protocol | str", pool: Any = None, task: "Task | str" = "zoo:arith",
+                            items: int = 4) -> None:
+    """A collaborative-training protocol on a small pool with few, cheap settings: coalition values are
+    scores in [0, 1], the same training twice gives the same values, every trained coalition has a
+    record, and the pool's own models are untouched."""
+    from .training.collaborative import TrainedCoalitionGame
+
+    protocol = make_protocol(make_protocol(protocol), iterations=1, train_items=4, dev_items=3, max_new_tokens=6,
+                             batch_size=4, learning_rate=1e-3)
+    pool = load_pool(TRAINING_POOL if pool is None else pool)
+    task = make_task(task, size=max(items, 8)) if isinstance(task, str) else task
+    weights = {n: [p.detach().clone() for p in g.model.parameters()] for n, g in pool.members.items()
+               if hasattr(g, "model")}
+    values = []
+    for _ in range(2):
+        game = TrainedCoalitionGame(protocol, pool, task, task.items("test")[:items])
+        values.append([game.value(c) for c in (game.players, game.players[:2], game.players[:1])])
+        assert all(0.0 <= v <= 1.0 for v in values[-1]), f"{protocol.name}: values {values[-1]} outside [0, 1]"
+        assert game.trained and all(t.record for t in game.trained.values()), f"{protocol.name}: no training record"
+    assert values[0] == values[1], f"{protocol.name}: the same training gave different values {values}"
+    for name, before in weights.items():
+        after = list(pool.members[name].model.parameters())  # type: ignore[attr-defined]
+        assert all((a == b).all() for a, b in zip(after, before)), f"{protocol.name}: trained the pool's {name!r}"
 
 
 def check_generator(generator: Generator, task: "Task | str" = "zoo:arith", n: int = 3) -> None:

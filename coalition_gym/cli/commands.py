@@ -17,7 +17,6 @@ from ..failures import FailureSummary, verdict
 from ..records import describe_pool, describe_task
 from ..redaction import JsonLines, write_json, write_text
 
-
 _EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
@@ -66,6 +65,8 @@ def cmd_protocols(args: argparse.Namespace) -> int:
             print(f"  fixed helpers (never members): {', '.join(cls.helper_fields)}")
         if cls.min_members > 1:
             print(f"  needs at least {cls.min_members} members")
+        if cls.trains_members:
+            print("  trains copies of its members first: valued by `cgym eval` (training inside), no environment")
     print("Set any of them with --set KEY=VALUE (cgym run/eval), protocol.KEY=VALUE (cgym train) or as "
           "keywords of gym.make.")
     return 0
@@ -181,6 +182,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           train_dir=Path(args.cache) / "trained" if args.cache else None)
         game = report.game
         if args.save_trained:
+            from ..training.collaborative import TrainedCoalitionGame
+
+            assert isinstance(game, TrainedCoalitionGame)  # checked above: the protocol trains its members
             print(f"saved the trained coalition as a pool: {game.export(game.players, Path(args.save_trained))}")
     finally:
         cache.close()

@@ -12,7 +12,6 @@ import sys
 import time
 
 import yaml
-
 from conftest import REPO
 
 POOL = {"name": "mixed", "members": [

@@ -25,8 +25,8 @@ class CoalitionTraining:
 def answer_all(member: Member, task: Task, items: Sequence[Item], params: SamplingParams, seed: int,
                tag: str) -> tuple[list[Ask], list[Sample]]:
     """The member answers each item once (one batched call); seeds depend on member, item and tag only."""
-    asks = [Ask(member.name, tuple(task.prompt(it, member.style)), seed=derive_seed(seed, it.id, member.name, 0, 0, tag),
-                params=params, item=it) for it in items]
+    asks = [Ask(member.name, tuple(task.prompt(it, member.style)), params=params, item=it,
+                seed=derive_seed(seed, it.id, member.name, 0, 0, tag)) for it in items]
     return asks, member.generator.generate(asks)
 
 

@@ -149,11 +149,13 @@ class TrainedCoalitionGame(CoalitionGame):
 
         key = frozenset(coalition)
         if len(key) < self.protocol.min_members:
-            raise ConfigError(f"coalition {sorted(key)} is too small for {self.protocol.name} to train; nothing to save")
+            raise ConfigError(f"coalition {sorted(key)} is too small for {self.protocol.name} to train; "
+                              "nothing to save")
         trained = self.training(key)
         stored = self.store.folder(self.key(key))
         folder.mkdir(parents=True, exist_ok=True)
-        entries, skipped = [], []
+        entries: list[dict[str, Any]] = []
+        skipped: list[str] = []
         for name, member in trained.members.items():
             if (stored / name).is_dir():
                 shutil.copytree(stored / name, folder / name, dirs_exist_ok=True)
@@ -164,8 +166,8 @@ class TrainedCoalitionGame(CoalitionGame):
             else:
                 skipped.append(name)
         config = {"name": f"{self.pool.name}+{self.protocol.name}", "members": entries}
-        header = (f"# {self.protocol.name}-trained members of coalition {list(self.ordered(key))} (pool {self.pool.name},"
-                  f" task {self.task.name}); answered by: {', '.join(trained.answerers)}\n")
+        header = (f"# {self.protocol.name}-trained members of coalition {list(self.ordered(key))} "
+                  f"(pool {self.pool.name}, task {self.task.name}); answered by: {', '.join(trained.answerers)}\n")
         if skipped:
             header += f"# not saved (untrained, not a simulated agent): {', '.join(skipped)}\n"
         path = folder / "pool.yaml"

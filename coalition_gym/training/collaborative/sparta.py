@@ -110,8 +110,9 @@ def train_sparta(protocol: SpartaAlignment, members: dict[str, Member], task: Ta
                     member.save(work_dir / name)  # each member's best checkpoint so far
         entry["seconds"] = time.perf_counter() - start
         iterations.append(entry)
-    record = {"method": protocol.name, "iterations": iterations, "judging": {"scored": counts.scored,
-              "unparseable": counts.unparseable, "modes": {n: judge_mode(m, protocol.judge) for n, m in members.items()}},
+    modes = {n: judge_mode(m, protocol.judge) for n, m in members.items()}
+    record = {"method": protocol.name, "iterations": iterations,
+              "judging": {"scored": counts.scored, "unparseable": counts.unparseable, "modes": modes},
               "frozen": {n: m.frozen_reason for n, m in members.items() if not m.trainable}}
     if best:
         chosen = max(best, key=lambda n: (best[n][0], -best[n][1], -names.index(n)))

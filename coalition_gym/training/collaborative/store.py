@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
+
 from ...agents.pools import Pool
 from ...redaction import write_json
 from .common import CoalitionTraining

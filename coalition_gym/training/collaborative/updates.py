@@ -113,7 +113,8 @@ def sft_train(member: Member, examples: Sequence[Example], *, lr: float, epochs:
     model.train()
     losses = []
     for idx in _batches(len(examples), batch_size, epochs, seed):
-        logps = sequence_logprobs(model, [prompts[i] for i in idx], [targets[i] for i in idx], pad_id=pad, grad=True)
+        logps: list[Any] = sequence_logprobs(model, [prompts[i] for i in idx], [targets[i] for i in idx], pad_id=pad,
+                                             grad=True)
         nll = torch.stack([-lp.mean() for lp in logps])
         w = weights[idx].to(nll.device)
         if float(w.sum()) == 0.0:
