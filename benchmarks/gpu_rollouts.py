@@ -205,8 +205,9 @@ def bench_crl_step(new_tokens: int, fast_decode: str, folder: Path,
            "rollout_over_generate": policy_rate / (gen_tokens / gen_seconds),
            "policy_backend_calls": len(made), "forward_batches": [b for g in made for b in g.batch_sizes]}
     print(f"  C-RL step (fast_decode={fast_decode}): rollout {out['rollout_seconds']:.2f} s, update "
-          f"{out['update_seconds']:.2f} s ({forced:.2f} s on all calls), {policy_rate:.0f} policy tok/s = {out['rollout_over_generate']:.2f} of "
-          f"one batched generate; forward batches {out['forward_batches']}", file=sys.stderr, flush=True)
+          f"{out['update_seconds']:.2f} s ({forced:.2f} s on all calls), {policy_rate:.0f} policy tok/s = "
+          f"{out['rollout_over_generate']:.2f} of one batched generate; forward batches {out['forward_batches']}",
+          file=sys.stderr, flush=True)
     return out
 
 
@@ -221,7 +222,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                          f"{r['fast_over_eager']:.2f} | {r['eager_over_generate']:.2f} | "
                          f"{r['fast_over_generate']:.2f} | {r['rows_identical']}/{r['prompts']} |")
     lines += ["", "| device | dtype | fast_decode | executions | policy tokens | rollout s | update s | "
-              "update s, all calls | policy tok/s | one batched generate tok/s | rollout / generate | forward batches |",
+              "update s, all calls | policy tok/s | one batched generate tok/s | rollout / generate "
+              "| forward batches |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["kind"] == "crl_step":

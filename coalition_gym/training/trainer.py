@@ -550,5 +550,5 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     return reports
 
 
-__all__ = ["Trainer", "RolloutFallbackWarning", "EvalResult", "TrainState", "load_policy", "resolve_policy", "run_methods",
-           "summary_table"]
+__all__ = ["Trainer", "RolloutFallbackWarning", "EvalResult", "TrainState", "load_policy", "resolve_policy",
+           "run_methods", "summary_table"]
