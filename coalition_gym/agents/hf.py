@@ -457,9 +457,13 @@ def auto_batch_size(config: Any, tokens: int, free_bytes: int, dtype_bytes: int 
     (2 x layers x KV heads x head size x dtype bytes each), activations of the prompt pass, and the
     sampler's float32/float64 work on one row of logits (about 48 bytes per vocabulary entry)."""
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    layers = int(getattr(text, "num_hidden_layers", None) or getattr(text, "n_layer", 1))
-    hidden = int(getattr(text, "hidden_size", None) or getattr(text, "n_embd", 1024))
-    heads = int(getattr(text, "num_attention_heads", None) or getattr(text, "n_head", 1))
+
+    def field(name: str, other: str, default: int) -> int:
+        return int(getattr(text, name, None) or getattr(text, other, None) or default)
+
+    layers = field("num_hidden_layers", "n_layer", 1)
+    hidden = field("hidden_size", "n_embd", 1024)
+    heads = field("num_attention_heads", "n_head", 1)
     kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
     vocab = int(getattr(text, "vocab_size", 32000))
