@@ -71,7 +71,8 @@ def with_system_prompt(ask: Ask, system_prompt: str) -> Ask:
 
 class RecordingPolicy(Generator):
     """Wraps the policy's backend (HF, or vLLM via ``agents.vllm_engine.VLLMPolicy``); records every call
-    it answers (see module doc). The backend needs ``encode_prompts`` and token ids with log-probs."""
+    it answers (see module doc). The backend needs ``encode_prompt`` (or ``encode_prompts``) and token ids
+    with log-probs."""
 
     def __init__(self, backend: Any, system_prompt: str = "", temperature: float | None = None):
         self.backend = backend
@@ -87,7 +88,8 @@ class RecordingPolicy(Generator):
             asks = [dataclasses.replace(a, params=dataclasses.replace(a.params, temperature=self.temperature))
                     for a in asks]
         samples = self.backend.generate(asks)
-        prompts = self.backend.encode_prompts(asks)  # one batched tokenizer call (truncations already recorded)
+        batched = getattr(self.backend, "encode_prompts", None)  # one tokenizer call when the backend has it
+        prompts = batched(asks) if batched is not None else [self.backend.encode_prompt(a) for a in asks]
         for ask, prompt, sample in zip(asks, prompts, samples):
             if sample.token_ids is None or sample.logprobs is None:
                 raise BackendError(f"policy backend {self.backend.identity!r} returned no token ids/log-probs; "
