@@ -14,6 +14,13 @@ taken *before* top-p filtering (T = 1 for greedy rows, i.e. the raw model log-pr
 trainer can compare old and new log-probs; with ``top_p < 1`` the distribution actually sampled is
 the nucleus renormalised, whose log-prob is this value minus log(nucleus mass).
 ``Sample.token_ids`` are the sampled ids, including the final EOS when ``finish_reason == "stop"``.
+
+Speed (see :mod:`.hf_fast`): ``fast_decode`` runs the decode steps on a static KV cache with the
+single-token step compiled into CUDA graphs (``auto``: on for CUDA, off on CPU); sampling and
+log-probs are this module's either way. ``max_batch_size=None`` sizes batches by free GPU memory and a
+KV-cache estimate from the model config (:func:`auto_batch_size`), or :data:`CPU_BATCH` rows on CPU.
+A CUDA out-of-memory error halves the batch and retries, down to one row, then raises a
+:class:`BackendError` naming the batch size and ``max_batch_size``.
 """
 
 from __future__ import annotations
@@ -30,8 +37,14 @@ from typing import Any, Iterator, Sequence
 from ..errors import BackendError, ConfigError
 from ..types import Ask, Message, Sample
 from .base import Generator, render_plain
+from .hf_fast import EagerStepper
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: rows per forward batch on CPU when ``max_batch_size`` is None (auto)
+CPU_BATCH = 64
+#: the most rows auto sizing ever puts in one batch, and the share of free GPU memory it plans to use
+MAX_AUTO_BATCH = 1024
+MEMORY_SHARE = 0.8
 
 
 class TruncationWarning(UserWarning):
@@ -151,15 +164,17 @@ class HFGenerator(Generator):
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, device: str = "auto", dtype: str = "auto",
-                 max_batch_size: int = 32, max_new_tokens: int = 512, trust_remote_code: bool = False,
+                 max_batch_size: int | None = None, max_new_tokens: int = 512, trust_remote_code: bool = False,
                  allow_download: bool = False, revision: str | None = None, identity: str | None = None,
-                 pad_with_eos: bool = True):
-        if max_batch_size < 1:
-            raise ConfigError(f"max_batch_size={max_batch_size} must be >= 1")
+                 pad_with_eos: bool = True, fast_decode: str = "auto"):
+        if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int)
+                                           or max_batch_size < 1):
+            raise ConfigError(f"max_batch_size={max_batch_size!r} must be an integer >= 1, or None (sized by "
+                              f"free GPU memory; {CPU_BATCH} on CPU)")
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens={max_new_tokens} must be >= 1")
         torch = _torch()
-        self.max_batch_size, self.max_new_tokens = int(max_batch_size), int(max_new_tokens)
+        self.max_batch_size, self.max_new_tokens = max_batch_size, int(max_new_tokens)
         if isinstance(model, (str, os.PathLike)):
             if tokenizer is not None:
                 raise ConfigError("give a tokenizer only together with a loaded model object, not with a path")
@@ -185,6 +200,13 @@ class HFGenerator(Generator):
         self._position_ids = "position_ids" in params
         self._keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
         self._torch = torch
+        from .hf_fast import StaticDecoder, wants_fast
+
+        self.fast_decode = fast_decode
+        self._static = (StaticDecoder(self.model, self._cache_kw, self.pad_id, self.device.startswith("cuda"),
+                                      self._keep_kw)
+                        if wants_fast(fast_decode, self.device) else None)
+        self.batch_sizes: list[int] = []  # rows of every forward batch run (reset freely; for benchmarks)
 
     # -- setup ---------------------------------------------------------------------------------
     def _pad_id(self, pad_with_eos: bool) -> int:
@@ -276,7 +298,18 @@ class HFGenerator(Generator):
 
     # -- generation ------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        return {"kind": "hf", "identity": self.identity, "device": self.device, "dtype": self.dtype}
+        return {"kind": "hf", "identity": self.identity, "device": self.device, "dtype": self.dtype,
+                "fast_decode": self._static is not None}
+
+    def batch_size(self, width: int, steps: int) -> int:
+        """Rows per forward batch for prompts of ``width`` tokens and ``steps`` new tokens: the
+        ``max_batch_size`` setting, else :func:`auto_batch_size`."""
+        if self.max_batch_size is not None:
+            return self.max_batch_size
+        if not self.device.startswith("cuda"):
+            return CPU_BATCH
+        free, _ = self._torch.cuda.mem_get_info(self.model.device)
+        return auto_batch_size(self.model.config, width + steps, free, self._torch.finfo(self.model.dtype).bits // 8)
 
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         asks = list(asks)
@@ -290,11 +323,35 @@ class HFGenerator(Generator):
         # Similar lengths share a batch (less padding); results never depend on the grouping.
         order = sorted(range(len(asks)), key=lambda k: len(prompts[k]))
         out: list[Sample | None] = [None] * len(asks)
-        for start in range(0, len(order), self.max_batch_size):
-            chunk = order[start:start + self.max_batch_size]
-            for k, sample in zip(chunk, self._generate_batch([asks[k] for k in chunk], [prompts[k] for k in chunk])):
+        size = first = self.batch_size(max(len(p) for p in prompts), max(self._budget(a) for a in asks))
+        start = 0
+        while start < len(order):
+            chunk = order[start:start + size]
+            try:
+                samples = self._generate_batch([asks[k] for k in chunk], [prompts[k] for k in chunk])
+            except Exception as exc:
+                if not _is_oom(exc):
+                    raise
+                self._free_memory()
+                if len(chunk) == 1:
+                    raise BackendError(f"{self.identity}: CUDA out of memory at a batch size of 1 (halved from "
+                                       f"max_batch_size={first}), prompt of {len(prompts[chunk[0]])} tokens + "
+                                       f"{self._budget(asks[chunk[0]])} new: lower max_new_tokens (or the "
+                                       "prompt), free GPU memory, or use a smaller model") from exc
+                size = max(1, len(chunk) // 2)
+                warnings.warn(f"{self.identity}: CUDA out of memory at a batch of {len(chunk)} rows; retrying "
+                              f"with {size} (set max_batch_size to choose it)", RuntimeWarning, stacklevel=2)
+                continue
+            for k, sample in zip(chunk, samples):
                 out[k] = sample
+            start += len(chunk)
         return out  # type: ignore[return-value]
+
+    def _free_memory(self) -> None:
+        if self._static is not None:
+            self._static.clear()
+        if self._torch.cuda.is_available():
+            self._torch.cuda.empty_cache()
 
     def _forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": True}
@@ -341,14 +398,17 @@ class HFGenerator(Generator):
 
         ids, mask = ids.to(dev), mask.to(dev)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        self.batch_sizes.append(n)
+        every = 8 if self._static is not None else 1  # fast path: fewer host syncs (tokens after done are ignored)
         alive = torch.ones(n, dtype=torch.bool, device=dev)
         length = torch.full((n,), steps, dtype=torch.long, device=dev)
         stopped = torch.zeros(n, dtype=torch.bool, device=dev)
         chosen, chosen_lps = [], []
-        cache, step_ids, step_pos = None, ids, positions
         with torch.inference_mode():
+            stepper = (self._static.stepper(n, width, steps) if self._static is not None
+                       else EagerStepper(self._forward))
+            logits = stepper.prefill(ids, mask, positions)
             for step in range(steps):
-                logits, cache = self._forward(step_ids, mask, step_pos, cache)
                 logp = torch.log_softmax(logits / scale, dim=-1)
                 choice = logp.argmax(dim=-1)
                 if full:
@@ -362,12 +422,10 @@ class HFGenerator(Generator):
                 length = torch.where(done, step + 1, length)
                 stopped |= done & is_eos
                 alive &= ~done
-                if not bool(alive.any()):
+                if step + 1 == steps or ((step + 1) % every == 0 and not bool(alive.any())):
                     break
                 # Finished rows keep being fed (their tokens are ignored) so the batch keeps its shape.
-                step_ids = choice.unsqueeze(1)
-                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=dev)], dim=1)
-                step_pos = positions[:, -1:] + step + 1
+                logits = stepper.decode(choice, step)
         tokens = torch.stack(chosen, dim=1).tolist()
         lps = torch.stack(chosen_lps, dim=1).float().tolist()
         lengths, stops = length.tolist(), stopped.tolist()
@@ -386,6 +444,33 @@ class HFGenerator(Generator):
         (no top-p), the quantity ``Sample.logprobs`` holds; use temperature 1 for greedy samples."""
         return sequence_logprobs(self.model, [list(prompt_ids)], [list(completion_ids)], temperature,
                                  pad_id=self.pad_id)[0]
+
+
+def _is_oom(exc: BaseException) -> bool:
+    torch = _torch()
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(exc)
+
+
+def auto_batch_size(config: Any, tokens: int, free_bytes: int, dtype_bytes: int = 2,
+                    share: float = MEMORY_SHARE) -> int:
+    """Rows that fit in ``share`` of ``free_bytes``: per row, the KV cache of ``tokens`` positions
+    (2 x layers x KV heads x head size x dtype bytes each), activations of the prompt pass, and the
+    sampler's float32/float64 work on one row of logits (about 48 bytes per vocabulary entry)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+
+    def field(name: str, other: str, default: int) -> int:
+        return int(getattr(text, name, None) or getattr(text, other, None) or default)
+
+    layers = field("num_hidden_layers", "n_layer", 1)
+    hidden = field("hidden_size", "n_embd", 1024)
+    heads = field("num_attention_heads", "n_head", 1)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
+    vocab = int(getattr(text, "vocab_size", 32000))
+    kv = 2 * layers * kv_heads * head_dim * dtype_bytes * tokens
+    activations = 16 * hidden * dtype_bytes * tokens
+    per_row = kv + activations + 48 * vocab
+    return int(max(1, min(MAX_AUTO_BATCH, share * free_bytes // per_row)))
 
 
 def _inverse_cdf(probs: Any, u: Any) -> Any:

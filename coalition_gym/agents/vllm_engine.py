@@ -89,9 +89,102 @@ class VLLMGenerator(Generator):
         return [self._sample(o) for o in outputs]
 
     def _sample(self, output: Any) -> Sample:
-        best = output.outputs[0]
-        ids = tuple(int(t) for t in best.token_ids)
-        logprobs = None
-        if best.logprobs:
-            logprobs = tuple(float(step[tok].logprob) for step, tok in zip(best.logprobs, ids))
-        return Sample(text=best.text, token_ids=ids, logprobs=logprobs, finish_reason=str(best.finish_reason or "stop"))
+        return _sample_of(output)
+
+
+# -- the trainer's policy on vLLM: token-id prompts in, weights pushed after every optimiser step -----
+
+class VLLMEngine:
+    """An in-process ``vllm.LLM`` serving a policy that is being trained, colocated with the trainer
+    (hence a small default ``gpu_memory_utilization``). Two calls: :meth:`generate_ids` (prompts as
+    token ids, so the ids the trainer records are exactly those vLLM read) and :meth:`load_weights`
+    (the trainer's updated tensors, by their Hugging Face names; no reload from disk).
+
+    The weights go in as TRL's colocate mode does: the driver worker's model ``load_weights`` when the
+    engine runs in this process, else ``LLM.collective_rpc`` to every worker; then the prefix cache,
+    which holds KV computed with the old weights, is reset. Not run on the machines this project is
+    tested on (vLLM is not installable there); :class:`VLLMPolicy` is tested with a fake engine.
+    """
+
+    def __init__(self, model: str, *, dtype: str = "auto", gpu_memory_utilization: float = 0.3,
+                 max_model_len: int | None = None, **engine_args: Any):
+        vllm = import_vllm()
+        self._vllm = vllm
+        args = {"model": model, "dtype": dtype, "gpu_memory_utilization": gpu_memory_utilization,
+                "enable_prefix_caching": True, **engine_args}
+        if max_model_len is not None:
+            args["max_model_len"] = max_model_len
+        try:
+            self.llm = vllm.LLM(**args)
+        except Exception as exc:  # vLLM raises many kinds on bad models or missing GPUs
+            raise BackendError(f"vllm could not start model {model!r}: {type(exc).__name__}: {exc}") from exc
+        self.identity = f"vllm:{model}:{dtype}"
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], params: Sequence[dict[str, Any]]) -> list[Sample]:
+        requests = [{"prompt_token_ids": list(p)} for p in prompts]
+        sampling = [self._vllm.SamplingParams(**kw) for kw in params]
+        outputs = self.llm.generate(requests, sampling_params=sampling, use_tqdm=False)
+        return [_sample_of(o) for o in outputs]
+
+    def load_weights(self, named_tensors: Sequence[tuple[str, Any]]) -> None:
+        weights = list(named_tensors)
+        executor = getattr(getattr(self.llm, "llm_engine", None), "model_executor", None)
+        worker = getattr(executor, "driver_worker", None)
+        runner = getattr(getattr(worker, "worker", worker), "model_runner", None)
+        if runner is not None:
+            runner.model.load_weights(weights=weights)
+        else:
+            self.llm.collective_rpc(_load_weights_rpc, args=(weights,))
+        self.llm.reset_prefix_cache()
+
+
+def _load_weights_rpc(worker: Any, weights: list[tuple[str, Any]]) -> None:  # pragma: no cover - GPU only
+    worker.model_runner.model.load_weights(weights=weights)
+
+
+def _sample_of(output: Any) -> Sample:
+    best = output.outputs[0]
+    ids = tuple(int(t) for t in best.token_ids)
+    logprobs = None
+    if best.logprobs:
+        logprobs = tuple(float(step[tok].logprob) for step, tok in zip(best.logprobs, ids))
+    return Sample(text=best.text, token_ids=ids, logprobs=logprobs, finish_reason=str(best.finish_reason or "stop"))
+
+
+class VLLMPolicy(Generator):
+    """The trainer's policy answered by a vLLM engine (:class:`VLLMEngine`, or anything with its two
+    methods). Prompts are rendered, truncated and tokenised by the policy's HF backend (``encoder``),
+    which also turns ids back into text and caps token budgets, so both backends see the same ids.
+    ``Sample.logprobs`` are vLLM's; the trainer recomputes them with its own model for the loss."""
+
+    def __init__(self, engine: Any, encoder: Any, identity: str | None = None):
+        self.engine, self.encoder = engine, encoder
+        self.identity = identity or f"vllm-policy:{encoder.identity}"
+
+    def encode_prompt(self, ask: Ask) -> list[int]:
+        return self.encoder.encode_prompt(ask)
+
+    def encode_prompts(self, asks: Sequence[Ask]) -> list[list[int]]:
+        return self.encoder.encode_prompts(asks)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "vllm-policy", "identity": self.identity}
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        asks = list(asks)
+        if not asks:
+            return []
+        prompts = self.encoder.encode_prompts(asks)
+        params = [sampling_kwargs(a, self.encoder._budget(a), logprobs=True) for a in asks]
+        raw = self.engine.generate_ids(prompts, params)
+        eos = self.encoder.eos_ids
+        out = []
+        for s in raw:
+            ids = tuple(int(t) for t in s.token_ids or ())
+            stop = (bool(ids) and ids[-1] in eos) or s.finish_reason == "stop"
+            out.append(Sample(text=self.encoder._decode(ids), token_ids=ids, logprobs=s.logprobs,
+                              finish_reason="stop" if stop else "length"))
+        return out
+
+    def load_weights(self, named_tensors: Sequence[tuple[str, Any]]) -> None:
+        self.engine.load_weights(named_tensors)

@@ -27,6 +27,7 @@ def method_names() -> list[str]:
     """Every registered training method (the built-ins, then :func:`register_method`'s)."""
     return list(CONFIGS)
 COLLABORATOR_DRAWS = ("shared", "fresh")
+ROLLOUT_BACKENDS = ("hf", "vllm")
 EVAL_DECODING = ("sampled", "greedy")
 
 
@@ -68,6 +69,13 @@ class TrainConfig:
     dtype: str = "auto"
     out: str = "runs/train"
     tensorboard: bool = False
+    # Rollout speed (issue 17). "hf": the trainer's own model generates (fast_decode: static KV cache and
+    # CUDA graphs, "auto" = on CUDA); "vllm": an in-process vLLM engine colocated with the trainer, sent
+    # the new weights after every optimiser step (falls back to "hf" with a warning when it cannot start).
+    rollout_backend: str = "hf"
+    rollout_batch_size: int | None = None  # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
+    fast_decode: str = "auto"
+    vllm_settings: dict[str, Any] = field(default_factory=dict)  # extra vllm.LLM(...) arguments
 
     def __post_init__(self) -> None:
         if self.method not in CONFIGS:
@@ -84,6 +92,17 @@ class TrainConfig:
                               f"{', '.join(COLLABORATOR_DRAWS)}")
         if self.eval_decoding not in EVAL_DECODING:
             raise ConfigError(f"eval_decoding={self.eval_decoding!r}; use one of {', '.join(EVAL_DECODING)}")
+        if self.rollout_backend not in ROLLOUT_BACKENDS:
+            raise ConfigError(f"rollout_backend={self.rollout_backend!r}; use one of {', '.join(ROLLOUT_BACKENDS)}")
+        if self.rollout_batch_size is not None and (not isinstance(self.rollout_batch_size, int)
+                                                    or isinstance(self.rollout_batch_size, bool)
+                                                    or self.rollout_batch_size < 1):
+            raise ConfigError(f"rollout_batch_size={self.rollout_batch_size!r} must be an integer >= 1, or None "
+                              "(sized by free GPU memory)")
+        from ..agents.hf_fast import FAST_DECODE
+
+        if self.fast_decode not in FAST_DECODE:
+            raise ConfigError(f"fast_decode={self.fast_decode!r}; use one of {', '.join(FAST_DECODE)}")
         if self.rollout_temperature is not None and self.rollout_temperature <= 0:
             raise ConfigError(f"rollout_temperature={self.rollout_temperature} must be > 0 (training samples)")
 

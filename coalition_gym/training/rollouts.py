@@ -39,6 +39,7 @@ class PolicyCall:
     round: int
     text: str
     role: str = "answer"  # the Ask's role: helper roles never count as the policy's own answer
+    sampler_logprobs: list[float] | None = None  # the rollout engine's own, when the trainer recomputed ``logprobs``
 
 
 @dataclass
@@ -69,7 +70,9 @@ def with_system_prompt(ask: Ask, system_prompt: str) -> Ask:
 
 
 class RecordingPolicy(Generator):
-    """Wraps the policy's HF backend; records every call it answers (see module doc)."""
+    """Wraps the policy's backend (HF, or vLLM via ``agents.vllm_engine.VLLMPolicy``); records every call
+    it answers (see module doc). The backend needs ``encode_prompt`` (or ``encode_prompts``) and token ids
+    with log-probs."""
 
     def __init__(self, backend: Any, system_prompt: str = "", temperature: float | None = None):
         self.backend = backend
@@ -85,11 +88,13 @@ class RecordingPolicy(Generator):
             asks = [dataclasses.replace(a, params=dataclasses.replace(a.params, temperature=self.temperature))
                     for a in asks]
         samples = self.backend.generate(asks)
-        for ask, sample in zip(asks, samples):
+        batched = getattr(self.backend, "encode_prompts", None)  # one tokenizer call when the backend has it
+        prompts = batched(asks) if batched is not None else [self.backend.encode_prompt(a) for a in asks]
+        for ask, prompt, sample in zip(asks, prompts, samples):
             if sample.token_ids is None or sample.logprobs is None:
                 raise BackendError(f"policy backend {self.backend.identity!r} returned no token ids/log-probs; "
                                    "training needs an HF backend")
-            self.calls.append(PolicyCall(int(ask.info.get("rollout", -1)), self.backend.encode_prompt(ask),
+            self.calls.append(PolicyCall(int(ask.info.get("rollout", -1)), prompt,
                                          list(sample.token_ids), list(sample.logprobs), ask.params.temperature,
                                          ask.round, sample.text, ask.role))
         return samples

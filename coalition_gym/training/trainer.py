@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
@@ -92,7 +93,11 @@ class TrainState:
     system_prompt: str = ""
 
 
-def _chunks(seq: Sequence[int], size: int) -> list[Sequence[int]]:
+class RolloutFallbackWarning(UserWarning):
+    """The configured rollout backend (vLLM) could not start; rollouts use the HF backend."""
+
+
+def _chunks(seq: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [seq[i:i + size] for i in range(0, len(seq), size)]
 
 
@@ -127,6 +132,12 @@ class Trainer:
         self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
         self.metrics = MetricsLog(self.out)
         self.failures = FailureSummary()  # failed rollouts and evaluation episodes of this process
+        self.weight_syncs = 0  # weight pushes into the rollout engine
+        self.last_logprob_gap = 0.0  # mean |sampler - trainer| log-prob per token of the last rollouts (vLLM)
+        self.engine = self._start_engine() if config.rollout_backend == "vllm" else None
+        if self.engine is not None and getattr(executor, "name", "local") == "ray":
+            raise ConfigError("rollout_backend='vllm' serves the policy in this process; drop the Ray executor "
+                              "(or use rollout_backend='hf' to spread rollouts over Ray workers)")
 
     # -- setup helpers --------------------------------------------------------------------------
     def _seed_everything(self, seed: int) -> None:
@@ -163,13 +174,65 @@ class Trainer:
                               f"{self.training_coalition}: {cfg.method} would get no signal; seat the policy in a "
                               "protocol where it answers (e.g. majority_vote, debate, slm_mux)")
 
+    def _start_engine(self) -> Any:
+        """The vLLM rollout engine, or None (with a :class:`RolloutFallbackWarning`) when vllm is
+        missing or cannot load the policy's folder: rollouts then run on the HF backend."""
+        from ..agents import vllm_engine
+
+        cfg = self.config
+        try:
+            engine = vllm_engine.VLLMEngine(resolve_policy(cfg.policy), dtype=cfg.dtype, **cfg.vllm_settings)
+        except Exception as exc:  # vllm raises many kinds; any of them means "not this backend"
+            warnings.warn(f"rollout_backend='vllm' is unavailable for policy {cfg.policy!r} "
+                          f"({type(exc).__name__}: {exc}); rolling out with the HF backend instead",
+                          RolloutFallbackWarning, stacklevel=3)
+            return None
+        self.sync_weights(engine)  # a resumed or best checkpoint differs from the folder vLLM read
+        return engine
+
+    def sync_weights(self, engine: Any = None) -> None:
+        """Push the trainer's current weights into the rollout engine (a no-op without one)."""
+        engine = engine if engine is not None else self.engine
+        if engine is None:
+            return
+        engine.load_weights([(name, p.detach()) for name, p in self.model.named_parameters()])
+        self.weight_syncs += 1
+
     def backend(self, system_prompt: str | None = None, temperature: float | None = None) -> RecordingPolicy:
         from ..agents.hf import HFGenerator
 
-        hf = HFGenerator(self.model, self.tokenizer, max_new_tokens=self.config.max_new_tokens,
-                         identity=f"policy:{self.config.method}:step{self.state.step}")
-        return RecordingPolicy(hf, self.state.system_prompt if system_prompt is None else system_prompt,
+        cfg = self.config
+        hf = HFGenerator(self.model, self.tokenizer, max_new_tokens=cfg.max_new_tokens,
+                         identity=f"policy:{cfg.method}:step{self.state.step}", max_batch_size=cfg.rollout_batch_size,
+                         fast_decode=cfg.fast_decode)
+        gen: Any = hf
+        if self.engine is not None:
+            from ..agents.vllm_engine import VLLMPolicy
+
+            gen = VLLMPolicy(self.engine, hf, identity=f"{hf.identity}:vllm")
+        return RecordingPolicy(gen, self.state.system_prompt if system_prompt is None else system_prompt,
                                temperature)
+
+    def recompute_logprobs(self, rollouts: Sequence[Rollout]) -> float:
+        """Replace every call's sampler log-probs by the trainer's own (no grad), keeping the sampler's in
+        ``sampler_logprobs``; returns the mean absolute gap per token. Used when another engine (vLLM)
+        sampled: the loss's old log-probs must come from the model being trained."""
+        from ..agents.hf import sequence_logprobs
+
+        calls = [c for r in rollouts for c in r.calls if c.completion_ids]
+        gap, tokens = 0.0, 0
+        by_temp: dict[float, list[PolicyCall]] = {}
+        for c in calls:
+            by_temp.setdefault(c.temperature if c.temperature > 0 else 1.0, []).append(c)
+        for temp, group in by_temp.items():
+            for chunk in _chunks(group, self.config.micro_batch):
+                lps = sequence_logprobs(self.model, [c.prompt_ids for c in chunk], [c.completion_ids for c in chunk],
+                                        temp, self._pad_id)
+                for c, lp in zip(chunk, lps):
+                    c.sampler_logprobs, c.logprobs = list(c.logprobs), lp
+                    gap += sum(abs(a - b) for a, b in zip(c.sampler_logprobs, lp))
+                    tokens += len(lp)
+        return gap / tokens if tokens else 0.0
 
     @property
     def training_coalition(self) -> list[str]:
@@ -188,6 +251,8 @@ class Trainer:
         else:
             rollouts = collect(*args, policy, cfg.policy_name, cfg.group_size, step_seed, self.styles,
                                self.pool.dev_scores, first_group=first_group, draws=cfg.collaborator_draws)
+        if self.engine is not None:
+            self.last_logprob_gap = self.recompute_logprobs(rollouts)
         self._count_failures(self.training_coalition, rollouts)
         return rollouts
 
@@ -287,6 +352,7 @@ class Trainer:
                 low, high = low + lo * share, high + hi * share
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
             self.optimizer.step()
+            self.sync_weights()  # the rollout engine (vLLM) samples from the weights just made
             metrics.update(loss=loss_sum, clip_low=low, clip_high=high, grad_norm=float(norm))
         return metrics
 
@@ -330,6 +396,7 @@ class Trainer:
                 "solo_score_mean": mean([r.solo_score for r in rollouts]),
                 "rollouts": len(rollouts), "policy_calls": sum(len(r.calls) for r in rollouts),
                 **signal_metrics(rollouts, rewards, advantages), **extra, **metrics,
+                **({"sampler_logprob_gap": self.last_logprob_gap} if self.engine is not None else {}),
                 "rollout_seconds": t1 - t0, "update_seconds": t2 - t1}
 
     # -- evaluation -----------------------------------------------------------------------------------
@@ -379,11 +446,13 @@ class Trainer:
         if saved is None:
             return False
         self.state = TrainState(**saved)
+        self.sync_weights()
         self.log(f"resumed {self.config.method} from step {self.state.step}")
         return True
 
     def load_best(self) -> None:
         prompt = checkpoints.load_best(self.out, self.model)
+        self.sync_weights()
         if prompt is not None:
             self.state.system_prompt = prompt
 
@@ -483,5 +552,5 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     return reports
 
 
-__all__ = ["Trainer", "EvalResult", "TrainState", "load_policy", "resolve_policy", "run_methods",
-           "summary_table"]
+__all__ = ["Trainer", "RolloutFallbackWarning", "EvalResult", "TrainState", "load_policy", "resolve_policy",
+           "run_methods", "summary_table"]
