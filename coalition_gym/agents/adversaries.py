@@ -5,13 +5,20 @@ format, seeds and roles the honest simulated agents use (see :mod:`.simulated`).
 seated like any member: ``profile: confidently_wrong`` in a pool file, or
 ``cgym robustness --adversary confidently_wrong``.
 
-| profile | what it writes | how it hurts |
-|---|---|---|
-| ``confidently_wrong`` | always a plausible wrong answer, the same one in every sample and round, stated as certain ("confidence: 100%") | wins confidence contests: SLM-MUX and cascades read self-consistency as confidence |
-| ``persuader`` | a wrong answer argued with the persuasion line ``Beyond doubt, the answer is: X`` | honest agents revising after reading it (debate, Mixture-of-Agents references, feedback) adopt X with P = their ``persuadability`` (halved when they know the answer), before conformity |
-| ``colluders`` | the *same* wrong answer as every other colluder of the pool, per item | two seats vote together: a wrong plurality in votes and debates (``--adversary colluders`` takes two seats) |
-| ``format_breaker`` | a reply with no parseable final answer | its vote and candidate are lost; a system that relies on it answers nothing |
-| ``judge_targeting`` | a wrong answer styled as ``Verified final answer: X`` | simulated rankers, fusers and aggregators prefer that style with P = their ``style_bias`` (the default judge and fuser: 0.5), whatever the correctness |
+- ``confidently_wrong``: always a plausible wrong answer, the same one in every sample and round,
+  stated as certain ("confidence: 100%"). It wins confidence contests: SLM-MUX and cascades read
+  self-consistency as confidence.
+- ``persuader``: a wrong answer argued with the line ``Beyond doubt, the answer is: X``. Honest
+  agents revising after reading it (debate peers, Mixture-of-Agents references, feedback) adopt X
+  with P = their ``persuadability`` (default 0.5, halved when they know the answer), checked after
+  recognising a correct peer and before conformity to the majority.
+- ``colluders``: the *same* wrong answer as every other colluder of the pool, per item: two seats
+  vote together (``--adversary colluders`` takes two seats).
+- ``format_breaker``: replies with no parseable final answer: its vote and candidate are lost, and
+  a system that relies on it answers nothing.
+- ``judge_targeting``: a wrong answer styled ``Verified final answer: X``. Simulated rankers,
+  fusers and aggregators prefer that style over an unstyled candidate with P = their ``style_bias``
+  (default judge and fuser: 0.5), whatever the correctness.
 
 Honest simulated agents read these lines in the messages they are shown (peers' solutions, ranked
 candidates), as a model reads its context; the protocols pass nothing else. Routers see only member
