@@ -200,6 +200,10 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     seats = adversary_seats(coalition, args.adversary, args.seat)  # refuses a seat outside the coalition
     task = make_task(args.task, size=args.items, seed=args.task_seed)
     per_protocol = {p: _settings_for(p, settings) for p in protocols}
+    from ..envs.protocols import make_protocol
+
+    for name, cfg in per_protocol.items():  # bad values refused before the first protocol runs
+        make_protocol(name, **cfg)
     records: list[dict] = []
     report = robustness(protocols, pool, task, task.items(args.split), args.adversary, seat=args.seat,
                         members=coalition, seed=args.seed, settings=per_protocol, n_boot=args.bootstrap,
@@ -269,7 +273,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     overrides = _settings(args.set)
     settings = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
                                   "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
-                                  "tensorboard": args.tensorboard or None}.items() if v is not None}
+                                  "tensorboard": args.tensorboard or None, "reward": args.reward}.items()
+                if v is not None}
     if args.members:
         settings["members"] = args.members.split(",")
     protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}

@@ -213,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _subcommand(sub, "train", "train a policy to collaborate: C-RL and its baselines",
                     "cgym train --method crl,grpo-indiv --preset tiny --policy zoo:default/polymath "
                     "--protocol majority_vote --task zoo:reverse --collaborators sim:split --steps 300",
-                    "cgym train --method base --preset tiny --policy zoo:tiny/pico --task zoo:arith --steps 1")
+                    "cgym train --method base --preset tiny --policy zoo:tiny/pico --task zoo:arith --steps 1",
+                    "cgym train --method crl --reward negate --preset tiny --policy zoo:tiny/pico --task zoo:arith "
+                    "--protocol majority_vote --steps 50 --out runs/adversary")
     p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base, "
                                                    "or a comma-separated list")
     p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: the "
@@ -230,6 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="paper (lr 1e-6, 8x8 executions) or tiny (zoo models on CPU)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any TrainConfig field, or protocol.<setting>, repeatable")
+    p.add_argument("--reward", default=None, choices=["system", "negate"],
+                   help="RL methods' reward: system (default) or negate, the reward with its sign flipped and "
+                        "the lowest dev score kept: trains an adversary for `cgym robustness --adversary "
+                        "<out>/crl-seed0/best`")
     p.add_argument("--tensorboard", action="store_true", help="also log metrics to TensorBoard")
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where rollouts are collected")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")
