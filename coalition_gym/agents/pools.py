@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError, UnknownNameError
 from ..types import Ask, Sample, SamplingParams
+from .adversaries import ADVERSARIES
 from .base import Generator
 from .simulated import DEFAULT_HELPERS, SIM_PRESETS, AgentProfile, SimulatedAgent, random_profiles
 
@@ -259,6 +260,7 @@ def pool_from_config(config: Mapping[str, Any], base_dir: str | Path | None = No
              sampling: {temperature: 0.3}}
           - {name: atlas, backend: sim, model: sim:demo/atlas}
           - {name: rookie, backend: sim, profile: {skill: 0.4}}
+          - {name: mole, backend: sim, profile: confidently_wrong}   # an adversary (agents/adversaries.py)
           - {name: big, backend: vllm, model: /models/qwen, tensor_parallel_size: 2}
         helpers:                        # optional; the same entry format (judge, fuser ...)
           - {name: judge, backend: sim, profile: {judge_skill: 0.8}}
@@ -362,12 +364,20 @@ def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]
         raise ConfigError(f"{where}: sampling {dict(sampling)} needs temperature >= 0, top_p in (0, 1], "
                           "max_new_tokens >= 1")
     profile = entry.get("profile") or {}
+    if isinstance(profile, str):  # an adversary profile by name: `profile: confidently_wrong`
+        if profile not in ADVERSARIES:
+            raise ConfigError(f"{where}: profile {profile!r} is not an adversary profile; use one of "
+                              f"{', '.join(ADVERSARIES)}, or a mapping of AgentProfile fields")
+        profile = {"adversary": profile}
     if not isinstance(profile, Mapping):
-        raise ConfigError(f"{where}: profile must be a mapping of AgentProfile fields")
+        raise ConfigError(f"{where}: profile must be a mapping of AgentProfile fields or an adversary profile "
+                          f"name ({', '.join(ADVERSARIES)})")
     fields = {f.name for f in dataclasses.fields(AgentProfile)} - {"name"}
     bad = [k for k in profile if k not in fields]
     if bad:
         raise ConfigError(f"{where}: unknown profile field {bad[0]!r}; accepted: {', '.join(sorted(fields))}")
+    if profile.get("adversary") not in (None, *ADVERSARIES):
+        raise ConfigError(f"{where}: adversary={profile['adversary']!r}; use one of {', '.join(ADVERSARIES)}")
     opts = {k: entry[k] for k in options if k in entry}
     return {"name": name, "backend": backend, "model": model, "style": style, "sampling": dict(sampling),
             "profile": dict(profile), "options": opts}

@@ -10,10 +10,17 @@ adopt its peers' majority (``conformity``) or recognise a correct peer answer (`
 
 Replies are ordinary text ending with ``Answer: ...``, the same format the tasks ask real models
 for, and are a pure function of (profile, item, role, ask seed).
+
+Adversarial members (``adversary=`` one of :data:`.adversaries.ADVERSARIES`) are saboteurs driven by
+the same seeds and roles; see :mod:`.adversaries` for what each does. Two knobs of honest agents say
+how far they can be misled: ``persuadability`` (revising after reading a persuasively argued peer
+answer) and ``style_bias`` (a ranker, fuser or aggregator preferring the "verified" style). Both act
+only when such text is shown, so pools without adversaries behave exactly as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -24,6 +31,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import BackendError, ConfigError
 from ..scorers.answers import normalize_answer
 from ..types import Ask, Item, Sample
+from .adversaries import ADVERSARIES, adversarial_text, claimed
 from .base import Generator, stable_hash
 
 _NORMAL = NormalDist()
@@ -49,11 +57,19 @@ class AgentProfile:
     judge_skill: float = 0.75  # ranker/fuser roles: P(preferring the correct candidate)
     format_error: float = 0.0  # P(a reply without a parseable final answer)
     world_seed: int = 0
+    # Fields added after the ones above are left out of the identity and of the random draws while at
+    # their defaults (see _describe), so adding them changed no existing pool's samples.
+    adversary: str | None = None  # a saboteur profile (adversaries.ADVERSARIES); None: honest
+    persuadability: float = 0.5  # P(adopting a persuasively argued peer answer when revising); halved when it knows
+    style_bias: float = 0.0  # ranker/fuser roles: P(preferring the "verified" style whatever the correctness)
 
     def __post_init__(self) -> None:
+        if self.adversary is not None and self.adversary not in ADVERSARIES:
+            raise ConfigError(f"agent {self.name!r}: unknown adversary profile {self.adversary!r}; use one of "
+                              f"{', '.join(ADVERSARIES)}")
         probs = {k: v for k, v in asdict(self).items()
                  if k in ("skill", "slip", "conformity", "recognition",
-                          "judge_skill", "format_error")}
+                          "judge_skill", "format_error", "persuadability", "style_bias")}
         probs.update({f"category_skill[{k}]": v for k, v in self.category_skill.items()})
         for key, value in probs.items():
             if not 0.0 <= float(value) <= 1.0:
@@ -62,6 +78,27 @@ class AgentProfile:
             raise ConfigError(f"agent {self.name!r}: correlation={self.correlation} must be in [-1, 1]")
         if self.diversity < 0:
             raise ConfigError(f"agent {self.name!r}: diversity={self.diversity} must be >= 0")
+
+
+#: fields that shape an agent's random draws (the original ones); later fields only steer behaviour
+_DRAW_FIELDS = ("name", "skill", "category_skill", "difficulty_slope", "error_group", "correlation", "diversity",
+                "slip", "conformity", "recognition", "judge_skill", "format_error", "world_seed")
+
+
+def _describe(profile: AgentProfile, draws_only: bool = False) -> str:
+    """The dataclass repr, without later fields at their defaults (or without any, ``draws_only``): the
+    identity of agents that existed before those fields is unchanged, so are their samples and caches."""
+    defaults = AgentProfile(name=profile.name)
+    shown = [f.name for f in dataclasses.fields(profile) if f.name in _DRAW_FIELDS
+             or (not draws_only and getattr(profile, f.name) != getattr(defaults, f.name))]
+    return f"AgentProfile({', '.join(f'{k}={getattr(profile, k)!r}' for k in shown)})"
+
+
+def adversary_profile(kind: str, name: str, world_seed: int = 0) -> AgentProfile:
+    """A simulated saboteur of profile ``kind`` (see :mod:`.adversaries`) named ``name``."""
+    if kind not in ADVERSARIES:
+        raise ConfigError(f"unknown adversary profile {kind!r}; use one of {', '.join(ADVERSARIES)}")
+    return AgentProfile(name, skill=0.0, adversary=kind, world_seed=world_seed)
 
 
 def _uniform(*parts: object) -> float:
@@ -109,7 +146,10 @@ class SimulatedAgent(Generator):
 
     def __init__(self, profile: AgentProfile):
         self.profile = profile
-        self.identity = f"sim:{profile.name}:{stable_hash(repr(profile)):x}"
+        self.identity = f"sim:{profile.name}:{stable_hash(_describe(profile)):x}"
+        # Draws are keyed on the original fields only: a judge given a style_bias draws as before on
+        # honest candidates, so its verdicts change only where a styled candidate is shown.
+        self._draw_key = f"sim:{profile.name}:{stable_hash(_describe(profile, draws_only=True)):x}"
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "sim", "identity": self.identity, "profile": asdict(self.profile)}
@@ -141,6 +181,14 @@ class SimulatedAgent(Generator):
         key = ("dist-group", prof.world_seed, prof.error_group) if shared else ("dist-own", prof.world_seed, prof.name)
         return wrong[stable_hash(*key, item.id) % len(wrong)]
 
+    def sabotage_answer(self, item: Item) -> str:
+        """An adversary's wrong answer on ``item``: fixed per item (so it is self-consistent), shared by
+        every colluder of the same world, its own for the other profiles."""
+        prof = self.profile
+        owner = "colluders" if prof.adversary == "colluders" else prof.name
+        wrong = plausible_wrong_answers(item)
+        return wrong[stable_hash("sabotage", prof.world_seed, owner, item.id) % len(wrong)]
+
     # -- one sample ------------------------------------------------------------------------------
     def _fresh_answer(self, item: Item, knows: bool, temperature: float, rng: random.Random) -> str:
         prof = self.profile
@@ -159,19 +207,34 @@ class SimulatedAgent(Generator):
         own = self._fresh_answer(item, knows, ask.params.temperature, rng)
         previous = ask.info.get("own_previous")
         peers = [a for a in ask.info.get("peer_answers", ()) if a is not None]
+        # A persuasively argued answer in what it reads (debate peers, references, feedback); drawn
+        # only when one is shown, so honest-only runs keep their draws.
+        argued = sorted(a for a in claimed(ask.messages, "persuasion") if a != own)
         if not peers:
+            if argued and rng.random() < prof.persuadability * (0.5 if knows else 1.0):
+                return argued[0]
             return own
         counts = Counter(peers).most_common()
         majority = counts[0][0] if len(counts) == 1 or counts[0][1] > counts[1][1] else None
         if not knows and item.gold in peers and rng.random() < prof.recognition:
             return item.gold
+        if argued and rng.random() < prof.persuadability * (0.5 if knows else 1.0):
+            return argued[0]
         adopt = prof.conformity * (0.5 if knows else 1.0)
         if majority is not None and majority != own and rng.random() < adopt:
             return majority
         return own if knows or previous is None else previous
 
+    def _styled(self, ask: Ask, answers: Sequence[str | None]) -> list[bool]:
+        """Which candidates carry the style this judge may be biased toward."""
+        styled = claimed(ask.messages, "style") if self.profile.style_bias else set()
+        return [a is not None and normalize_answer(a) in styled for a in answers]
+
     def _pairwise_verdict(self, ask: Ask, item: Item, rng: random.Random) -> str:
         a, b = ask.info["answers"]
+        a_styled, b_styled = self._styled(ask, (a, b))
+        if a_styled != b_styled and rng.random() < self.profile.style_bias:
+            return "A" if a_styled else "B"
         a_ok, b_ok = a == item.gold, b == item.gold
         if a_ok != b_ok:
             right = "A" if a_ok else "B"
@@ -183,6 +246,9 @@ class SimulatedAgent(Generator):
         skill = min(max(self.profile.judge_skill, 0.501), 0.999)
         sigma = 1.0 / (math.sqrt(2.0) * _NORMAL.inv_cdf(skill))
         scores = [(a == item.gold) + rng.gauss(0.0, sigma) for a in ask.info["answers"]]
+        styled = self._styled(ask, ask.info["answers"])
+        if any(styled) and not all(styled) and rng.random() < self.profile.style_bias:
+            scores = [s + 100.0 * k for s, k in zip(scores, styled)]  # the styled candidates first
         return sorted(range(len(scores)), key=lambda i: -scores[i])
 
     def _route(self, ask: Ask, item: Item, rng: random.Random) -> str:
@@ -208,6 +274,9 @@ class SimulatedAgent(Generator):
 
     def _fused_answer(self, ask: Ask, item: Item, knows: bool, rng: random.Random) -> str:
         answers = [a for a in ask.info["answers"] if a is not None]
+        styled = [a for a, k in zip(answers, self._styled(ask, answers)) if k]
+        if styled and len(styled) < len(answers) and rng.random() < self.profile.style_bias:
+            return styled[0]
         if item.gold in answers and rng.random() < self.profile.judge_skill:
             return item.gold
         if knows or not answers:
@@ -222,8 +291,10 @@ class SimulatedAgent(Generator):
             raise BackendError(f"simulated agent {self.profile.name!r} got an Ask without its item; "
                                "simulated agents answer protocol Asks only")
         # The item is mixed in so that a constant seed across items still gives independent draws.
-        rng = random.Random(stable_hash(ask.seed, self.identity, item.id))
+        rng = random.Random(stable_hash(ask.seed, self._draw_key, item.id))
         knows = self.knows(item)
+        if self.profile.adversary is not None and ask.role not in ("rank_pair", "rank_list", "route"):
+            return adversarial_text(self.profile.adversary, self.sabotage_answer(item))
         if ask.role == "rank_pair":
             verdict = self._pairwise_verdict(ask, item, rng)
             if rng.random() < self.profile.format_error:
@@ -259,8 +330,10 @@ def _profiles(*profiles: AgentProfile) -> dict[str, AgentProfile]:
     return {p.name: p for p in profiles}
 
 
-DEFAULT_HELPERS = _profiles(AgentProfile("judge", skill=0.5, judge_skill=0.8),
-                            AgentProfile("fuser", skill=0.1, judge_skill=0.85))
+# The default judge and fuser fall for the "verified" style half the time (adversaries.judge_targeting);
+# honest members never write it, so this changes nothing without an adversary.
+DEFAULT_HELPERS = _profiles(AgentProfile("judge", skill=0.5, judge_skill=0.8, style_bias=0.5),
+                            AgentProfile("fuser", skill=0.1, judge_skill=0.85, style_bias=0.5))
 
 
 def random_profiles(n: int, seed: int = 0) -> dict[str, dict[str, AgentProfile]]:

@@ -202,6 +202,57 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return verdict(game.failure_summary(), args.max_failures, _say)
 
 
+def cmd_robustness(args: argparse.Namespace) -> int:
+    from ..agents.pools import load_pool
+    from ..tasks import make as make_task
+    from ..valuation import robustness_report
+    from ..valuation.robustness import adversary_seats, check_adversary, check_protocols, robustness
+
+    protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
+    check_adversary(args.adversary)
+    settings = _settings(args.set)
+    unknown = [k for k in settings if not any(k in _settings_for(p, settings) for p in protocols)]
+    if unknown:
+        raise ConfigError(f"--set {unknown[0]}: none of {', '.join(protocols)} has that setting (see `cgym protocols`)")
+    pool = load_pool(args.pool)
+    coalition = pool.select(args.members.split(",")) if args.members else pool.member_names
+    seats = adversary_seats(coalition, args.adversary, args.seat)  # refuses a seat outside the coalition
+    task = make_task(args.task, size=args.items, seed=args.task_seed)
+    per_protocol = {p: _settings_for(p, settings) for p in protocols}
+    from ..envs.protocols import make_protocol
+
+    for name, cfg in per_protocol.items():  # bad values refused before the first protocol runs
+        make_protocol(name, **cfg)
+    records: list[dict] = []
+    report = robustness(protocols, pool, task, task.items(args.split), args.adversary, seat=args.seat,
+                        members=coalition, seed=args.seed, settings=per_protocol, n_boot=args.bootstrap,
+                        progress=True, record_text=not args.no_text,
+                        on_records=lambda proto, label, rows: records.extend(
+                            {"protocol": proto, "system": label, **r} for r in rows))
+    print(robustness_report.markdown(report), end="")
+    record = args.record.finish(pool=describe_pool(pool, coalition), task=describe_task(task, args.split),
+                                robustness={"protocols": protocols, "adversary": args.adversary, "seats": seats,
+                                            "settings": per_protocol},
+                                seeds={"seed": args.seed, "task_seed": args.task_seed})
+    out = Path(args.out)
+    paths = robustness_report.write(report, out, record)
+    with JsonLines(out / "results.jsonl", "w") as lines:
+        for row in records:
+            lines.write(row)
+    print(f"wrote {', '.join(str(p) for p in paths.values())} and {out / 'results.jsonl'}")
+    return verdict(report.failures(), args.max_failures, _say)
+
+
+def _settings_for(protocol: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``--set`` settings that ``protocol`` has (one list of settings for several protocols)."""
+    import dataclasses
+
+    from ..envs.protocols import PROTOCOLS
+
+    fields = {f.name for f in dataclasses.fields(PROTOCOLS[protocol])}
+    return {k: v for k, v in settings.items() if k in fields}
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..valuation.report import parse_estimators
     from ..valuation.sweep import run_sweep
@@ -241,7 +292,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     overrides = _settings(args.set)
     settings = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
                                   "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
-                                  "tensorboard": args.tensorboard or None}.items() if v is not None}
+                                  "tensorboard": args.tensorboard or None, "reward": args.reward}.items()
+                if v is not None}
     if args.members:
         settings["members"] = args.members.split(",")
     protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}

@@ -181,6 +181,33 @@ def build_parser() -> argparse.ArgumentParser:
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_sweep)
 
+    p = _subcommand(sub, "robustness", "how much one adversarial member drags each protocol: honest vs adversarial "
+                    "seat, drag and rescue with CIs",
+                    "cgym robustness --protocols debate,majority_vote,llm_blender --adversary confidently_wrong "
+                    "--items 200 --out runs/robust",
+                    "cgym robustness --pool sim:demo --adversary colluders --seat delta --out runs/colluders",
+                    "cgym robustness --task zoo:arith --adversary runs/adv/crl-seed0/best --out runs/trained")
+    _pool_option(p)
+    p.add_argument("--protocols", default="debate,llm_blender,slm_mux,majority_vote",
+                   help="comma-separated protocols (see `cgym protocols`)")
+    _task_options(p)
+    p.add_argument("--adversary", required=True, metavar="PROFILE|PATH",
+                   help="an adversary profile (confidently_wrong, persuader, colluders, format_breaker, "
+                        "judge_targeting) or an HF model folder, e.g. a `cgym train --reward negate` checkpoint")
+    p.add_argument("--seat", default=None, metavar="NAME",
+                   help="the member the adversary replaces (default: the coalition's first member); colluders "
+                        "also take the next member's seat")
+    p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
+    p.add_argument("--items", type=_number_at_least(1), default=200, help="items to evaluate on")
+    _protocol_settings(p)
+    p.add_argument("--seed", type=int, default=0, help="episode and bootstrap seed (the same for both systems)")
+    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
+    p.add_argument("--out", default="runs/robustness", help="folder for robustness.json/.md/.csv/.png/.html, "
+                                                            "results.jsonl and run.json")
+    _output_options(p)
+    _max_failures_option(p)
+    p.set_defaults(func=commands.cmd_robustness)
+
     p = _subcommand(sub, "compare", "one table (and HTML page) across `cgym eval` output folders",
                     "cgym compare runs/debate runs/blender --out runs/compare")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="folders written by `cgym eval --out`")
@@ -192,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _subcommand(sub, "train", "train a policy to collaborate: C-RL and its baselines",
                     "cgym train --method crl,grpo-indiv --preset tiny --policy zoo:default/polymath "
                     "--protocol majority_vote --task zoo:reverse --collaborators sim:split --steps 300",
-                    "cgym train --method base --preset tiny --policy zoo:tiny/pico --task zoo:arith --steps 1")
+                    "cgym train --method base --preset tiny --policy zoo:tiny/pico --task zoo:arith --steps 1",
+                    "cgym train --method crl --reward negate --preset tiny --policy zoo:tiny/pico --task zoo:arith "
+                    "--protocol majority_vote --steps 50 --out runs/adversary")
     p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base, "
                                                    "or a comma-separated list")
     p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: the "
@@ -209,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="paper (lr 1e-6, 8x8 executions) or tiny (zoo models on CPU)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any TrainConfig field, or protocol.<setting>, repeatable")
+    p.add_argument("--reward", default=None, choices=["system", "negate"],
+                   help="RL methods' reward: system (default) or negate, the reward with its sign flipped and "
+                        "the lowest dev score kept: trains an adversary for `cgym robustness --adversary "
+                        "<out>/crl-seed0/best`")
     p.add_argument("--tensorboard", action="store_true", help="also log metrics to TensorBoard")
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where rollouts are collected")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")

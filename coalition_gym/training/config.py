@@ -29,6 +29,7 @@ def method_names() -> list[str]:
 COLLABORATOR_DRAWS = ("shared", "fresh")
 ROLLOUT_BACKENDS = ("hf", "vllm")
 EVAL_DECODING = ("sampled", "greedy")
+REWARDS = ("system", "negate")  # PolicyGradientConfig.reward
 
 
 @dataclass
@@ -127,9 +128,14 @@ class PolicyGradientConfig(TrainConfig):
     scale_advantages: bool = True  # False: centre only (Dr. GRPO)
     dynamic_sampling: bool = False  # DAPO: drop all-equal groups, refill up to items_per_step
     max_refills: int = 4
+    # "negate": the method's reward with its sign flipped (crl: -system score), and dev checkpoints
+    # chosen by the lowest score: trains an adversary (cgym robustness --adversary <run>/best).
+    reward: str = "system"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.reward not in REWARDS:
+            raise ConfigError(f"reward={self.reward!r}; use one of {', '.join(REWARDS)}")
         if self.group_size < 2:
             raise ConfigError(f"group_size={self.group_size}: group-relative advantages need G >= 2 "
                               "(a group of one has no baseline, so every advantage is 0)")

@@ -4,6 +4,7 @@ The one loop in :mod:`.trainer` calls them.
 | method | rollouts | reward | update |
 |---|---|---|---|
 | crl | the protocol, policy seated with frozen collaborators | system score | clipped PG, group advantages |
+| crl, ``reward="negate"`` | the same | minus the system score | the same; dev selection keeps the lowest score |
 | grpo-indiv | the policy alone (majority vote of one) | its own score | clipped PG, seq-mean-token-mean |
 | dapo-indiv | the policy alone | its own score + overlong penalty | clip-higher, dynamic sampling |
 | raft | the protocol | system score | SFT on the policy's calls of executions at or above the threshold |
@@ -46,7 +47,20 @@ class Method:
         """The mode the method optimises, in which its dev checkpoints are compared."""
         return "solo" if self.solo else "collab"
 
+    @property
+    def negated(self) -> bool:
+        """Trained as an adversary: rewards and dev selection flipped (``reward="negate"``)."""
+        return getattr(self.config, "reward", "system") == "negate"
+
+    @property
+    def selection_sign(self) -> float:
+        """+1: the best dev checkpoint has the highest score; -1 (negated): the lowest."""
+        return -1.0 if self.negated else 1.0
+
     def reward(self, rollout: Rollout) -> float:
+        return self.selection_sign * self.base_reward(rollout)
+
+    def base_reward(self, rollout: Rollout) -> float:
         return rollout.solo_score if self.solo else rollout.reward
 
     def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
@@ -86,7 +100,7 @@ class GRPOIndiv(PolicyGradient):
 class DAPOIndiv(PolicyGradient):
     name = "dapo-indiv"
 
-    def reward(self, rollout: Rollout) -> float:
+    def base_reward(self, rollout: Rollout) -> float:
         cfg = self.config
         assert isinstance(cfg, DAPOIndivConfig)
         longest = max((len(c.completion_ids) for c in rollout.calls), default=0)

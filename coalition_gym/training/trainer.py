@@ -482,7 +482,8 @@ class Trainer:
             if self.state.step % cfg.eval_every == 0:
                 result = self.evaluate(self.dev_items(), self.method.selection_mode)
                 row["dev_score"], row["dev_ci"] = result.mean, list(result.ci)
-                if result.mean > self.state.best_score:
+                sign = self.method.selection_sign  # an adversary (reward="negate") keeps its lowest dev score
+                if sign * result.mean > sign * self.state.best_score:
                     self.record_best(result, self.state.step)
                     row["best"] = True
                 else:

@@ -36,6 +36,7 @@ class Page:
     intro: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     png: bytes | None = None  # an image shown under the tables
+    png_alt: str = "solo vs compositional strength"
     notes: list[str] = field(default_factory=list)
     records: dict[str, Any] = field(default_factory=dict)  # label -> run record, shown folded
 
@@ -98,7 +99,7 @@ def render(page: Page) -> str:
     parts += [_table(t) for t in page.tables]
     if page.png:
         data = base64.b64encode(page.png).decode("ascii")
-        parts.append(f'<img alt="solo vs compositional strength" src="data:image/png;base64,{data}">')
+        parts.append(f'<img alt="{html.escape(page.png_alt, quote=True)}" src="data:image/png;base64,{data}">')
     parts += [f'<p class="note">{html.escape(line)}</p>' for line in page.notes]
     for label, record in page.records.items():
         text = json.dumps(record, indent=2, sort_keys=True, default=str)
