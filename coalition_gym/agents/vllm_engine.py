@@ -35,6 +35,17 @@ def import_vllm() -> Any:
     return vllm
 
 
+def start_llm(model: str, max_model_len: int | None, **args: Any) -> tuple[Any, Any]:
+    """The vllm module and an in-process ``vllm.LLM`` for ``model``; a failure to start is a BackendError."""
+    vllm = import_vllm()
+    if max_model_len is not None:
+        args["max_model_len"] = max_model_len
+    try:
+        return vllm, vllm.LLM(model=model, **args)
+    except Exception as exc:  # vLLM raises many kinds on bad models or missing GPUs
+        raise BackendError(f"vllm could not start model {model!r}: {type(exc).__name__}: {exc}") from exc
+
+
 def sampling_kwargs(ask: Ask, max_new_tokens: int | None = None, logprobs: bool = False) -> dict[str, Any]:
     """vLLM ``SamplingParams`` keyword arguments for one Ask (temperature 0 is greedy in vLLM too)."""
     max_tokens = int(ask.params.max_new_tokens)
@@ -59,18 +70,10 @@ class VLLMGenerator(Generator):
         if tensor_parallel_size < 1 or not 0.0 < gpu_memory_utilization <= 1.0:
             raise ConfigError(f"tensor_parallel_size={tensor_parallel_size} must be >= 1 and "
                               f"gpu_memory_utilization={gpu_memory_utilization} in (0, 1]")
-        vllm = import_vllm()
-        self._vllm = vllm
         self.model_name, self.max_new_tokens, self.logprobs = model, max_new_tokens, bool(logprobs)
-        args = {"model": model, "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
-                "gpu_memory_utilization": gpu_memory_utilization, "trust_remote_code": trust_remote_code,
-                **engine_args}
-        if max_model_len is not None:
-            args["max_model_len"] = max_model_len
-        try:
-            self.llm = vllm.LLM(**args)
-        except Exception as exc:  # vLLM raises many kinds on bad models or missing GPUs
-            raise BackendError(f"vllm could not start model {model!r}: {type(exc).__name__}: {exc}") from exc
+        self._vllm, self.llm = start_llm(model, max_model_len, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+                                         gpu_memory_utilization=gpu_memory_utilization,
+                                         trust_remote_code=trust_remote_code, **engine_args)
         tokenizer = self.llm.get_tokenizer()
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self.identity = f"vllm:{model}:{dtype}"
@@ -108,16 +111,8 @@ class VLLMEngine:
 
     def __init__(self, model: str, *, dtype: str = "auto", gpu_memory_utilization: float = 0.3,
                  max_model_len: int | None = None, **engine_args: Any):
-        vllm = import_vllm()
-        self._vllm = vllm
-        args = {"model": model, "dtype": dtype, "gpu_memory_utilization": gpu_memory_utilization,
-                "enable_prefix_caching": True, **engine_args}
-        if max_model_len is not None:
-            args["max_model_len"] = max_model_len
-        try:
-            self.llm = vllm.LLM(**args)
-        except Exception as exc:  # vLLM raises many kinds on bad models or missing GPUs
-            raise BackendError(f"vllm could not start model {model!r}: {type(exc).__name__}: {exc}") from exc
+        self._vllm, self.llm = start_llm(model, max_model_len, dtype=dtype, enable_prefix_caching=True,
+                                         gpu_memory_utilization=gpu_memory_utilization, **engine_args)
         self.identity = f"vllm:{model}:{dtype}"
 
     def generate_ids(self, prompts: Sequence[Sequence[int]], params: Sequence[dict[str, Any]]) -> list[Sample]:

@@ -36,6 +36,7 @@ from ..agents.base import Generator
 from ..agents.pools import Pool
 from ..agents.simulated import SimulatedAgent, adversary_profile
 from ..envs.protocols import PROTOCOLS, make_protocol
+from ..envs.protocols.collaborative import check_episodic
 from ..errors import ConfigError, UnknownNameError
 from ..failures import FailureSummary
 from ..tasks.base import Task
@@ -63,6 +64,7 @@ def check_protocols(names: Sequence[str]) -> list[str]:
     for name in names:
         if name not in PROTOCOLS:
             raise UnknownNameError("protocol", name, PROTOCOLS)
+        check_episodic(PROTOCOLS[name])  # an adversary sits in an episode's seat
     return list(names)
 
 

@@ -310,9 +310,13 @@ def test_empty_coalition_refused_and_coalition_of_one_runs(name, task):
 # -- environments ----------------------------------------------------------------------------------
 
 def test_cgym_envs_lists_all_ten_methods(capsys):
+    """Ten episodic methods have env ids; the two collaborative-training methods train their members
+    and have none."""
     assert main(["envs"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 10 == len(PROTOCOLS)
+    assert len(lines) == 10 == sum(not cls.trains_members for cls in PROTOCOLS.values())
+    assert sorted(n for n, cls in PROTOCOLS.items() if cls.trains_members) == ["multiagent_finetuning", "sparta"]
+    assert not any("sparta" in line.lower() or "finetuning" in line.lower() for line in lines)
     assert all(any(line.startswith(env_id) for line in lines) for env_id in NEW_IDS)
 
 

@@ -29,7 +29,11 @@ JUDGE_MODES = ("auto", "prompt", "likelihood")
 
 @dataclass
 class TrainingSettings:
-    """Settings every collaborative-training method has (the data and the optimiser)."""
+    """Settings every collaborative-training method has (the data and the optimiser). Listed first among a
+    method's bases, its class attributes mark the method as training its members (two at least)."""
+
+    min_members: ClassVar[int] = 2
+    trains_members: ClassVar[bool] = True
 
     iterations: int = 1
     train_items: int = 500  # items of the task's train split used as training prompts, per iteration
@@ -51,8 +55,6 @@ class SpartaAlignment(TrainingSettings, Protocol):
     name: ClassVar[str] = "sparta"
     description: ClassVar[str] = ("Sparta alignment: members duel, peers judge, reputation-weighted DPO; the best "
                                   "checkpoint on dev answers")
-    min_members: ClassVar[int] = 2
-    trains_members: ClassVar[bool] = True
 
     iterations: int = 3
     learning_rate: float = 1e-6  # the reference DPO learning rate (7B models); tiny CPU models need more
@@ -102,8 +104,6 @@ class MultiagentFinetuning(TrainingSettings, Debate):
     name: ClassVar[str] = "multiagent_finetuning"
     description: ClassVar[str] = ("Multi-agent finetuning: members debate, each is fine-tuned on its turns that "
                                   "agree with the majority; the fine-tuned members debate")
-    min_members: ClassVar[int] = 2
-    trains_members: ClassVar[bool] = True
 
     rounds: int = 2  # the reference's debate length (round 0 answers, round 1 critiques)
     fixed_weight: float = 0.5  # loss weight of critique turns that fixed a wrong first answer (1 - it: stayed right)
