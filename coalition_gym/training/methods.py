@@ -65,8 +65,10 @@ class Method:
 
     def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
-        """One update on a step's batch: (metrics, per-rollout advantages or None)."""
-        raise NotImplementedError
+        """One update on a step's batch: (metrics, per-rollout advantages or None). Methods that do not
+        train (``trains = False``) never get a batch; one that is asked anyway says so."""
+        raise ConfigError(f"training method {self.name!r} does not update weights (trains={self.trains}); "
+                          "the trainer calls run_untrained for it")
 
     def run_untrained(self, trainer: "Trainer") -> None:
         """Methods that do not train: whatever they do instead (nothing for Base)."""

@@ -20,7 +20,7 @@ from ...redaction import write_json, write_text
 from ...valuation.game import CoalitionGame
 from .common import CoalitionTraining
 from .finetuning import train_multiagent_finetuning
-from .members import copy_member, fingerprint
+from .members import copy_member, fingerprint, frozen_reason
 from .sparta import train_sparta
 from .store import TrainedCheckpoints
 
@@ -60,9 +60,9 @@ class TrainedCoalitionGame(CoalitionGame):
         if test_ids & {it.id for it in self.train_items + self.dev_items}:
             raise ConfigError(f"{protocol.name}: the evaluated items overlap the train/dev items it trains on; "
                               "evaluate on the test split")
-        self._copies = {p: copy_member(p, pool) for p in self.players}  # checks each member's kind once
-        if not any(m.trainable for m in self._copies.values()):
-            reasons = "; ".join(f"{m.name}: {m.frozen_reason}" for m in self._copies.values())
+        self._frozen = {p: frozen_reason(pool.members[p]) for p in self.players}  # "" for trainable members
+        if all(self._frozen.values()):
+            reasons = "; ".join(f"{p}: {why}" for p, why in self._frozen.items())
             raise ConfigError(f"{protocol.name}: no member of pool {pool.name!r} has trainable weights ({reasons}); "
                               "use HF members (e.g. --pool zoo:default)")
         self.store = TrainedCheckpoints(train_dir)
@@ -109,7 +109,7 @@ class TrainedCoalitionGame(CoalitionGame):
         bar = tqdm(total=len(coalitions), desc=f"{self.protocol.name}: train + evaluate", unit="coalition",
                    leave=False, disable=not self.progress)
         for c in coalitions:
-            if len(c) < self.protocol.min_members or not any(self._copies[m].trainable for m in c):
+            if len(c) < self.protocol.min_members or all(self._frozen[m] for m in c):
                 self.notes[c] = (f"needs at least {self.protocol.min_members} members (no opponent or peer to train "
                                  "with)" if len(c) < self.protocol.min_members else "no member with trainable weights")
                 out[c], self.records[c] = np.zeros(self.n_items), []

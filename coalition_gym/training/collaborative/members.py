@@ -52,19 +52,27 @@ def _hf_generator(gen: Generator) -> Any:
     return inner if isinstance(inner, HFGenerator) else None
 
 
+def frozen_reason(gen: Generator) -> str:
+    """Why a backend cannot be trained here ("" when it can: an HF model)."""
+    from ...agents.simulated import SimulatedAgent
+
+    if _hf_generator(gen) is not None:
+        return ""
+    kind = "simulated agent" if isinstance(gen, SimulatedAgent) else f"{type(gen).__name__} backend"
+    return f"{kind}: no trainable weights here (it answers and judges, untrained)"
+
+
 def copy_member(name: str, pool: Pool) -> Member:
     """A member ready for training: HF members get a deep copy of their model (the pool's stays as it
     was); others are frozen, with the reason recorded."""
     from ...agents.hf import HFGenerator
-    from ...agents.simulated import SimulatedAgent
 
     gen = pool.members[name]
     style = pool.styles.get(name, "chat")
+    reason = frozen_reason(gen)
+    if reason:
+        return Member(name, gen, style, frozen_reason=reason)
     hf = _hf_generator(gen)
-    if hf is None:
-        kind = "simulated agent" if isinstance(gen, SimulatedAgent) else f"{type(gen).__name__} backend"
-        return Member(name, gen, style, frozen_reason=f"{kind}: no trainable weights here (it answers and judges, "
-                                                      "untrained)")
     model = copy.deepcopy(hf.model)
     copied = HFGenerator(model, hf.tokenizer, max_batch_size=hf.max_batch_size, max_new_tokens=hf.max_new_tokens,
                          identity=hf.identity)

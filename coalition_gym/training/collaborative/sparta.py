@@ -73,9 +73,10 @@ def train_sparta(protocol: SpartaAlignment, members: dict[str, Member], task: Ta
             got = score_responses(members[judge], judge_mode(members[judge], protocol.judge), task, jobs, seed,
                                   f"sparta{it}", counts)
             generations += len(got)
+            in_order = iter(got)  # the order of ``todo``: duel by duel, first reply then second
             for (k, a, b) in duels:
                 if judge not in (a, b):
-                    scores[k][judge] = (got.pop(0), got.pop(0))
+                    scores[k][judge] = (next(in_order), next(in_order))
         prefs, ties, unjudged = [], 0, 0
         for k, a, b in duels:
             margin = reps.weighted_difference(scores[k]) if scores[k] else None
