@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The CPU wheel of torch lies on this machine's disk; asking for exactly this version never pulls CUDA.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean ship-zoo
 
 install: $(STAMP)
 
@@ -37,6 +37,12 @@ bench: $(STAMP)
 	$(PY) benchmarks/vector_and_ray.py
 	$(PY) benchmarks/estimators.py
 	$(PY) benchmarks/crl_demo.py
+
+# Maintainers: rebuild the default and tiny zoos here and ship them in the package (new fingerprints:
+# every zoo number in the README and benchmarks/results/ must then be re-measured).
+ship-zoo: $(STAMP)
+	$(PY) -c "from coalition_gym.agents.zoo import build_zoo, shipped; import tempfile; \
+	root = tempfile.mkdtemp(); [print(shipped.ship(build_zoo(r, root, force=True))) for r in ('tiny', 'default')]"
 
 clean:
 	rm -rf $(VENV) .pytest_cache

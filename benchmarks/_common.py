@@ -11,10 +11,23 @@ from typing import Any
 from coalition_gym import __version__
 
 
+def shipped_zoo() -> dict[str, dict[str, str]]:
+    """recipe -> model -> sha256 of the zoo models the package ships (what zoo: names load)."""
+    from coalition_gym.agents.zoo import RECIPES, shipped
+
+    out = {}
+    for name in RECIPES:
+        manifest = shipped.shipped_manifest(name)
+        if manifest is not None:
+            out[name] = {m: e["sha256"] for m, e in manifest["models"].items()}
+    return out
+
+
 def machine_info() -> dict[str, Any]:
+    """The machine, and the shipped zoo's fingerprints: a result names the weights it ran on."""
     return {"platform": platform.platform(), "python": platform.python_version(),
             "implementation": platform.python_implementation(), "cpu_count": os.cpu_count(),
-            "coalition_gym": __version__}
+            "coalition_gym": __version__, "shipped_zoo": shipped_zoo()}
 
 
 def write_json(path: str | Path, data: Any) -> Path:

@@ -108,6 +108,25 @@ def _fingerprint(folder: Path) -> str:
     return hashlib.blake2b("|".join(parts).encode(), digest_size=6).hexdigest()
 
 
+#: Folders up to this size get a content sha256 in run records (larger ones: the stat fingerprint only).
+HASH_LIMIT_BYTES = 256 * 2**20
+
+
+def weights_record(folder: str | Path) -> dict[str, Any]:
+    """What a run record says about a model folder's weights: a zoo model's provenance (recipe, sha256,
+    shipped or local build), else a content sha256 when the folder is small enough to hash quickly."""
+    from .zoo.shipped import model_fingerprint, provenance
+
+    folder = Path(folder)
+    found = provenance(folder)
+    if found is not None:
+        return found
+    size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    if size > HASH_LIMIT_BYTES:
+        return {"sha256": None, "why": f"{size / 2**30:.1f} GiB: not hashed (the identity's stat fingerprint)"}
+    return {"sha256": model_fingerprint(folder)}
+
+
 @contextlib.contextmanager
 def quiet_loading() -> Iterator[None]:
     """No per-load (or per-save) progress bar: pools load several models, runs have their own bars."""
@@ -179,6 +198,7 @@ class HFGenerator(Generator):
             if tokenizer is not None:
                 raise ConfigError("give a tokenizer only together with a loaded model object, not with a path")
             self.device, self.dtype = resolve_device_dtype(device, dtype)
+            self.folder: Path | None = Path(model) if Path(model).is_dir() else None
             self.model, self.tokenizer, ident = _load(str(model), device=self.device, dtype=self.dtype,
                                                       trust_remote_code=trust_remote_code,
                                                       allow_download=allow_download, revision=revision)
@@ -186,6 +206,7 @@ class HFGenerator(Generator):
             if tokenizer is None:
                 raise ConfigError("a loaded model object needs its tokenizer: HFGenerator(model, tokenizer)")
             self.model, self.tokenizer = model, tokenizer
+            self.folder = None
             param = next(model.parameters())
             self.device, self.dtype = str(param.device), str(param.dtype).replace("torch.", "")
             ident = f"hf:{getattr(model.config, '_name_or_path', '') or type(model).__name__}:{self.dtype}"
@@ -298,8 +319,11 @@ class HFGenerator(Generator):
 
     # -- generation ------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        return {"kind": "hf", "identity": self.identity, "device": self.device, "dtype": self.dtype,
-                "fast_decode": self._static is not None}
+        out = {"kind": "hf", "identity": self.identity, "device": self.device, "dtype": self.dtype,
+               "fast_decode": self._static is not None}
+        if self.folder is not None:
+            out["weights"] = weights_record(self.folder)
+        return out
 
     def batch_size(self, width: int, steps: int) -> int:
         """Rows per forward batch for prompts of ``width`` tokens and ``steps`` new tokens: the

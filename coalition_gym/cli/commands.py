@@ -285,45 +285,81 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What `cgym train` trains when a setting is not given: a zoo policy whose answer decides the
+#: system's outcome on about half the items (the pivotal setting of benchmarks/crl_demo.py), so the
+#: defaults show a learning signal within minutes on a CPU. protocol_settings apply with this protocol.
+TRAIN_DEFAULTS: dict[str, Any] = {"policy": "zoo:default/polymath", "protocol": "majority_vote",
+                                  "task": "zoo:reverse", "collaborators": "sim:split"}
+TRAIN_DEFAULT_PROTOCOL_SETTINGS = {"tie_break": "first", "temperature": 1.0}
+
+
+def train_preset(preset: str, policy: str) -> str:
+    """``auto``: the tiny preset for a zoo policy (CPU-sized steps), the paper's for any other model."""
+    if preset != "auto":
+        return preset
+    return "tiny" if policy.startswith("zoo:") else "paper"
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
     from ..training.trainer import run_methods, summary_table
 
     overrides = _settings(args.set)
-    settings = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
-                                  "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
-                                  "tensorboard": args.tensorboard or None, "reward": args.reward}.items()
-                if v is not None}
+    given = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
+                               "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
+                               "tensorboard": args.tensorboard or None, "reward": args.reward}.items()
+             if v is not None}
+    settings = {**TRAIN_DEFAULTS, **given}
     if args.members:
         settings["members"] = args.members.split(",")
     protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
     settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
+    if "protocol" not in given:
+        protocol_settings = {**TRAIN_DEFAULT_PROTOCOL_SETTINGS, **protocol_settings}
     if protocol_settings:
         settings["protocol_settings"] = protocol_settings
+    preset = train_preset(args.preset, str(settings["policy"]))
     root = Path(args.out)
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
     failures = FailureSummary()
     try:
-        run_methods(args.method.split(","), root, preset=args.preset, executor=executor, failures=failures,
-                    **settings)
+        run_methods(args.method.split(","), root, preset=preset, executor=executor, failures=failures,
+                    force=args.force, **settings)
     finally:
         if executor is not None:
             executor.close()
-    write_json(root / "run.json", args.record.finish(training={"methods": args.method, "preset": args.preset,
+    write_json(root / "run.json", args.record.finish(training={"methods": args.method, "preset": preset,
                                                                 **settings}))
     print(summary_table(root))  # every report's test scores with CIs, one row per method
     return verdict(failures, args.max_failures, _say)
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
-    from ..agents.zoo import RECIPES, build_zoo, zoo_dir, zoo_home
+    from ..agents.zoo import RECIPES, build_zoo, estimate_build_seconds, shipped, zoo_dir, zoo_home
 
     if args.zoo_command == "list":
         for name, recipe in RECIPES.items():
             folder = zoo_dir(recipe, args.out)
-            state = "built" if (folder / "zoo.json").is_file() else "not built"
-            print(f"{name:<8} {', '.join(m.name for m in recipe.models):<32} {state}: {folder}")
+            local = "built" if (folder / "zoo.json").is_file() else "not built"
+            ships = "shipped" if shipped.shipped_manifest(recipe) is not None else "not shipped"
+            print(f"{name:<8} {', '.join(m.name for m in recipe.models):<32} {ships}; local build {local}: {folder}")
         return 0
+    if args.zoo_command == "verify":
+        if shipped.shipped_manifest(args.recipe) is None:
+            raise ConfigError(f"the package ships no build of zoo recipe {args.recipe!r}; shipped: "
+                              + ", ".join(r for r in RECIPES if shipped.shipped_manifest(r) is not None))
+        build = build_zoo(args.recipe, args.out or zoo_home(), force=args.rebuild, progress=True)
+        rows = shipped.verify(args.recipe, build)
+        print(shipped.verify_table(rows))
+        same = sum(r["identical"] for r in rows)
+        print(f"{same} of {len(rows)} models of {args.recipe!r} built here ({build.path}) are bit-identical to the "
+              "shipped ones" + ("" if same == len(rows) else "; the others drift (zoo training is repeatable per "
+                                "torch build and CPU only). Results use the shipped models unless a pool names "
+                                "the local folders."))
+        return 0
+    if shipped.shipped_manifest(args.recipe) is None and not (zoo_dir(args.recipe, args.out) / "zoo.json").is_file():
+        print(f"zoo {args.recipe!r}: a build takes about {estimate_build_seconds(args.recipe) / 60:.0f} min on this "
+              "machine", flush=True)
     build = build_zoo(args.recipe, args.out, force=args.force, progress=True)
     if not build.built:
         print(f"zoo {args.recipe!r} already built (use --force to rebuild)")

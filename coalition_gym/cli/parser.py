@@ -224,18 +224,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "--protocol majority_vote --steps 50 --out runs/adversary")
     p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base, "
                                                    "or a comma-separated list")
-    p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: the "
-                                                    "preset's, slm_mux)")
-    p.add_argument("--task", default=None, help="training task, e.g. zoo:arith (default: the preset's)")
-    p.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> (default: the "
-                                                  "preset's)")
+    p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: "
+                                                    "majority_vote with tie_break=first, temperature 1.0)")
+    p.add_argument("--task", default=None, help="training task (default: zoo:reverse)")
+    p.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> (default: "
+                                                  "zoo:default/polymath, shipped with the package)")
     _pool_option(p, "--collaborators", None)
+    p.add_argument("--force", action="store_true", help="train even when the pre-training probe finds no "
+                                                       "informative group (no learning signal)")
     p.add_argument("--members", default=None, help="comma-separated subset of the collaborators' pool "
                                                    "(default: all)")
     p.add_argument("--steps", type=_number_at_least(1), default=None, help="training steps (default: the preset's)")
     p.add_argument("--seed", type=int, default=None, help="run seed (default: the preset's, 0)")
-    p.add_argument("--preset", default="paper", choices=["paper", "tiny"],
-                   help="paper (lr 1e-6, 8x8 executions) or tiny (zoo models on CPU)")
+    p.add_argument("--preset", default="auto", choices=["auto", "paper", "tiny"],
+                   help="paper (lr 1e-6, 8x8 executions), tiny (zoo models on CPU), or auto (default): tiny "
+                        "for a zoo policy, paper for any other")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any TrainConfig field, or protocol.<setting>, repeatable")
     p.add_argument("--reward", default=None, choices=["system", "negate"],
@@ -261,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     z.set_defaults(func=commands.cmd_zoo)
     z = _subcommand(zsub, "list", "recipes, their models and whether they are built", "cgym zoo list")
     z.add_argument("--out", default=None, help="cache root (default: as for build)")
+    z.set_defaults(func=commands.cmd_zoo)
+    z = _subcommand(zsub, "verify", "compare a local build with the shipped models: fingerprints and accuracies",
+                    "cgym zoo verify", "cgym zoo verify --recipe tiny --rebuild")
+    z.add_argument("--recipe", default="default", help="a recipe the package ships (default, tiny)")
+    z.add_argument("--out", default=None, help="cache root of the local build (default: as for build)")
+    z.add_argument("--rebuild", action="store_true", help="rebuild locally first, even if a local build exists")
     z.set_defaults(func=commands.cmd_zoo)
 
     p = _subcommand(sub, "tasks", "list task families and tasks: category, size, data source",

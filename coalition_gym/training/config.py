@@ -128,6 +128,9 @@ class PolicyGradientConfig(TrainConfig):
     scale_advantages: bool = True  # False: centre only (Dr. GRPO)
     dynamic_sampling: bool = False  # DAPO: drop all-equal groups, refill up to items_per_step
     max_refills: int = 4
+    # Before the first update, this many groups are rolled out with the untrained policy: with no
+    # informative group among them training stops with the likely cause (training/probe.py). 0: no probe.
+    probe_groups: int = 16
     # "negate": the method's reward with its sign flipped (crl: -system score), and dev checkpoints
     # chosen by the lowest score: trains an adversary (cgym robustness --adversary <run>/best).
     reward: str = "system"
@@ -139,6 +142,8 @@ class PolicyGradientConfig(TrainConfig):
         if self.group_size < 2:
             raise ConfigError(f"group_size={self.group_size}: group-relative advantages need G >= 2 "
                               "(a group of one has no baseline, so every advantage is 0)")
+        if not isinstance(self.probe_groups, int) or isinstance(self.probe_groups, bool) or self.probe_groups < 0:
+            raise ConfigError(f"probe_groups={self.probe_groups!r} must be an integer >= 0 (0: no probe)")
         if self.updates_per_batch < 1:
             raise ConfigError(f"updates_per_batch={self.updates_per_batch} must be >= 1")
         if self.eps_low < 0 or (self.eps_high is not None and self.eps_high < 0):

@@ -37,6 +37,7 @@ from .config import PolicyGradientConfig, TrainConfig, check_methods, make_confi
 from .diagnostics import signal_metrics, summarise_signal
 from .losses import batch_normalizer, clipped_policy_loss, sft_loss
 from .methods import make_method
+from .probe import NoSignalError, ProbeResult, diagnose, run_probe
 from .reporting import MetricsLog, summary_table, vs_base, write_report
 from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect, collect_distributed, protocol_asks
 
@@ -44,10 +45,10 @@ from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect, collect_dis
 def resolve_policy(spec: str) -> str:
     """A model folder: ``zoo:<recipe>/<member>`` (built on first use) or a local path."""
     if spec.startswith("zoo:"):
-        from ..agents.zoo import build_zoo
+        from ..agents.zoo import ensure_zoo
 
         recipe, _, name = spec[4:].partition("/")
-        build = build_zoo(recipe or "default", progress=False)
+        build = ensure_zoo(recipe or "default", progress=False)  # the shipped copy where there is one
         names = list(build.models)
         if name.isdigit() and int(name) < len(names):
             name = names[int(name)]
@@ -91,6 +92,7 @@ class TrainState:
     evals_without_gain: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     system_prompt: str = ""
+    probe: dict[str, Any] | None = None  # the pre-training probe (see training/probe.py)
 
 
 class RolloutFallbackWarning(UserWarning):
@@ -425,6 +427,12 @@ class Trainer:
         _, _, lo, hi = bootstrap_mean(np.asarray([scores]), n_boot=1000, seed=seed)
         return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
 
+    def policy_weights(self) -> dict[str, Any]:
+        """The starting policy's weights as the run record names them (zoo provenance or sha256)."""
+        from ..agents.hf import weights_record
+
+        return weights_record(resolve_policy(self.config.policy))
+
     def dev_items(self) -> list[Item]:
         return list(self.task.items("dev"))[: self.config.eval_items]
 
@@ -457,7 +465,27 @@ class Trainer:
             self.state.system_prompt = prompt
 
     # -- the whole run -----------------------------------------------------------------------------------
-    def fit(self, progress: bool = True) -> TrainState:
+    def probe(self, force: bool = False) -> ProbeResult | None:
+        """The pre-training probe of a policy-gradient method (``probe_groups`` groups; 0: none): logged,
+        kept in the state and the report, and a :class:`NoSignalError` when no group is informative,
+        unless ``force``."""
+        cfg = self.config
+        if not isinstance(cfg, PolicyGradientConfig) or cfg.probe_groups < 1:
+            return None
+        result = run_probe(self, cfg.probe_groups)
+        self.state.probe = result.to_dict()
+        self.log(result.line())
+        self.metrics.write({"step": 0, "probe": result.to_dict()})
+        if result.informative_groups == 0.0:
+            message = diagnose(result, self)
+            if not force:
+                raise NoSignalError(f"{message} Pass --force (Trainer.fit(force=True)) to train anyway.")
+            self.log(f"warning: {message} Training anyway (force).")
+        return result
+
+    def fit(self, progress: bool = True, force: bool = False) -> TrainState:
+        """Train (or, for methods that do not train, evaluate). Before the first update the probe checks
+        that the method gets a learning signal (:meth:`probe`; ``force`` trains without one)."""
         cfg = self.config
         self.out.mkdir(parents=True, exist_ok=True)
         write_json(self.out / "config.json", cfg.to_dict())
@@ -469,6 +497,7 @@ class Trainer:
                 self.save_state()
             return self.state
         if not resumed:
+            self.probe(force)
             result = self.evaluate(self.dev_items(), self.method.selection_mode)
             self.record_best(result, step=0)
             self.metrics.write({"step": 0, "dev_score": result.mean, "dev_ci": list(result.ci), "best": True})
@@ -479,7 +508,7 @@ class Trainer:
             row = self.train_step(self.state.step)
             self.state.step += 1
             row["step"] = self.state.step
-            if self.state.step % cfg.eval_every == 0:
+            if self.state.step % cfg.eval_every == 0 or self.state.step == cfg.steps:  # a short run can pick its end
                 result = self.evaluate(self.dev_items(), self.method.selection_mode)
                 row["dev_score"], row["dev_ci"] = result.mean, list(result.ci)
                 sign = self.method.selection_sign  # an adversary (reward="negate") keeps its lowest dev score
@@ -511,7 +540,9 @@ class Trainer:
             "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
             "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
             "last": {m: r.to_dict() for m, r in last.items()},
-            "signal": summarise_signal(self.metrics.rows()), "config": self.config.to_dict(),
+            "policy_weights": self.policy_weights(),
+            "signal": summarise_signal(self.metrics.rows()), "probe": self.state.probe,
+            "config": self.config.to_dict(),
             "failures": self.failures.to_dict()}
         for mode in ("collab", "solo"):
             moves = vs_base(base_per_item, mode, best[mode].per_item)
@@ -527,11 +558,11 @@ class Trainer:
 
 
 def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", progress: bool = True,
-                executor: Any = None, failures: FailureSummary | None = None,
+                executor: Any = None, failures: FailureSummary | None = None, force: bool = False,
                 **settings: Any) -> list[dict[str, Any]]:
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
     which runs first when ``root`` has no Base for this seed yet. Failed episodes of every run are
-    added to ``failures`` when given."""
+    added to ``failures`` when given; ``force`` trains past a probe that found no signal."""
     root = Path(root)
     methods = check_methods(methods)
     for method in methods:  # every setting checked before the first run starts
@@ -544,7 +575,7 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     for method in methods:
         config = make_config(method, preset=preset, strict=False, **settings)
         trainer = Trainer(config, out=root / f"{config.method}-seed{config.seed}", executor=executor)
-        trainer.fit(progress=progress)
+        trainer.fit(progress=progress, force=force)
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         reports.append(trainer.report(base))
         if failures is not None:
@@ -553,5 +584,5 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     return reports
 
 
-__all__ = ["Trainer", "RolloutFallbackWarning", "EvalResult", "TrainState", "load_policy", "resolve_policy",
+__all__ = ["Trainer", "NoSignalError", "RolloutFallbackWarning", "EvalResult", "TrainState", "load_policy", "resolve_policy",
            "run_methods", "summary_table"]

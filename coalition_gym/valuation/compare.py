@@ -39,9 +39,28 @@ def _labels(runs: list[dict[str, Any]]) -> list[str]:
     return labels
 
 
+def member_weights(run: dict[str, Any]) -> dict[str, str]:
+    """Member name -> sha256 of its weights, from the run record (members without one are left out)."""
+    members = ((run.get("run") or {}).get("pool") or {}).get("members") or {}
+    return {name: d["weights"]["sha256"] for name, d in members.items()
+            if isinstance(d, dict) and isinstance(d.get("weights"), dict) and d["weights"].get("sha256")}
+
+
+def weight_notes(runs: list[dict[str, Any]], labels: list[str]) -> list[str]:
+    """One note per member name that ran with different weights in different runs (e.g. a zoo model
+    rebuilt on another machine, or a checkpoint overwritten): their numbers are not one model's."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for label, run in zip(labels, runs):
+        for name, sha in member_weights(run).items():
+            seen.setdefault(name, {}).setdefault(sha, []).append(label)
+    return [f"{name} ran with different weights: " + "; ".join(f"sha256 {sha[:12]} in {', '.join(where)}"
+                                                                for sha, where in by_sha.items())
+            for name, by_sha in seen.items() if len(by_sha) > 1]
+
+
 def comparability_notes(runs: list[dict[str, Any]], labels: list[str]) -> list[str]:
     """What differs between the runs besides the setting being compared."""
-    notes = []
+    notes = weight_notes(runs, labels)
     checks = {"items": lambda r: (r.get("run") or {}).get("items"), "seed": lambda r: r.get("seed"),
               "task": lambda r: r.get("task"), "ranking estimator": lambda r: r.get("primary_estimator"),
               "number of items": lambda r: r.get("n_items")}

@@ -17,23 +17,32 @@ Models differ on purpose (task mix, width, depth, training length), so a pool of
 heterogeneous. A recipe (:data:`RECIPES`) lists the models; its hash versions the cache folder, so
 a changed recipe rebuilds. Cache: ``$COALITION_GYM_HOME/zoo`` or ``~/.cache/coalition_gym/zoo``.
 Each model trains on one thread (seeded data order and initialisation), so a build is repeatable bit
-for bit with the same torch; large recipes train two models at a time in worker processes.
+for bit with the same torch *on the same CPU*; large recipes train two models at a time in worker
+processes. Since another CPU gives other models, the ``default`` and ``tiny`` builds ship with the
+package (``shipped``: weights, tokenizer, a manifest with a sha256 per model) and are what ``zoo:``
+names load; a local build is for research on the recipe (``cgym zoo verify`` shows its drift).
 
 The package: ``tokenizer`` (vocabulary, tokenizer, chat template), ``recipes`` (which models),
-``train`` (training, saving, evaluating one model), ``build`` (building and caching a recipe).
+``train`` (training, saving, evaluating one model), ``build`` (building and caching a recipe),
+``shipped`` (the package's own builds, fingerprints, provenance and verification).
 """
 
 from ...tasks.zoo_tasks import ZOO_TASKS, ZooTask, zoo_task
+from . import shipped
 from .build import (
+                    BUILD_ON_USE_SECONDS,
                     HEARTBEAT_SECONDS,
                     MANIFEST,
                     ZooBuild,
+                    ZooNotBuiltError,
                     build_zoo,
                     default_workers,
                     ensure_zoo,
+                    estimate_build_seconds,
                     read_manifest,
                     recipe_from_dict,
 )
+from .shipped import model_fingerprint, provenance
 from .recipes import RECIPES, ZooModelSpec, ZooRecipe, get_recipe, zoo_dir, zoo_home
 from .tokenizer import CHAT_TEMPLATE, ZOO_FORMAT_VERSION, char_tokenizer, encode_chars, render_chat
 from .train import evaluate_folder, save_model, train_model
@@ -41,4 +50,5 @@ from .train import evaluate_folder, save_model, train_model
 __all__ = ["ZOO_TASKS", "RECIPES", "ZooTask", "ZooModelSpec", "ZooRecipe", "ZooBuild", "build_zoo", "ensure_zoo",
            "zoo_task", "zoo_home", "zoo_dir", "get_recipe", "char_tokenizer", "render_chat", "CHAT_TEMPLATE",
            "evaluate_folder", "train_model", "save_model", "encode_chars", "recipe_from_dict", "default_workers",
-           "MANIFEST", "HEARTBEAT_SECONDS", "ZOO_FORMAT_VERSION", "read_manifest"]
+           "MANIFEST", "HEARTBEAT_SECONDS", "ZOO_FORMAT_VERSION", "read_manifest", "shipped", "ZooNotBuiltError",
+           "estimate_build_seconds", "BUILD_ON_USE_SECONDS", "model_fingerprint", "provenance"]

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from ...errors import UnknownNameError
+from ...errors import ConfigError, UnknownNameError
 from ...tasks.zoo_tasks import ZOO_TASKS
 from .recipes import ZooModelSpec, ZooRecipe, get_recipe, zoo_dir
+from .shipped import check_shipped, model_fingerprint, shipped_dir, shipped_manifest
 from .tokenizer import ZOO_FORMAT_VERSION
 from .train import evaluate_folder, save_model, train_model
 
@@ -28,6 +29,7 @@ class ZooBuild:
     path: Path
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> manifest entry
     built: bool = False  # False when it came from the cache
+    source: str = "local build"  # or "shipped": the package's own copy, the same on every machine
 
     def model_path(self, name: str) -> Path:
         if name not in self.models:
@@ -99,6 +101,7 @@ def _build_one(spec: ZooModelSpec, recipe: ZooRecipe, folder: str, tasks: Sequen
         if on_step is not None:
             on_step("evaluating")
         save_model(model, Path(folder), spec.context)
+        stats["sha256"] = model_fingerprint(folder)
         dev = evaluate_folder(folder, tasks, recipe.eval_items, "dev", recipe.task_seed, recipe.max_new_tokens)
         test = evaluate_folder(folder, tasks, recipe.eval_items, "test", recipe.task_seed, recipe.max_new_tokens)
     return {**stats, "spec": dataclasses.asdict(spec), "dev_accuracy": dev, "test_accuracy": test}
@@ -181,6 +184,8 @@ def build_zoo(recipe: "str | ZooRecipe" = "default", out: str | Path | None = No
     ``workers`` processes train models side by side (default :func:`default_workers`)."""
     spec = get_recipe(recipe)
     target = zoo_dir(spec, out)
+    if shipped_dir(spec).parent.resolve() in target.resolve().parents:
+        raise ConfigError(f"{target} is inside the package's shipped zoo; build into a cache folder (--out)")
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     n_workers = default_workers(spec) if workers is None else max(1, int(workers))
     with _lock(target.with_name(target.name + ".lock")):
@@ -236,13 +241,54 @@ def build_zoo(recipe: "str | ZooRecipe" = "default", out: str | Path | None = No
     return build
 
 
+class ZooNotBuiltError(ConfigError):
+    """A command needs a zoo recipe that neither ships with the package nor is built here, and
+    building it inside that command would take too long."""
+
+
+#: Recipes whose build would take longer than this are never built inside another command.
+BUILD_ON_USE_SECONDS = 300.0
+
+
+def estimate_build_seconds(recipe: "str | ZooRecipe") -> float:
+    """Seconds a build of ``recipe`` takes on this machine: a few timed training steps per model,
+    scaled to the recipe's steps (plus evaluation), divided over the workers a build would use."""
+    import dataclasses as dc
+
+    spec = get_recipe(recipe)
+    per_model = []
+    with _one_thread():
+        for m in spec.models:
+            probe = dc.replace(m, steps=4)
+            # the data a model trains on: a few hundred items suffice to time a step
+            _, stats = train_model(probe, dc.replace(spec, train_items=min(spec.train_items, 200)))
+            per_model.append(stats["train_seconds"] / probe.steps * m.steps * 1.1)  # +10%: evaluation
+    workers = default_workers(spec)
+    return max(max(per_model), sum(per_model) / workers)
+
+
 def ensure_zoo(recipe: "str | ZooRecipe" = "default", root: str | Path | None = None,
                progress: bool = True) -> ZooBuild:
-    """The built zoo for ``recipe``, building it on first use (minutes for ``default``)."""
+    """The zoo for ``recipe``: the package's shipped copy (same weights on every machine) when it
+    ships this recipe and no cache ``root`` is named; else the local build under ``root``; else a
+    build on first use when it is quick, and a :class:`ZooNotBuiltError` saying how long it would take
+    when it is not."""
     spec = get_recipe(recipe)
+    if root is None:
+        manifest = shipped_manifest(spec)
+        if manifest is not None:
+            check_shipped(spec, manifest)
+            return ZooBuild(recipe=spec.name, path=shipped_dir(spec), models=dict(manifest["models"]),
+                            source="shipped")
     found = read_manifest(zoo_dir(spec, root))
     if found is not None:
         return found
+    if sum(_cost(m) for m in spec.models) >= 1e8:  # not obviously quick: measure before starting
+        seconds = estimate_build_seconds(spec)
+        if seconds > BUILD_ON_USE_SECONDS:
+            raise ZooNotBuiltError(f"zoo recipe {spec.name!r} is not built on this machine; build it first: "
+                                   f"cgym zoo build --recipe {spec.name} (about {seconds / 60:.0f} min on this "
+                                   "machine; COALITION_GYM_ZOO_DEVICE=cuda trains it on a GPU)")
     print(f"coalition-gym: building zoo {spec.name!r} on first use under {zoo_dir(spec, root)} "
           "(once; later runs reuse it)", file=sys.stderr, flush=True)
     return build_zoo(spec, root, progress=progress)
