@@ -1,22 +1,36 @@
-"""Does C-RL train a better collaborator? Base, C-RL, GRPO-indiv, DAPO-indiv, Collaborative RAFT and
-prompt nudge on a zoo policy (``zoo:default/polymath``) with simulated collaborators, in two settings
-fixed before any test score was seen (see SETTINGS for why each is built as it is). Every method of
-a seed gets the same budget; checkpoints are selected on the dev split only; the test split is
-disjoint from train and dev (reasoning-gym seeds, see tasks/reasoning_gym.py) and is read once per
-method at the end. Reported per method, pooled over seeds: system and solo test scores with 95% CIs
-(bootstrap over seeds and items), the paired difference to Base, rescue/drag vs Base, the policy's
-leave-one-out effect on the system, and the learning-signal diagnostics of its training steps.
+"""Does C-RL train a better collaborator? Base, C-RL and GRPO-indiv on zoo policies shipped with the
+package (the same weights on every machine) with simulated collaborators, in three settings; 5 seeds
+each. Every method of a seed gets the same budget; checkpoints are selected on the dev split only; the
+test split is disjoint from train and dev (reasoning-gym seeds, see tasks/reasoning_gym.py) and is read
+once per method at the end. Reported per method, pooled over seeds: system and solo test scores with
+95% CIs (bootstrap over seeds and items), the paired difference to Base, rescue/drag vs Base, the
+policy's leave-one-out effect on the system, the learning-signal diagnostics of its training steps,
+and the claims below, each marked held or not, whatever the outcome.
 
-    .venv/bin/python benchmarks/crl_demo.py               # both settings, 3 seeds (42 min on 2 cores)
-    .venv/bin/python benchmarks/crl_demo.py --extra       # and C-RL with dynamic sampling (+20 min)
-    .venv/bin/python benchmarks/crl_demo.py --quick       # pivotal setting, 1 seed, fewer steps (<10 min)
-    .venv/bin/python benchmarks/crl_demo.py --seed 1      # one given seed
+    .venv/bin/python benchmarks/crl_demo.py --select      # the dev-only selection run (seed 100; ~25 min)
+    .venv/bin/python benchmarks/crl_demo.py               # 3 settings x 5 seeds x 3 methods (~75 min on 2 cores)
+    .venv/bin/python benchmarks/crl_demo.py --quick       # pivotal setting, 1 seed, 300 steps (<10 min)
+    .venv/bin/python benchmarks/crl_demo.py --seed 11     # one given seed
+    .venv/bin/python benchmarks/crl_demo.py --methods base,crl,grpo-indiv,dapo-indiv,raft,nudge
     .venv/bin/python benchmarks/crl_demo.py --device cuda --policy /path/to/hf/model   # on a GPU
 
-Writes ``benchmarks/results/crl_demo.json`` (``settings[].methods[<name>] = {system: {mean, ci},
-solo: {mean, ci}, rescue, drag, ...}``), a markdown table beside it and ``crl_demo.png`` (dev score and
-training reward per step). Run folders (metrics.jsonl, report.json, checkpoints) go to
-``benchmarks/results/crl_demo/``. Whatever comes out is reported as it is.
+How the settings and configurations were fixed, before any test score of this zoo was seen:
+- Probe (training items only, cgym's pre-training probe, 32 groups x G=8, untrained policy): with the
+  shipped zoo, polymath on zoo:reverse in the old pivotal setting has *no* informative C-RL group
+  (0.00; its sampled answers at temperature 1.0 are almost never exactly right, and a majority needs an
+  exact match), at any temperature tried (1.0, 0.7, 0.5, 0.3: 0.00-0.03). Among all shipped models x
+  zoo tasks in that protocol, the highest C-RL informative share is abacus on zoo:arith (0.28, then
+  polymath on zoo:arith 0.19). Pivotal therefore became a choice between those two, made on dev below.
+- Dissociation keeps its protocol; its policies are polymath (as before) and quill, the shipped model
+  with the strongest C-RL probe signal there (informative 0.25, pivotality 0.34; GRPO-indiv has none
+  for quill: it is always right on words and never on sums, 0.00 informative).
+- Selection (``--select``, results in results/crl_demo_selection.json/.md): per setting, C-RL plain,
+  C-RL with dynamic sampling and GRPO-indiv at lr 3e-4 (the tiny preset), 1e-4 and 3e-5, 150 steps,
+  seed 100 (not a benchmark seed), dev scores only (200 dev items every 25 steps, each method in its own
+  selection mode). Each method keeps the (variant, lr) with the highest mean dev score over steps
+  75-150. The preset's 3e-4 degrades abacus under *every* method (Adam's first steps move every weight
+  by about lr, which a model this small and this well trained does not survive); hence per-method lr.
+SETTINGS holds the outcome; ``--select`` re-runs it and the main run warns when they disagree.
 """
 
 from __future__ import annotations
@@ -33,43 +47,65 @@ import numpy as np
 
 from _common import machine_info, write_json
 
-#: Each setting: the protocol and its collaborators, why collaboration matters there, and its budget.
-SETTINGS: dict[str, dict[str, Any]] = {
-    "pivotal": {
-        "why": ("Majority vote of the policy and two simulated agents with independent errors (sim:split): "
-                "ana, careless (skill 0.3), and ben, careful (0.8); both scatter their guesses when they do "
-                "not know. They disagree on most items; three different answers go to the first seat (ana). "
-                "So wherever ana is wrong and ben right (about half the items) the system is right exactly "
-                "when the policy sides with ben, i.e. is right; elsewhere the policy rarely matters. "
-                "Temperature 1.0 for everyone (the rollout temperature RL libraries default to). Task "
-                "zoo:reverse (spell a 3-5 letter word backward; partial credit per letter): its word list "
-                "is large enough that test words are new words (6% overlap with train)."),
-        "train": {"protocol": "majority_vote", "protocol_settings": {"tie_break": "first", "temperature": 1.0},
-                  "task": "zoo:reverse", "collaborators": "sim:split", "steps": 800},
-        "variants": {"crl-fresh": {"method": "crl", "collaborator_draws": "fresh"}},
-    },
-    "dissociation": {
-        "why": ("SLM-MUX (3 samples per member at temperature 0.3; the most self-consistent member answers; "
-                "ties at random) with two simulated calculators (sim:calculators) that are reliable on "
-                "arithmetic and blind elsewhere, where they scatter. Task: an even mix of zoo:arith and "
-                "zoo:reverse. The system needs the policy to be right *and* self-consistent on the words, "
-                "and *not* self-consistent on sums it gets wrong (a confident wrong answer outvotes the "
-                "calculators half the time). Solo reward pays for neither distinction: it pays for being "
-                "right, everywhere, however confidently wrong the rest is."),
-        "train": {"protocol": "slm_mux", "protocol_settings": {"tie_break": "random"},
-                  "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators", "steps": 600},
-        "variants": {},
-        # Added after the main run (seed 0's test score had been seen): C-RL with DAPO's dynamic
-        # sampling, the fix its diagnostics point to (23-25% informative groups). Opt-in (--extra),
-        # so the pre-registered run stays as it was and within its 60-minute budget.
-        "extra": {"crl-dynamic": {"method": "crl", "dynamic_sampling": True, "max_refills": 3}},
-    },
+PIVOTAL_WHY = ("Majority vote of the policy and two simulated agents with independent errors (sim:split): ana, "
+               "careless (skill 0.3), and ben, careful (0.8); both scatter their guesses when they do not know. "
+               "They disagree on most items; three different answers go to the first seat (ana). So wherever ana "
+               "is wrong and ben right the system is right exactly when the policy sides with ben, i.e. is right; "
+               "elsewhere the policy rarely matters. Temperature 1.0 for everyone (the rollout temperature RL "
+               "libraries default to).")
+DISSOCIATION_WHY = ("SLM-MUX (3 samples per member at temperature 0.3; the most self-consistent member answers; "
+                    "ties at random) with two simulated calculators (sim:calculators) that are reliable on "
+                    "arithmetic and blind elsewhere, where they scatter. Task: an even mix of zoo:arith and "
+                    "zoo:reverse. The system needs the policy to be right *and* self-consistent on the words, and "
+                    "*not* self-consistent on sums it gets wrong (a confident wrong answer outvotes the calculators "
+                    "half the time). Solo reward pays for neither distinction.")
+_PIVOTAL = {"protocol": "majority_vote", "protocol_settings": {"tie_break": "first", "temperature": 1.0},
+            "collaborators": "sim:split", "steps": 600}
+_DISSOCIATION = {"protocol": "slm_mux", "protocol_settings": {"tie_break": "random"},
+                 "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators", "steps": 600}
+#: Candidate settings of the selection run (dev only); SETTINGS below are the ones kept.
+CANDIDATES: dict[str, dict[str, Any]] = {
+    "pivotal/abacus": {**_PIVOTAL, "task": "zoo:arith", "policy": "zoo:default/abacus"},
+    "pivotal/polymath": {**_PIVOTAL, "task": "zoo:arith", "policy": "zoo:default/polymath"},
+    "dissociation/polymath": {**_DISSOCIATION, "policy": "zoo:default/polymath"},
+    "dissociation/quill": {**_DISSOCIATION, "policy": "zoo:default/quill"},
 }
-METHODS = ["base", "crl", "grpo-indiv", "dapo-indiv", "raft", "nudge"]
-#: Shared by every run; the preset is "tiny" (lr 3e-4, 16 new tokens); selection on 200 dev items every
-#: 25 steps, stopping after 12 evaluations (300 steps) without a new best.
-COMMON = {"policy": "zoo:default/polymath", "items_per_step": 8, "group_size": 8, "eval_every": 25,
-          "eval_items": 200, "patience": 12, "test_items": 1000, "task_kwargs": {"size": 2000}}
+SELECT_VARIANTS: dict[str, dict[str, Any]] = {
+    "crl": {"method": "crl"}, "crl-dyn": {"method": "crl", "dynamic_sampling": True, "max_refills": 3},
+    "grpo-indiv": {"method": "grpo-indiv"}}
+SELECT_LRS = (3e-4, 1e-4, 3e-5)
+SELECT = {"seed": 100, "steps": 150, "from_step": 75, "patience": 100}  # patience: never stops early
+
+#: Each setting: its candidate, why it is built as it is, and each trained method's selected configuration.
+SETTINGS: dict[str, dict[str, Any]] = {
+    "pivotal": {"candidate": "pivotal/abacus", "why": PIVOTAL_WHY,
+                "methods": {"crl": {"method": "crl", "lr": 3e-5}, "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-5}}},
+    "dissociation": {"candidate": "dissociation/polymath", "why": DISSOCIATION_WHY,
+                     "methods": {"crl": {"method": "crl", "lr": 1e-4},
+                                 "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-4}}},
+    "dissociation-quill": {"candidate": "dissociation/quill", "why": DISSOCIATION_WHY,
+                           "methods": {"crl": {"method": "crl", "lr": 1e-4},
+                                       "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-4}}},
+}
+for _s in SETTINGS.values():
+    _s["train"] = CANDIDATES[_s["candidate"]]
+METHODS = ["base", "crl", "grpo-indiv"]
+SEEDS = [0, 1, 2, 3, 4]
+#: Shared by every run; the preset is "tiny" (16 new tokens); selection on 200 dev items every 25 steps,
+#: stopping after 12 evaluations (300 steps) without a new best.
+COMMON = {"items_per_step": 8, "group_size": 8, "eval_every": 25, "eval_items": 200, "patience": 12,
+          "test_items": 1000, "task_kwargs": {"size": 2000}}
+
+
+def method_config(name: str, method_settings: dict[str, Any], train: dict[str, Any], seed: int,
+                  **extra: Any) -> Any:
+    """The TrainConfig of one method of a setting: the shared settings, the setting's, then the method's
+    selected configuration (``{"method": ..., "lr": ..., ...}``; untrained methods need none)."""
+    from coalition_gym.training.config import make_config
+
+    variant = dict(method_settings.get(name, {"method": name}))
+    method = variant.pop("method")
+    return make_config(method, preset="tiny", strict=False, **{**COMMON, **train, **variant, **extra, "seed": seed})
 
 
 def run_one(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -77,26 +113,26 @@ def run_one(job: dict[str, Any]) -> list[dict[str, Any]]:
     import torch
 
     torch.set_num_threads(1)  # one job per core
-    from coalition_gym.training.config import make_config
-    from coalition_gym.training.trainer import Trainer
+    from coalition_gym.training.trainer import Trainer, policy_weights
 
     root = Path(job["root"]) / job["setting"]
     base_file = root / f"base-seed{job['seed']}" / "per_item.json"
     reports = []
     for name in job["methods"]:
-        variant = dict(job["variants"].get(name, {"method": name}))
-        method = variant.pop("method")
-        settings = {**COMMON, **job["train"], **job["overrides"], **variant, "seed": job["seed"]}
-        config = make_config(method, preset="tiny", strict=False, **settings)
+        config = method_config(name, job["method_settings"], {**job["train"], **job["overrides"]}, job["seed"])
         out = root / f"{name}-seed{job['seed']}"
         done = out / "report.json"
-        if done.is_file() and json.loads(done.read_text())["config"] == config.to_dict():
-            reports.append({**json.loads(done.read_text()), "name": name, "setting": job["setting"]})
-            continue  # finished work is kept: a rerun picks up where a killed one stopped
+        if done.is_file():
+            old = json.loads(done.read_text())
+            weights = policy_weights(config.policy)
+            if old["config"] == config.to_dict() and old.get("policy_weights") == weights:
+                reports.append({**old, "name": name, "setting": job["setting"]})
+                continue  # finished work is kept: a rerun picks up where a killed one stopped
+            # same config but other starting weights (e.g. a zoo built elsewhere): not the same run
         trainer = Trainer(config, out=out, log=lambda *_: None)
         start = time.perf_counter()
-        trainer.fit(progress=False)
-        base = json.loads(base_file.read_text()) if method != "base" and base_file.is_file() else None
+        trainer.fit(progress=False, force=True)  # a run without signal is a result too (its probe says so)
+        base = json.loads(base_file.read_text()) if name != "base" and base_file.is_file() else None
         report = trainer.report(base)
         report["train_seconds"] = time.perf_counter() - start
         done.write_text(json.dumps(report, indent=2))
@@ -298,28 +334,155 @@ def plot(root: Path, settings: list[str], names: dict[str, list[str]], seeds: li
     plt.close(fig)
 
 
+def select_one(job: tuple[str, str, float]) -> dict[str, Any]:
+    """One dev-only selection run: a candidate setting, a method variant, a learning rate."""
+    import torch
+
+    torch.set_num_threads(1)
+    from coalition_gym.training.trainer import Trainer
+
+    candidate, variant, lr = job
+    config = method_config(variant, {variant: {**SELECT_VARIANTS[variant], "lr": lr}}, CANDIDATES[candidate],
+                           SELECT["seed"], steps=SELECT["steps"], patience=SELECT["patience"])
+    out = Path("benchmarks/results/crl_demo_select") / f"{candidate.replace('/', '-')}-{variant}-{lr:g}"
+    trainer = Trainer(config, out=out, log=lambda *_: None)
+    trainer.fit(progress=False, force=True)  # a finished run folder is resumed, not retrained
+    rows = trainer.metrics.rows()
+    dev = {int(r["step"]): float(r["dev_score"]) for r in rows if "dev_score" in r}
+    late = [d for step, d in dev.items() if step >= SELECT["from_step"]]
+    steps = [r for r in rows if "informative_groups" in r]
+    return {"candidate": candidate, "variant": variant, "lr": lr, "dev": dev, "late_mean": float(np.mean(late)),
+            "gain_over_step0": float(np.mean(late)) - dev[0], "probe": trainer.state.probe,
+            "informative_groups": float(np.mean([r["informative_groups"] for r in steps]))}
+
+
+def selection(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per candidate and method: the (variant, lr) with the highest mean late dev score."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        method = SELECT_VARIANTS[row["variant"]]["method"]
+        best = chosen.setdefault(row["candidate"], {}).get(method)
+        if best is None or row["late_mean"] > best["late_mean"]:
+            chosen[row["candidate"]][method] = row
+    return chosen
+
+
+def run_selection(jobs: int) -> None:
+    todo = [(c, v, lr) for c in CANDIDATES for v in SELECT_VARIANTS for lr in SELECT_LRS]
+    with mp.get_context("spawn").Pool(jobs) as pool:
+        rows = pool.map(select_one, todo, chunksize=1)
+    chosen = selection(rows)
+    lines = ["crl_demo selection (dev only; seed %d, %d steps; mean dev score over steps >= %d)" % (
+        SELECT["seed"], SELECT["steps"], SELECT["from_step"]), "",
+        "| candidate | variant | lr | dev at step 0 | mean late dev | gain | informative groups | chosen |",
+        "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pick = chosen[r["candidate"]][SELECT_VARIANTS[r["variant"]]["method"]] is r
+        lines.append(f"| {r['candidate']} | {r['variant']} | {r['lr']:g} | {r['dev'][0]:.3f} | {r['late_mean']:.3f} | "
+                     f"{r['gain_over_step0']:+.3f} | {r['informative_groups']:.2f} | {'yes' if pick else ''} |")
+    text = "\n".join(lines)
+    print(text)
+    out = Path("benchmarks/results/crl_demo_selection.json")
+    write_json(out, {"benchmark": "crl_demo selection", "select": SELECT, "lrs": SELECT_LRS, "rows": rows,
+                     "chosen": {c: {m: {"variant": r["variant"], "lr": r["lr"]} for m, r in ms.items()}
+                                for c, ms in chosen.items()}, "machine": machine_info(), "table": text})
+    out.with_suffix(".md").write_text(text + "\n")
+
+
+def selection_disagreements() -> list[str]:
+    """Where SETTINGS differ from the last selection run's choice (empty when they agree)."""
+    path = Path("benchmarks/results/crl_demo_selection.json")
+    if not path.is_file():
+        return ["no selection run found (benchmarks/results/crl_demo_selection.json): run --select"]
+    chosen = json.loads(path.read_text())["chosen"]
+    notes = []
+    for name, setting in SETTINGS.items():
+        for method, cfg in setting["methods"].items():
+            pick = chosen.get(setting["candidate"], {}).get(method)
+            want = None if pick is None else {**SELECT_VARIANTS[pick["variant"]], "lr": pick["lr"]}
+            if want != cfg:
+                notes.append(f"{name}/{method}: SETTINGS has {cfg}, the selection run chose {want}")
+    return notes
+
+
+def claims(settings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims the benchmark tests, each with its evidence and whether it held. "Above, CIs apart":
+    the two methods' 95% CIs do not overlap (the paired difference's CI is shown too)."""
+    out = []
+
+    def apart(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        return a["ci"][0] > b["ci"][1]
+
+    for s in settings:
+        m = s["methods"]
+        if "crl" not in m or "base" not in m:
+            continue
+        diff = m["crl"]["system_minus_base"]
+        out.append({"setting": s["name"], "claim": "C-RL above Base on system (CIs apart)",
+                    "held": apart(m["crl"]["system"], m["base"]["system"]),
+                    "evidence": f"C-RL {fmt(m['crl']['system'])} vs Base {fmt(m['base']['system'])}; "
+                                f"paired difference {fmt(diff, signed=True)}"})
+        if s["name"].startswith("dissociation") and "grpo-indiv" in m:
+            g = m["grpo-indiv"]
+            out.append({"setting": s["name"], "claim": "C-RL above GRPO-indiv on system (CIs apart)",
+                        "held": apart(m["crl"]["system"], g["system"]),
+                        "evidence": f"C-RL {fmt(m['crl']['system'])} vs GRPO-indiv {fmt(g['system'])}"})
+            out.append({"setting": s["name"], "claim": "GRPO-indiv at least as good as C-RL solo",
+                        "held": g["solo"]["mean"] >= m["crl"]["solo"]["mean"],
+                        "evidence": f"solo: GRPO-indiv {fmt(g['solo'])} vs C-RL {fmt(m['crl']['solo'])}"})
+    return out
+
+
+def fmt(x: dict[str, Any], signed: bool = False) -> str:
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(x['mean'])} [{f.format(x['ci'][0])}, {f.format(x['ci'][1])}]"
+
+
+def claims_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["claims (each tested on the test split, 5 seeds pooled; reported whatever the outcome)", "",
+             "| setting | claim | held | evidence |", "|---|---|---|---|"]
+    lines += [f"| {r['setting']} | {r['claim']} | {'yes' if r['held'] else '**no**'} | {r['evidence']} |" for r in rows]
+    return "\n".join(lines)
+
+
+def weight_notes(reports: list[dict[str, Any]]) -> list[str]:
+    """A note per policy spec that started from different weights in different runs of this result."""
+    seen: dict[str, set[str]] = {}
+    for r in reports:
+        sha = (r.get("policy_weights") or {}).get("sha256") or "unknown"
+        seen.setdefault(r["config"]["policy"], set()).add(sha)
+    return [f"{policy} started from different weights in different runs: {', '.join(sorted(shas))}"
+            for policy, shas in seen.items() if len(shas) > 1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=None, help="run this one seed (default: seeds 0, 1, 2)")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=None, help="run this one seed (default: seeds 0-4)")
     parser.add_argument("--quick", action="store_true", help="pivotal setting only, 1 seed, 300 steps, 300 test items")
     parser.add_argument("--settings", default=",".join(SETTINGS))
-    parser.add_argument("--extra", action="store_true",
-                        help="also the variants added after the main run (dissociation: crl-dynamic, ~13 min a seed)")
-    parser.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> (default polymath)")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help="methods to run (others than base, crl, grpo-indiv run with the tiny preset's lr: "
+                             "not selected)")
+    parser.add_argument("--select", action="store_true", help="run the dev-only selection instead (no test item)")
+    parser.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> for every setting")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel (setting, seed) jobs")
     parser.add_argument("--out", default="benchmarks/results/crl_demo.json", help="JSON result file")
     args = parser.parse_args()
 
     from coalition_gym.errors import ConfigError
-    from coalition_gym.training.config import make_config
 
+    if args.select:
+        run_selection(args.jobs)
+        return
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
         raise SystemExit(f"unknown setting {unknown[0]!r}; use {', '.join(SETTINGS)}")
-    seeds = [args.seed] if args.seed is not None else list(range(args.seeds))
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if "base" not in names:
+        names = ["base"] + names  # rescue/drag and the claims are relative to Base
+    seeds = [args.seed] if args.seed is not None else list(SEEDS)
     overrides: dict[str, Any] = {"device": args.device}
     if args.policy:
         overrides["policy"] = args.policy
@@ -331,21 +494,18 @@ def main() -> None:
         if args.out == parser.get_default("out"):
             out = out.with_suffix(".quick.json")
         root = Path(str(out).replace(".quick.json", "_quick").replace(".json", ""))
-
-    variants = {s: {**SETTINGS[s]["variants"], **(SETTINGS[s].get("extra", {}) if args.extra else {})}
-                for s in settings}
-    names = {s: METHODS + list(variants[s]) for s in settings}
+    notes = selection_disagreements()
+    for note in notes:
+        print(f"crl_demo: warning: {note}")
     for s in settings:  # every configuration checked before the first rollout
-        for name in names[s]:
-            variant = dict(variants[s].get(name, {"method": name}))
+        for name in names:
             try:
-                make_config(variant.pop("method"), preset="tiny", strict=False,
-                            **{**COMMON, **SETTINGS[s]["train"], **overrides, **variant})
+                method_config(name, SETTINGS[s]["methods"], {**SETTINGS[s]["train"], **overrides}, 0)
             except ConfigError as exc:
                 raise SystemExit(f"crl_demo: {s}/{name}: {exc}") from exc
 
-    jobs = [{"setting": s, "seed": seed, "methods": names[s], "train": SETTINGS[s]["train"],
-             "variants": variants[s], "overrides": overrides, "root": str(root)}
+    jobs = [{"setting": s, "seed": seed, "methods": names, "train": SETTINGS[s]["train"],
+             "method_settings": SETTINGS[s]["methods"], "overrides": overrides, "root": str(root)}
             for seed in seeds for s in settings]
     start = time.perf_counter()
     if args.jobs > 1 and len(jobs) > 1:
@@ -358,21 +518,26 @@ def main() -> None:
 
     summary, texts = [], []
     for s in settings:
-        methods = summarise(root, s, names[s], seeds, reports)
+        methods = summarise(root, s, names, seeds, reports)
         what_if = counterfactuals(s, overrides, n_items=300 if args.quick else 1000)
-        summary.append({"name": s, "why": SETTINGS[s]["why"], "train": SETTINGS[s]["train"], "methods": methods,
-                        "counterfactuals": what_if})
+        summary.append({"name": s, "why": SETTINGS[s]["why"], "train": SETTINGS[s]["train"],
+                        "method_settings": SETTINGS[s]["methods"], "methods": methods, "counterfactuals": what_if})
         texts += [table(s, methods), "", signal_table(s, methods), "", counterfactual_table(s, what_if), ""]
-    text = "\n".join(texts)
+    tested = claims(summary)
+    notes += weight_notes(reports)
+    text = "\n".join([claims_table(tested), ""] + texts + [f"Note: {n}." for n in notes])
     png = out.with_suffix(".png")
-    plot(root, settings, names, seeds, png)
+    plot(root, settings, {s: names for s in settings}, seeds, png)
     trained = sum(m["train_seconds"] for s in summary for m in s["methods"].values())
-    header = (f"crl_demo: policy {overrides.get('policy', COMMON['policy'])}, seeds {seeds}, "
+    policies = sorted({SETTINGS[s]["train"]["policy"] for s in settings} if not args.policy else {args.policy})
+    header = (f"crl_demo: policies {', '.join(policies)} (shipped zoo), seeds {seeds}, "
               f"{total / 60:.1f} min on {os.cpu_count()} cores for this invocation (finished runs are reused); "
               f"all runs together trained for {trained / 60:.1f} core-minutes")
     print(f"\n{header}\n\n{text}")
+    weights = {r["config"]["policy"]: r.get("policy_weights") for r in reports}
     write_json(out, {"benchmark": "crl_demo", "seeds": seeds, "common": {**COMMON, **overrides},
-                     "total_seconds": total, "machine": machine_info(), "settings": summary, "table": text})
+                     "total_seconds": total, "machine": machine_info(), "policy_weights": weights,
+                     "claims": tested, "notes": notes, "settings": summary, "table": text})
     out.with_suffix(".md").write_text(f"{header}\n\n{text}\n")
     print(f"\nwrote {out}, {out.with_suffix('.md')} and {png}")
 

@@ -67,10 +67,15 @@ def diagnose(result: ProbeResult, trainer: Any) -> str:
     if result.solo_score < CANNOT_SOLVE:
         cause = (f"the policy cannot solve the task: its own answers score {result.solo_score:.3f} on "
                  f"{cfg.task}. Try an easier task, a stronger policy, or more new tokens (max_new_tokens)")
-    elif not trainer.method.solo and not result.pivotality:
-        cause = (f"the collaborators decide every item: the policy's answer never changed the outcome of "
-                 f"{cfg.protocol} with {cfg.collaborators}. Try a protocol where its answer counts (e.g. "
-                 "majority_vote with protocol.tie_break=first), fewer or weaker collaborators")
+    elif result.pivotality is None:
+        cause = (f"the policy gave the same answer in all G={cfg.group_size} executions of every item (its own "
+                 f"score {result.solo_score:.3f}), so no group has a better and a worse execution. Raise "
+                 "rollout_temperature or group_size, or pick a task it has not mastered")
+    elif not trainer.method.solo and result.pivotality == 0.0:
+        cause = (f"the collaborators decide every item: no other answer of the policy changed the outcome of "
+                 f"{cfg.protocol} with {cfg.collaborators} (a vote it never joins, a helper that ignores it). "
+                 "Try a protocol where its answer counts (e.g. majority_vote with protocol.tie_break=first), "
+                 "fewer or weaker collaborators, or a task the policy answers exactly more often")
     else:
         cause = (f"every group of G={cfg.group_size} executions scored the same: G is too small or the policy "
                  "samples too little variety. Raise group_size or rollout_temperature")

@@ -58,6 +58,13 @@ def resolve_policy(spec: str) -> str:
     return spec
 
 
+def policy_weights(spec: str) -> dict[str, Any]:
+    """A policy's starting weights as run records name them (zoo provenance, or a sha256)."""
+    from ..agents.hf import weights_record
+
+    return weights_record(resolve_policy(spec))
+
+
 def load_policy(spec: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -428,10 +435,7 @@ class Trainer:
         return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
 
     def policy_weights(self) -> dict[str, Any]:
-        """The starting policy's weights as the run record names them (zoo provenance or sha256)."""
-        from ..agents.hf import weights_record
-
-        return weights_record(resolve_policy(self.config.policy))
+        return policy_weights(self.config.policy)
 
     def dev_items(self) -> list[Item]:
         return list(self.task.items("dev"))[: self.config.eval_items]
@@ -584,5 +588,5 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     return reports
 
 
-__all__ = ["Trainer", "NoSignalError", "RolloutFallbackWarning", "EvalResult", "TrainState", "load_policy", "resolve_policy",
-           "run_methods", "summary_table"]
+__all__ = ["Trainer", "NoSignalError", "policy_weights", "RolloutFallbackWarning", "EvalResult", "TrainState",
+           "load_policy", "resolve_policy", "run_methods", "summary_table"]

@@ -42,8 +42,8 @@ from .build import (
                     read_manifest,
                     recipe_from_dict,
 )
-from .shipped import model_fingerprint, provenance
 from .recipes import RECIPES, ZooModelSpec, ZooRecipe, get_recipe, zoo_dir, zoo_home
+from .shipped import model_fingerprint, provenance
 from .tokenizer import CHAT_TEMPLATE, ZOO_FORMAT_VERSION, char_tokenizer, encode_chars, render_chat
 from .train import evaluate_folder, save_model, train_model
 
