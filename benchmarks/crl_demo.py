@@ -8,7 +8,7 @@ policy's leave-one-out effect on the system, the learning-signal diagnostics of 
 and the claims below, each marked held or not, whatever the outcome.
 
     .venv/bin/python benchmarks/crl_demo.py --select      # the dev-only selection run (seed 100; ~25 min)
-    .venv/bin/python benchmarks/crl_demo.py               # 3 settings x 5 seeds x 3 methods (~75 min on 2 cores)
+    .venv/bin/python benchmarks/crl_demo.py               # 3 settings x 5 seeds x 3 methods (~70 min on 2 cores)
     .venv/bin/python benchmarks/crl_demo.py --quick       # pivotal setting, 1 seed, 300 steps (<10 min)
     .venv/bin/python benchmarks/crl_demo.py --seed 11     # one given seed
     .venv/bin/python benchmarks/crl_demo.py --methods base,crl,grpo-indiv,dapo-indiv,raft,nudge
@@ -20,7 +20,9 @@ How the settings and configurations were fixed, before any test score of this zo
   (0.00; its sampled answers at temperature 1.0 are almost never exactly right, and a majority needs an
   exact match), at any temperature tried (1.0, 0.7, 0.5, 0.3: 0.00-0.03). Among all shipped models x
   zoo tasks in that protocol, the highest C-RL informative share is abacus on zoo:arith (0.28, then
-  polymath on zoo:arith 0.19). Pivotal therefore became a choice between those two, made on dev below.
+  polymath on zoo:arith 0.19). Pivotal therefore became a choice between those two, made on dev below:
+  the candidate whose selected C-RL configuration gains most on dev over its step 0 (polymath, +0.019,
+  against abacus's +0.008; both within dev noise, so pivotal is *not* a setting chosen for a C-RL win).
 - Dissociation keeps its protocol; its policies are polymath (as before) and quill, the shipped model
   with the strongest C-RL probe signal there (informative 0.25, pivotality 0.34; GRPO-indiv has none
   for quill: it is always right on words and never on sums, 0.00 informative).
@@ -30,7 +32,11 @@ How the settings and configurations were fixed, before any test score of this zo
   selection mode). Each method keeps the (variant, lr) with the highest mean dev score over steps
   75-150. The preset's 3e-4 degrades abacus under *every* method (Adam's first steps move every weight
   by about lr, which a model this small and this well trained does not survive); hence per-method lr.
-SETTINGS holds the outcome; ``--select`` re-runs it and the main run warns when they disagree.
+  Dynamic sampling won C-RL's selection in all three settings (it costs up to 4x the rollouts of a step;
+  GRPO-indiv, without it, is the published baseline). Every setting then trains 300 steps (patience 12
+  evaluations, i.e. no early stop before step 300): twice the selection runs' length, within budget.
+SETTINGS holds the outcome; ``--select`` re-runs it (finished selection runs are resumed, not retrained)
+and the main run warns when they disagree.
 """
 
 from __future__ import annotations
@@ -60,9 +66,9 @@ DISSOCIATION_WHY = ("SLM-MUX (3 samples per member at temperature 0.3; the most 
                     "*not* self-consistent on sums it gets wrong (a confident wrong answer outvotes the calculators "
                     "half the time). Solo reward pays for neither distinction.")
 _PIVOTAL = {"protocol": "majority_vote", "protocol_settings": {"tie_break": "first", "temperature": 1.0},
-            "collaborators": "sim:split", "steps": 600}
+            "collaborators": "sim:split", "steps": 300}
 _DISSOCIATION = {"protocol": "slm_mux", "protocol_settings": {"tie_break": "random"},
-                 "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators", "steps": 600}
+                 "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators", "steps": 300}
 #: Candidate settings of the selection run (dev only); SETTINGS below are the ones kept.
 CANDIDATES: dict[str, dict[str, Any]] = {
     "pivotal/abacus": {**_PIVOTAL, "task": "zoo:arith", "policy": "zoo:default/abacus"},
@@ -77,14 +83,14 @@ SELECT_LRS = (3e-4, 1e-4, 3e-5)
 SELECT = {"seed": 100, "steps": 150, "from_step": 75, "patience": 100}  # patience: never stops early
 
 #: Each setting: its candidate, why it is built as it is, and each trained method's selected configuration.
+_CRL_DYN = {"method": "crl", "dynamic_sampling": True, "max_refills": 3}
 SETTINGS: dict[str, dict[str, Any]] = {
-    "pivotal": {"candidate": "pivotal/abacus", "why": PIVOTAL_WHY,
-                "methods": {"crl": {"method": "crl", "lr": 3e-5}, "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-5}}},
+    "pivotal": {"candidate": "pivotal/polymath", "why": PIVOTAL_WHY,
+                "methods": {"crl": {**_CRL_DYN, "lr": 3e-4}, "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-4}}},
     "dissociation": {"candidate": "dissociation/polymath", "why": DISSOCIATION_WHY,
-                     "methods": {"crl": {"method": "crl", "lr": 1e-4},
-                                 "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-4}}},
+                     "methods": {"crl": {**_CRL_DYN, "lr": 3e-5}, "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-4}}},
     "dissociation-quill": {"candidate": "dissociation/quill", "why": DISSOCIATION_WHY,
-                           "methods": {"crl": {"method": "crl", "lr": 1e-4},
+                           "methods": {"crl": {**_CRL_DYN, "lr": 3e-4},
                                        "grpo-indiv": {"method": "grpo-indiv", "lr": 3e-4}}},
 }
 for _s in SETTINGS.values():

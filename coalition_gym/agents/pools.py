@@ -72,10 +72,11 @@ POOL_ABOUT = {
     "sim:calculators": "C-RL's dissociation setting: two calculators, reliable on arithmetic and scattering "
                        "elsewhere",
     "sim:random-N": "N varied agents (N = 1..64) for scale studies: skills 0.35-0.8, half in two error groups",
-    "zoo:default": "four tiny GPT-2 models trained here on arithmetic, sums and word reversal (heterogeneous "
-                   "skills); built on first use, minutes on CPU",
-    "zoo:tiny": "two very small GPT-2 models for tests; built in seconds",
-    "zoo:large": "one larger GPT-2 model (scholar) trained on every zoo task",
+    "zoo:default": "four tiny GPT-2 models trained on arithmetic, sums and word reversal (heterogeneous "
+                   "skills); shipped with the package, the same weights on every machine",
+    "zoo:tiny": "two very small GPT-2 models for tests; shipped with the package",
+    "zoo:large": "one larger GPT-2 model (scholar) trained on every zoo task; not shipped: build it first "
+                 "(cgym zoo build --recipe large, hours on one CPU thread, minutes on a GPU)",
 }
 
 
@@ -139,11 +140,11 @@ def check_pool_name(spec: str) -> None:
 def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: str = "auto",
              dev_task: str | None = None) -> Pool:
     """The zoo's models as HF-backed members in the ``compact`` prompt style (the format they were
-    trained on), built on first use. With ``dev_task`` (a zoo task name), each member's dev-split
-    accuracy on it breaks ties; without, ties follow the protocols' fallback (skills differ too much
-    across tasks for one task-free score). LLM-Blender's ranker and fuser (``judge``, ``fuser``) are
-    simulated helpers: a character-level model this small cannot judge or merge the long chat-style
-    helper prompts, and helpers are fixed, never players."""
+    trained on): the shipped copy, built only for a recipe the package does not ship. With ``dev_task``
+    (a zoo task name), each member's dev-split accuracy on it breaks ties; without, ties follow the
+    protocols' fallback (skills differ too much across tasks for one task-free score). LLM-Blender's
+    ranker and fuser (``judge``, ``fuser``) are simulated helpers: a character-level model this small
+    cannot judge or merge the long chat-style helper prompts, and helpers are fixed, never players."""
     from .hf import HFGenerator
     from .zoo import RECIPES, ZOO_TASKS, ensure_zoo
 

@@ -75,7 +75,7 @@ def cmd_protocols(args: argparse.Namespace) -> int:
 def cmd_pools(args: argparse.Namespace) -> int:
     from ..agents.pools import POOL_ABOUT, load_pool
     from ..agents.simulated import SIM_PRESETS
-    from ..agents.zoo import RECIPES, zoo_dir
+    from ..agents.zoo import RECIPES, shipped, zoo_dir
 
     for name, about in POOL_ABOUT.items():
         kind, _, preset = name.partition(":")
@@ -86,7 +86,8 @@ def cmd_pools(args: argparse.Namespace) -> int:
             print(f"  members: {', '.join(described)}; helpers: {', '.join(pool.helpers) or 'none'}")
         elif kind == "zoo":
             recipe = RECIPES[preset]
-            state = "built" if (zoo_dir(recipe) / "zoo.json").is_file() else "not built yet"
+            state = ("shipped" if shipped.shipped_manifest(recipe) is not None
+                     else "built" if (zoo_dir(recipe) / "zoo.json").is_file() else "not built yet")
             print(f"  members: {', '.join(m.name for m in recipe.models)} ({state})")
     print("Or a YAML/JSON pool file mixing backends (sim, hf, openai, vllm): see the README.")
     return 0
@@ -285,12 +286,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-#: What `cgym train` trains when a setting is not given: a zoo policy whose answer decides the
-#: system's outcome on about half the items (the pivotal setting of benchmarks/crl_demo.py), so the
-#: defaults show a learning signal within minutes on a CPU. protocol_settings apply with this protocol.
-TRAIN_DEFAULTS: dict[str, Any] = {"policy": "zoo:default/polymath", "protocol": "majority_vote",
-                                  "task": "zoo:reverse", "collaborators": "sim:split"}
-TRAIN_DEFAULT_PROTOCOL_SETTINGS = {"tie_break": "first", "temperature": 1.0}
+#: What `cgym train` trains when a setting is not given: a shipped zoo policy in a system where its
+#: answer changes the outcome (benchmarks/crl_demo.py's "dissociation-quill" setting: quill, a speller,
+#: beside two calculators in SLM-MUX), so the defaults show a learning signal within minutes on a CPU.
+#: The protocol settings go with the default protocol; the learning rate with the default policy
+#: (crl_demo's dev-selected rate for it: the preset's 3e-4 is tuned for no model in particular).
+TRAIN_DEFAULTS: dict[str, Any] = {"policy": "zoo:default/quill", "protocol": "slm_mux",
+                                  "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators"}
+TRAIN_DEFAULT_PROTOCOL_SETTINGS = {"tie_break": "random"}
+TRAIN_DEFAULT_LR = 1e-4
 
 
 def train_preset(preset: str, policy: str) -> str:
@@ -310,6 +314,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                                "tensorboard": args.tensorboard or None, "reward": args.reward}.items()
              if v is not None}
     settings = {**TRAIN_DEFAULTS, **given}
+    if "policy" not in given:
+        settings["lr"] = TRAIN_DEFAULT_LR
     if args.members:
         settings["members"] = args.members.split(",")
     protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}

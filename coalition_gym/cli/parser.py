@@ -224,11 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "--protocol majority_vote --steps 50 --out runs/adversary")
     p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base, "
                                                    "or a comma-separated list")
-    p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: "
-                                                    "majority_vote with tie_break=first, temperature 1.0)")
-    p.add_argument("--task", default=None, help="training task (default: zoo:reverse)")
+    p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: slm_mux "
+                                                    "with tie_break=random)")
+    p.add_argument("--task", default=None, help="training task (default: mix:zoo:arith,zoo:reverse)")
     p.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> (default: "
-                                                  "zoo:default/polymath, shipped with the package)")
+                                                  "zoo:default/quill, shipped with the package, at lr 1e-4)")
     _pool_option(p, "--collaborators", None)
     p.add_argument("--force", action="store_true", help="train even when the pre-training probe finds no "
                                                        "informative group (no learning signal)")
