@@ -2,7 +2,7 @@
 
 Helpers are never coalition members. Presets are addressed by name: ``sim:demo``,
 ``sim:independent``, ``sim:specialists``, ``sim:random-N``, and the tiny transformers zoo
-``zoo:default`` / ``zoo:tiny`` (built on first use). A pool can also be a YAML or JSON file (or the
+``zoo:default`` / ``zoo:tiny`` (shipped with the package). A pool can also be a YAML or JSON file (or the
 same structure as a dict) that mixes backends freely; see :func:`pool_from_config`.
 """
 

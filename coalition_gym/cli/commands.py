@@ -306,7 +306,7 @@ def train_preset(preset: str, policy: str) -> str:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
-    from ..training.trainer import run_methods, summary_table
+    from ..training.trainer import policy_weights, run_methods, summary_table
 
     overrides = _settings(args.set)
     given = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
@@ -335,7 +335,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if executor is not None:
             executor.close()
     write_json(root / "run.json", args.record.finish(training={"methods": args.method, "preset": preset,
-                                                                **settings}))
+                                                                **settings},
+                                                      policy_weights=policy_weights(str(settings["policy"]))))
     print(summary_table(root))  # every report's test scores with CIs, one row per method
     return verdict(failures, args.max_failures, _say)
 

@@ -43,7 +43,8 @@ from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect, collect_dis
 
 
 def resolve_policy(spec: str) -> str:
-    """A model folder: ``zoo:<recipe>/<member>`` (built on first use) or a local path."""
+    """A model folder: ``zoo:<recipe>/<member>`` (the package's shipped copy where it ships the recipe)
+    or a local path."""
     if spec.startswith("zoo:"):
         from ..agents.zoo import ensure_zoo
 

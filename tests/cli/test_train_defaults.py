@@ -21,7 +21,9 @@ def test_defaults_train_with_signal(tmp_path, capsys):
 
     code = main(["train", "--steps", "2", "--out", str(tmp_path), "--set", "eval_items=20", "--set", "test_items=20"])
     assert code == 0, capsys.readouterr().err
-    run = json.loads((tmp_path / "run.json").read_text())["training"]
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["policy_weights"]["source"] == "shipped" and record["policy_weights"]["zoo_model"] == "quill"
+    run = record["training"]
     assert run["preset"] == "tiny" and run["policy"] == TRAIN_DEFAULTS["policy"]
     assert run["protocol_settings"] == TRAIN_DEFAULT_PROTOCOL_SETTINGS
     report = json.loads((tmp_path / "crl-seed0" / "report.json").read_text())

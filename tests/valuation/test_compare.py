@@ -53,3 +53,30 @@ def test_bad_folders_are_refused(runs, tmp_path, capsys):
         compare([runs / "vote"])
     assert main(["compare", str(runs / "vote"), str(tmp_path)]) == 2
     assert "no summary.json; give folders written by `cgym eval --out`" in capsys.readouterr().err
+
+
+def test_runs_on_different_weights_say_so(tmp_path):
+    """The same member name on other weights (here: one bit of pico's weights flipped, as a rebuild on
+    another machine would differ) is named in the notes; the same weights give no note."""
+    import shutil
+
+    from coalition_gym.agents.zoo import shipped
+
+    changed = tmp_path / "pico"
+    shutil.copytree(shipped.shipped_dir("tiny") / "pico", changed)
+    weights = changed / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    common = ["eval", "--protocol", "majority_vote", "--task", "zoo:arith", "--items", "4", "--estimator", "loo",
+              "--bootstrap", "20"]
+    for name, model in {"a": "zoo:tiny/pico", "b": "zoo:tiny/pico", "c": str(changed)}.items():
+        pool = tmp_path / f"{name}.yaml"
+        pool.write_text(f"name: p\nmembers:\n  - {{name: pico, backend: hf, model: '{model}'}}\n"
+                        "  - {name: atlas, backend: sim, model: sim:demo/atlas}\n"
+                        "  - {name: delta, backend: sim, model: sim:demo/delta}\n")
+        assert main([*common, "--pool", str(pool), "--out", str(tmp_path / name)]) == 0
+    assert compare([tmp_path / "a", tmp_path / "b"])["notes"] == []
+    notes = compare([tmp_path / "a", tmp_path / "c"])["notes"]
+    assert len(notes) == 1 and notes[0].startswith("pico ran with different weights: sha256 ")
+    assert "atlas" not in notes[0]  # simulated members have no weights to differ
