@@ -74,7 +74,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--task", "rg/nope"], "unknown reasoning-gym dataset 'nope'"),
     (["train", "--policy", "/does/not/exist"], "neither a zoo model"),
     (["train", "--collaborators", "sim:nope"], "unknown pool preset 'sim:nope'"),
-    (["train", "--members", "zeus"], "unknown member of pool 'sim:split' 'zeus'"),  # cgym train's default pool
+    (["train", "--members", "zeus"], "unknown member of pool 'sim:calculators' 'zeus'"),  # train's default pool
     (["train", "--out", "/dev/null/x"], "lies under /dev/null, which is a file"),
     (["train", "--executor", "spark"], "invalid choice: 'spark'"),
     (["train", "--reward", "flip"], "invalid choice: 'flip'"),

@@ -82,6 +82,7 @@ def test_cgym_train_refuses_without_signal_and_says_why(tmp_path, capsys):
     from coalition_gym.cli import main
 
     args = ["train", "--method", "crl", "--policy", "zoo:tiny/pico", "--task", "zoo:reverse", "--steps", "1",
+            "--protocol", "majority_vote", "--collaborators", "sim:split",
             "--out", str(tmp_path), "--set", "eval_items=4", "--set", "test_items=4", "--set", "probe_groups=2",
             "--set", "task_kwargs={\"size\": 20}"]
     assert main(args) == 2
