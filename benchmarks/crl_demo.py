@@ -444,8 +444,8 @@ def fmt(x: dict[str, Any], signed: bool = False) -> str:
     return f"{f.format(x['mean'])} [{f.format(x['ci'][0])}, {f.format(x['ci'][1])}]"
 
 
-def claims_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["claims (each tested on the test split, 5 seeds pooled; reported whatever the outcome)", "",
+def claims_table(rows: list[dict[str, Any]], seeds: list[int]) -> str:
+    lines = [f"claims (each tested on the test split, seeds {seeds} pooled; reported whatever the outcome)", "",
              "| setting | claim | held | evidence |", "|---|---|---|---|"]
     lines += [f"| {r['setting']} | {r['claim']} | {'yes' if r['held'] else '**no**'} | {r['evidence']} |" for r in rows]
     return "\n".join(lines)
@@ -531,7 +531,7 @@ def main() -> None:
         texts += [table(s, methods), "", signal_table(s, methods), "", counterfactual_table(s, what_if), ""]
     tested = claims(summary)
     notes += weight_notes(reports)
-    text = "\n".join([claims_table(tested), ""] + texts + [f"Note: {n}." for n in notes])
+    text = "\n".join([claims_table(tested, seeds), ""] + texts + [f"Note: {n}." for n in notes])
     png = out.with_suffix(".png")
     plot(root, settings, {s: names for s in settings}, seeds, png)
     trained = sum(m["train_seconds"] for s in summary for m in s["methods"].values())
