@@ -141,3 +141,12 @@ def test_the_shipped_manifest_is_strict_json():
     for recipe in ("default", "tiny"):
         text = (shipped.shipped_dir(recipe) / "zoo.json").read_text()
         json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+
+def test_a_local_build_does_not_replace_the_shipped_models(tmp_path, monkeypatch):
+    monkeypatch.setenv("COALITION_GYM_HOME", str(tmp_path))
+    local = build_zoo("tiny", progress=False)  # into the cache, as `cgym zoo build --recipe tiny` does
+    assert local.path.parent == tmp_path / "zoo" and local.source == "local build"
+    used = ensure_zoo("tiny")
+    assert used.source == "shipped" and used.path == shipped.shipped_dir("tiny")
+    assert provenance(local.model_path("pico"))["source"] == "local build"
