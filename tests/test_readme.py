@@ -1,5 +1,5 @@
 """The README's Python examples run as written: each block on its own (a reader copies one) and all in
-order; the zoo table is the one the build on this machine prints; no link leaves the repository."""
+order; the zoo table is the shipped zoo's (the same on every machine); no link leaves the repository."""
 
 import re
 from pathlib import Path
