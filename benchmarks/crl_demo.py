@@ -8,7 +8,7 @@ policy's leave-one-out effect on the system, the learning-signal diagnostics of 
 and the claims below, each marked held or not, whatever the outcome.
 
     .venv/bin/python benchmarks/crl_demo.py --select      # the dev-only selection run (seed 100; ~25 min)
-    .venv/bin/python benchmarks/crl_demo.py               # 3 settings x 5 seeds x 3 methods (~70 min on 2 cores)
+    .venv/bin/python benchmarks/crl_demo.py               # 3 settings x 5 seeds x 3 methods (67 min on 2 cores)
     .venv/bin/python benchmarks/crl_demo.py --quick       # pivotal setting, 1 seed, 300 steps (<10 min)
     .venv/bin/python benchmarks/crl_demo.py --seed 11     # one given seed
     .venv/bin/python benchmarks/crl_demo.py --methods base,crl,grpo-indiv,dapo-indiv,raft,nudge
