@@ -43,6 +43,8 @@ from coalition_gym.valuation.robustness import robustness
 from coalition_gym.valuation.stats import bootstrap_mean
 
 RESULTS = Path(__file__).parent / "results"
+#: Protocols with episodes (the training protocols, Sparta and multi-agent finetuning, have no seat to attack)
+EPISODIC = [name for name, proto in PROTOCOLS.items() if not getattr(proto, "trains_members", False)]
 
 
 def fmt(e: dict[str, Any]) -> str:
@@ -52,20 +54,20 @@ def fmt(e: dict[str, Any]) -> str:
 def part1(items: int, seed: int) -> dict[str, Any]:
     pool, task = load_pool("sim:demo"), make_task("rg/basic_arithmetic", size=items)
     cells: dict[str, dict[str, Any]] = {}
-    effects: dict[str, list[np.ndarray]] = {p: [] for p in PROTOCOLS}
+    effects: dict[str, list[np.ndarray]] = {p: [] for p in EPISODIC}
     for kind in ADVERSARIES:
-        report = robustness(list(PROTOCOLS), pool, task, task.items("test"), kind, seed=seed)
+        report = robustness(EPISODIC, pool, task, task.items("test"), kind, seed=seed)
         for row in report.rows:
             cells.setdefault(row.protocol, {})[kind] = {q: row.estimates[q] for q in
                                                         ("honest", "adversarial", "effect", "drag", "rescue",
                                                          "adversary_solo")}
             effects[row.protocol].append(np.asarray(row.per_item["honest"]) - np.asarray(row.per_item["adversarial"]))
     # mean effect over profiles, items resampled jointly (the same item draws every profile)
-    per_item = np.vstack([np.mean(effects[p], axis=0) for p in PROTOCOLS])
+    per_item = np.vstack([np.mean(effects[p], axis=0) for p in EPISODIC])
     boot = bootstrap_mean(per_item, seed=seed)
     mean = {p: {"value": float(boot.mean[k]), "ci": [float(boot.ci_low[k]), float(boot.ci_high[k])]}
-            for k, p in enumerate(PROTOCOLS)}
-    ranked = sorted(PROTOCOLS, key=lambda p: mean[p]["value"])
+            for k, p in enumerate(EPISODIC)}
+    ranked = sorted(EPISODIC, key=lambda p: mean[p]["value"])
     return {"pool": "sim:demo", "task": "rg/basic_arithmetic", "items": items,
             "seat": "atlas (+borealis for colluders)",
             "cells": cells, "mean_effect": mean, "ranking": ranked}
