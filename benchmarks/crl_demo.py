@@ -172,12 +172,10 @@ def counterfactuals(setting: str, overrides: dict[str, Any], n_items: int = 1000
     import torch
 
     torch.set_num_threads(1)
-    from coalition_gym.training.config import make_config
     from coalition_gym.training.rollouts import RecordingPolicy, collect
     from coalition_gym.training.trainer import Trainer
 
-    config = make_config("base", preset="tiny", strict=False,
-                         **{**COMMON, **SETTINGS[setting]["train"], **overrides, "eval_items": n_items})
+    config = method_config("base", {}, {**SETTINGS[setting]["train"], **overrides}, 0, eval_items=n_items)
     trainer = Trainer(config, out=Path("/dev/null"), log=lambda *_: None)
     items = trainer.dev_items()
     coalition = trainer.members + [config.policy_name]

@@ -211,6 +211,7 @@ class HFGenerator(Generator):
             self.device, self.dtype = str(param.device), str(param.dtype).replace("torch.", "")
             ident = f"hf:{getattr(model.config, '_name_or_path', '') or type(model).__name__}:{self.dtype}"
         self.identity = identity or ident  # hf:<folder>:<dtype>:<weight fingerprint> for a folder
+        self._weights: dict[str, Any] | None = None  # describe()'s weights record, made on first use
         self.truncations: list[TruncationRecord] = []
         self._truncated: set[TruncationRecord] = set()
         self.pad_id = self._pad_id(pad_with_eos)
@@ -322,7 +323,9 @@ class HFGenerator(Generator):
         out = {"kind": "hf", "identity": self.identity, "device": self.device, "dtype": self.dtype,
                "fast_decode": self._static is not None}
         if self.folder is not None:
-            out["weights"] = weights_record(self.folder)
+            if self._weights is None:  # hashed once: the identity, too, is fixed when the model loads
+                self._weights = weights_record(self.folder)
+            out["weights"] = self._weights
         return out
 
     def batch_size(self, width: int, steps: int) -> int:

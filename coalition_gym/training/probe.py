@@ -49,9 +49,7 @@ class ProbeResult:
 def run_probe(trainer: Any, n_groups: int) -> ProbeResult:
     """Roll out ``n_groups`` train items (G executions each) with the current policy; no update."""
     cfg = trainer.config
-    pool = list(trainer.task.items("train"))
-    rng = random.Random(stable_hash("probe-items", cfg.seed))
-    items = [pool[rng.randrange(len(pool))] for _ in range(n_groups)]
+    items = trainer.draw_items(n_groups, random.Random(stable_hash("probe-items", cfg.seed)))  # not the run's rng
     rollouts = trainer.rollouts(items, stable_hash("probe", cfg.seed))
     rewards = trainer.rewards(rollouts)
     signal = signal_metrics(rollouts, rewards, None)

@@ -270,9 +270,11 @@ class Trainer:
         for r in rollouts:
             self.failures.add(coalition, r.error)
 
-    def _draw_items(self, n: int) -> list[Item]:
+    def draw_items(self, n: int, rng: random.Random | None = None) -> list[Item]:
+        """``n`` train items drawn with replacement by ``rng`` (default: the run's own, saved with it)."""
+        rng = rng or self.rng
         pool = list(self.task.items("train"))
-        return [pool[self.rng.randrange(len(pool))] for _ in range(n)]
+        return [pool[rng.randrange(len(pool))] for _ in range(n)]
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
         return [self.method.reward(r) for r in rollouts]
@@ -281,7 +283,7 @@ class Trainer:
         """Rollouts for one step. Dynamic sampling (DAPO; any PG method may turn it on) drops all-equal
         groups and refills with new items, keeping at most ``items_per_step`` informative groups."""
         cfg = self.config
-        rollouts = self.rollouts(self._draw_items(cfg.items_per_step), stable_hash("step", cfg.seed, step))
+        rollouts = self.rollouts(self.draw_items(cfg.items_per_step), stable_hash("step", cfg.seed, step))
         rewards = self.rewards(rollouts)
         groups = [r.group for r in rollouts]
         first_share = len(informative_groups(rewards, groups)) / max(len(set(groups)), 1)
@@ -300,7 +302,7 @@ class Trainer:
             keep(rollouts, rewards)
             while len(kept_groups) < cfg.items_per_step and refills < cfg.max_refills:
                 refills += 1
-                more = self.rollouts(self._draw_items(cfg.items_per_step),
+                more = self.rollouts(self.draw_items(cfg.items_per_step),
                                      stable_hash("refill", cfg.seed, step, refills), first_group=refills * 10_000)
                 for r in more:  # indices stay unique across refills (calls point at their rollout)
                     r.index += refills * 10_000 * cfg.group_size
@@ -435,9 +437,6 @@ class Trainer:
         _, _, lo, hi = bootstrap_mean(np.asarray([scores]), n_boot=1000, seed=seed)
         return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
 
-    def policy_weights(self) -> dict[str, Any]:
-        return policy_weights(self.config.policy)
-
     def dev_items(self) -> list[Item]:
         return list(self.task.items("dev"))[: self.config.eval_items]
 
@@ -545,7 +544,7 @@ class Trainer:
             "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
             "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
             "last": {m: r.to_dict() for m, r in last.items()},
-            "policy_weights": self.policy_weights(),
+            "policy_weights": policy_weights(self.config.policy),
             "signal": summarise_signal(self.metrics.rows()), "probe": self.state.probe,
             "config": self.config.to_dict(),
             "failures": self.failures.to_dict()}

@@ -165,10 +165,14 @@ def _cost(spec: ZooModelSpec) -> float:
     return spec.steps * spec.batch_size * spec.n_layer * spec.n_embd ** 2
 
 
+#: Recipes below this total cost build in seconds: in-process, and on first use without an estimate.
+QUICK_BUILD_COST = 1e8
+
+
 def default_workers(recipe: ZooRecipe) -> int:
     """Parallel single-threaded trainers, one per core (at most 2 here); small recipes stay in-process,
     where starting worker processes would cost more than the training."""
-    if sum(_cost(m) for m in recipe.models) < 1e8:
+    if sum(_cost(m) for m in recipe.models) < QUICK_BUILD_COST:
         return 1
     return max(1, min(2, os.cpu_count() or 1, len(recipe.models)))
 
@@ -283,7 +287,7 @@ def ensure_zoo(recipe: "str | ZooRecipe" = "default", root: str | Path | None = 
     found = read_manifest(zoo_dir(spec, root))
     if found is not None:
         return found
-    if sum(_cost(m) for m in spec.models) >= 1e8:  # not obviously quick: measure before starting
+    if sum(_cost(m) for m in spec.models) >= QUICK_BUILD_COST:  # not obviously quick: measure first
         seconds = estimate_build_seconds(spec)
         if seconds > BUILD_ON_USE_SECONDS:
             raise ZooNotBuiltError(f"zoo recipe {spec.name!r} is not built on this machine; build it first: "
