@@ -14,13 +14,24 @@ class ConfigError(CoalitionGymError, ValueError):
     """A configuration value is malformed or out of range."""
 
 
+def close_names(name: str, known: Iterable[str]) -> list[str]:
+    """Up to three names of ``known`` that ``name`` is probably a typo of."""
+    return difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.5)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` Did you mean 'x'?`` for a close name, else nothing: the hint every unknown-name error gives."""
+    close = close_names(name, known)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
 class UnknownNameError(CoalitionGymError, KeyError):
     """An id, preset or name that is not registered."""
 
     def __init__(self, kind: str, name: str, known: Iterable[str]):
         known = sorted(known)
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        close = close_names(name, known)
+        hint = did_you_mean(name, known)
         listing = ", ".join(known) if len(known) <= 20 else ", ".join(known[:20]) + ", ..."
         self.kind, self.name, self.suggestions = kind, name, close
         super().__init__(f"unknown {kind} {name!r}.{hint} Known: {listing}")

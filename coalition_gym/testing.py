@@ -22,7 +22,7 @@ from .envs.protocols import Protocol, make_protocol
 from .envs.protocols.base import EpisodeContext
 from .envs.runner import episode_seed
 from .tasks import make as make_task
-from .tasks.base import PROMPT_STYLES, SPLITS, Task
+from .tasks.base import PROMPT_STYLES, SPLITS, Task, split_overlap
 from .types import Ask, Message, Outcome, SamplingParams
 
 
@@ -129,7 +129,15 @@ def check_generator(generator: Generator, task: "Task | str" = "zoo:arith", n: i
 
 
 def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int = 20) -> None:
+    """A task's contract: disjoint item ids per split, test questions no more often train questions
+    than the task states (``max_split_overlap``), prompts in every style, scores in [0, 1]."""
     splits = ("test",) if task.held_out else tuple(splits or SPLITS)
+    if not task.held_out and "train" in splits and "test" in splits:
+        overlap = split_overlap(task, "train", "test")
+        assert overlap <= task.max_split_overlap, \
+            (f"task {task.name!r}: {overlap:.0%} of test questions are also train questions (allowed: "
+             f"{task.max_split_overlap:.0%}); draw the splits from disjoint parts of the question space, or "
+             "state a larger max_split_overlap if the space is that small")
     seen: dict[str, str] = {}
     for split in splits:
         items = list(task.items(split))[:per_split]

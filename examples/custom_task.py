@@ -1,24 +1,31 @@
 """A new task: count the vowels of a word. Items per split, a prompt, answer extraction, a score.
 
-A task owns its items (``items(split)``: train, dev and test must not overlap), how a question is
-asked (``prompt``, inherited here), how a final answer is read from a reply (``extract``, inherited:
-the last "Answer: ..." line) and how it is scored (``score``: 0..1). Every protocol, env and the
-leaderboard take a Task object wherever they take a task name, and ``register_task`` gives it a name.
+A task owns its items (``items(split)``: train, dev and test must not share questions; here each split
+is its own slice of the shuffled question space), how a question is asked (``prompt``, inherited here),
+how a final answer is read from a reply (``extract``, inherited: the last "Answer: ..." line) and how
+it is scored (``score``: 0..1). Every protocol, env and the leaderboard take a Task object wherever
+they take a task name, and ``register_task`` gives it a name. A factory gets only the options it
+declares: this one takes ``size``, so ``--task-seed`` is simply not passed to it.
 
     python examples/custom_task.py
+    cgym --import examples/custom_task.py eval --task vowel_count --protocol majority_vote --items 30
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import gymnasium as gym
 
 from coalition_gym import Item, Task, load_pool, make_protocol, make_task, register_task, run_episodes
+from coalition_gym.errors import ConfigError
 
 WORDS = ("collaboration", "shapley", "gymnasium", "protocol", "coalition", "leaderboard", "transformer",
          "bootstrap", "reinforcement", "aggregator", "debate", "router", "cascade", "mixture", "consensus")
-SPLIT_SEEDS = {"test": 0, "dev": 1, "train": 2}
+SPLIT_ORDER = ("test", "dev", "train")
+QUESTIONS = [a + b for a, b in itertools.permutations(WORDS, 2)]  # 210 two-word questions
+random.Random(0).shuffle(QUESTIONS)
 
 
 class VowelCount(Task):
@@ -27,18 +34,17 @@ class VowelCount(Task):
     source = "generated in examples/custom_task.py"
 
     def __init__(self, size: int = 50):
+        if not 1 <= size <= len(QUESTIONS) // len(SPLIT_ORDER):
+            raise ConfigError(f"vowel_count: size {size} out of range; three disjoint splits of "
+                              f"{len(QUESTIONS)} questions hold at most {len(QUESTIONS) // len(SPLIT_ORDER)} each")
         self.size = size
 
     def items(self, split: str = "test") -> list[Item]:
         self.check_split(split)
-        rng = random.Random(SPLIT_SEEDS[split])  # one seed per split: the splits are drawn independently
-        items = []
-        for k in range(self.size):
-            word = "".join(rng.sample(WORDS, 2))
-            items.append(Item(id=f"{self.name}/{split}/{k}", question=f"How many vowels (a, e, i, o, u) are "
-                              f"in the word '{word}'?", gold=str(sum(c in "aeiou" for c in word)),
-                              category=self.category))
-        return items
+        start = SPLIT_ORDER.index(split) * self.size  # disjoint slices: no test question is a train question
+        return [Item(id=f"{self.name}/{split}/{k}", question=f"How many vowels (a, e, i, o, u) are in the word "
+                     f"'{word}'?", gold=str(sum(c in "aeiou" for c in word)), category=self.category)
+                for k, word in enumerate(QUESTIONS[start:start + self.size])]
 
     def score(self, answer: str | None, item: Item) -> float:
         return float(answer is not None and answer.strip() == item.gold)

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
-LAYERS = [{"types", "errors"}, {"redaction", "settings_check", "learners"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
+LAYERS = [{"types", "errors"}, {"redaction", "settings_check", "learners", "plugins"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
           {"failures", "records"}, {"valuation", "training", "testing"}, {"demo"}, {"cli"}]
 
 

@@ -2,49 +2,37 @@
 
 Every option is checked before any work starts (exit 2 with one line); too many failed episodes
 exit 3 (see :mod:`coalition_gym.failures`); every output folder gets a run record (``run.json``).
+An interrupt (SIGINT, SIGTERM) ends with one line saying what was kept and how to resume, and exit
+130 / 143. ``--import MODULE`` and installed ``coalition_gym.plugins`` entry points bring a user's
+own protocols, tasks, backends, methods and adversaries (:mod:`coalition_gym.plugins`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import shlex
+import signal
 import sys
-from pathlib import Path
 from typing import Sequence
 
-from ..errors import CoalitionGymError, ConfigError
+from ..errors import CoalitionGymError
+from ..plugins import import_plugins, load_entry_points
 from ..records import RunRecord
 from ..redaction import redact
+from .outputs import FOLDER_OPTIONS, check_fresh_output, check_output_folder, mark_unfinished, run_arguments, where_kept
 from .parser import build_parser
 
 
-def check_output_folder(path: str, option: str = "out") -> None:
-    """Refuse, before any work, an output folder that cannot be written: a file in its place or on
-    its way, or a first existing folder on its way this user cannot write to."""
-    target = Path(path).expanduser()
-    probe = target
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        where = "is a file" if probe == target else f"lies under {probe}, which is a file"
-        raise ConfigError(f"--{option.replace('_', '-')} {path}: {where}; give a folder path")
-    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"--{option.replace('_', '-')} {path}: {probe} is not writable by this user; choose another "
-                          "folder")
+class Terminated(BaseException):
+    """SIGTERM, raised where the program stands, like KeyboardInterrupt for SIGINT."""
 
 
-def check_fresh_output(args: argparse.Namespace) -> None:
-    """Refuse to write results into a folder that already holds some, unless told to replace them
-    (``--overwrite``) or to resume (``--cache``, where finished work is reused)."""
-    if not hasattr(args, "overwrite") or args.overwrite or getattr(args, "cache", None) or not args.out:
-        return
-    folder = Path(args.out).expanduser()
-    if folder.is_dir() and any(folder.iterdir()):
-        resume = " or --cache DIR to resume a run" if hasattr(args, "cache") else ""
-        raise ConfigError(f"--out {args.out} already holds results; pass --overwrite to replace them{resume}, "
-                          "or choose another folder")
+def _raise_terminated(signum, frame):  # noqa: ARG001 - the signal handler's signature
+    raise Terminated()
+
+
+def _say(line: str) -> None:
+    print(f"cgym: {redact(line)}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,19 +42,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:  # returned, not raised: main() is also called as a function
         return int(stop.code or 0)
     args.record = RunRecord(argv)  # started now: the run record's start time and command line
+    args.record.data["arguments"] = run_arguments(args)
+    previous_term = None
+    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        try:
+            previous_term = signal.signal(signal.SIGTERM, _raise_terminated)
+        except ValueError:  # not the main thread: leave signals alone
+            previous_term = None
+    started = False
     try:
-        for option in ("out", "cache", "save_trained"):
+        load_entry_points(lambda line: _say(f"warning: {line}"))
+        import_plugins(args.imports)
+        for option in FOLDER_OPTIONS:
             if getattr(args, option, None):
                 check_output_folder(getattr(args, option), option)
         check_fresh_output(args)
+        started = True
         return args.func(args)
     except CoalitionGymError as exc:
-        print(f"cgym: error: {redact(str(exc))}", file=sys.stderr)
+        if started:
+            mark_unfinished(args, "failed")
+        _say(f"error: {exc}")
         return 2
+    except (KeyboardInterrupt, Terminated) as stop:
+        name, code = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("SIGINT", 130)
+        if started:
+            mark_unfinished(args, "interrupted")
+        print(file=sys.stderr)  # end a progress bar's line
+        _say(f"interrupted ({name}); {where_kept(args)}; resume with: cgym {shlex.join(argv)}"
+             if started else f"interrupted ({name}) before any work started")
+        return code
     except BrokenPipeError:  # `cgym envs | head`: the reader left; say nothing more, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-
+    except OSError as exc:  # a write that failed mid-run (full disk, a folder removed): what is kept, not a trace
+        if started:
+            mark_unfinished(args, "failed")
+        where = f" ({exc.filename})" if exc.filename else ""
+        _say(f"error: {exc.strerror or exc}{where}; {where_kept(args)}")
+        return 1
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
 
 
 __all__ = ["main", "build_parser", "check_output_folder", "check_fresh_output"]

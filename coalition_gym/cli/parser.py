@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import Any, Sequence
 
 from .. import __version__
+from ..errors import did_you_mean
 from ..failures import FailureLimit
 from . import commands
 
@@ -22,6 +23,21 @@ def _number_at_least(low: float, kind: type = int, strict: bool = False) -> Any:
             raise argparse.ArgumentTypeError(f"{text} must be {'>' if strict else '>='} {low}")
         return value
     return parse
+
+
+def _one_of(kind: str, names: Sequence[str]) -> Any:
+    """An argparse type: one of ``names``; a typo gets the close names, as every other name does."""
+    def parse(text: str) -> str:
+        if text not in names:
+            raise argparse.ArgumentTypeError(f"unknown {kind} {text!r}.{did_you_mean(text, names)} Use one of "
+                                             f"{', '.join(names)}")
+        return text
+    parse.__name__ = kind  # argparse names the type in some messages
+    return parse
+
+
+def _choice(p: argparse.ArgumentParser, flag: str, kind: str, names: Sequence[str], default: Any, help: str) -> None:
+    p.add_argument(flag, default=default, type=_one_of(kind, names), metavar="|".join(names), help=help)
 
 
 def _probability(text: str) -> float:
@@ -74,7 +90,8 @@ def _task_options(p: argparse.ArgumentParser, split: bool = True) -> None:
     p.add_argument("--task", default="rg/basic_arithmetic", help="task name (see `cgym tasks`)")
     p.add_argument("--task-seed", type=int, default=0, help="seed of procedurally generated tasks")
     if split:
-        p.add_argument("--split", default="test", choices=["test", "dev", "train"], help="split the items come from")
+        _choice(p, "--split", "split", ["test", "dev", "train"], "test",
+            "split the items come from")
 
 
 def _protocol_settings(p: argparse.ArgumentParser) -> None:
@@ -89,8 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "compositional strength (Shapley, LOO, Banzhaf) of each model, and C-RL training.",
         epilog=_examples("cgym demo", "cgym eval --pool sim:demo --protocol debate --items 200",
                          "cgym run coalition_gym/Debate-v0 --episodes 50 --set rounds=2",
+                         "cgym --import my_protocols.py eval --protocol chain --items 100",
                          "cgym <command> --help   (every option, default and an example)"))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import a module (dotted name or .py file) that registers your own protocols, tasks, "
+                             "backends, training methods or adversaries; repeatable, before the command. "
+                             "Installed packages can do the same through the coalition_gym.plugins entry point")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _subcommand(sub, "envs", "list environment ids (one per protocol)", "cgym envs")
@@ -152,10 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mc-budget-generations", type=_number_at_least(1), default=None,
                    help="MC Shapley: stop after this many backend generations (default: no cap); also what "
                         "--estimator auto weighs exact Shapley against")
-    p.add_argument("--sampler", default="auto", choices=["auto", "hybrid", "kernel", "stratified", "permutation"],
-                   help="MC Shapley's sampler; auto is the most accurate measured (hybrid)")
-    p.add_argument("--executor", default="local", choices=["local", "ray"],
-                   help="where coalition executions run (ray: pip install 'coalition-gym[ray]')")
+    _choice(p, "--sampler", "sampler", ["auto", "hybrid", "kernel", "stratified", "permutation"], "auto",
+            "MC Shapley's sampler; auto is the most accurate measured (hybrid)")
+    _choice(p, "--executor", "executor", ["local", "ray"], "local",
+            "where coalition executions run (ray: pip install 'coalition-gym[ray]')")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")
     p.add_argument("--num-cpus", type=_number_at_least(1), default=None,
                    help="CPUs of a locally started Ray (default: all)")
@@ -236,17 +258,18 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "(default: all)")
     p.add_argument("--steps", type=_number_at_least(1), default=None, help="training steps (default: the preset's)")
     p.add_argument("--seed", type=int, default=None, help="run seed (default: the preset's, 0)")
-    p.add_argument("--preset", default="auto", choices=["auto", "paper", "tiny"],
-                   help="paper (lr 1e-6, 8x8 executions), tiny (zoo models on CPU), or auto (default): tiny "
-                        "for a zoo policy, paper for any other")
+    _choice(p, "--preset", "preset", ["auto", "paper", "tiny"], "auto",
+            "paper (lr 1e-6, 8x8 executions), tiny (zoo models on CPU), or auto (default): tiny "
+            "for a zoo policy, paper for any other")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any TrainConfig field, or protocol.<setting>, repeatable")
-    p.add_argument("--reward", default=None, choices=["system", "negate"],
-                   help="RL methods' reward: system (default) or negate, the reward with its sign flipped and "
-                        "the lowest dev score kept: trains an adversary for `cgym robustness --adversary "
-                        "<out>/crl-seed0/best`")
+    _choice(p, "--reward", "reward", ["system", "negate"], None,
+            "RL methods' reward: system (default) or negate, the reward with its sign flipped and "
+            "the lowest dev score kept: trains an adversary for `cgym robustness --adversary "
+            "<out>/crl-seed0/best`")
     p.add_argument("--tensorboard", action="store_true", help="also log metrics to TensorBoard")
-    p.add_argument("--executor", default="local", choices=["local", "ray"], help="where rollouts are collected")
+    _choice(p, "--executor", "executor", ["local", "ray"], "local",
+            "where rollouts are collected")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")
     p.add_argument("--out", default="runs/train", help="root folder: one resumable run folder per method and seed")
     _max_failures_option(p)

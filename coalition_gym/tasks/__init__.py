@@ -9,6 +9,7 @@ arc_challenge, bbh, kernelbench, assaybench), read from local files or the Huggi
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -32,8 +33,9 @@ TASK_PREFIXES: dict[str, Callable[..., Task]] = {}
 def register_task(name: str, factory: Callable[..., Task], prefix: bool = False) -> None:
     """Make a task available by name everywhere a task name is taken (``make_task``, ``gym.make(task=...)``,
     ``cgym run/eval/sweep/train --task``, pool dev tasks, ``cgym tasks``). ``factory(**options)`` builds
-    it; with ``prefix=True``, ``name`` is a prefix and ``factory(rest, **options)`` gets what follows it
-    (as ``rg/<dataset>`` does)."""
+    it and gets only the options it declares (``size`` and ``seed`` are offered to every task and dropped
+    when not declared; any other undeclared option is an error); with ``prefix=True``, ``name`` is a
+    prefix and ``factory(rest, **options)`` gets what follows it (as ``rg/<dataset>`` does)."""
     if not isinstance(name, str) or not name or not callable(factory):
         raise ConfigError(f"register_task needs a name and a callable factory, got {name!r}, {factory!r}")
     table = TASK_PREFIXES if prefix else TASKS
@@ -48,18 +50,43 @@ def make(name: str | Task, **kwargs: Any) -> Task:
     ``size``, ``seed``, ``held_out``, ``skip_invalid``, ``workers`` and their own options.
     ``mix:<task>,<task>,...`` interleaves tasks (options go to every part); ``zoo:<arith|sum|reverse>``
     is the small reasoning-gym setting the tiny zoo models were trained on; names added with
-    :func:`register_task` work the same way. A Task instance is returned unchanged."""
+    :func:`register_task` work the same way: ``size`` and ``seed`` reach a factory only if it declares
+    them (:data:`OFFERED_OPTIONS`). A Task instance is returned unchanged."""
     if isinstance(name, Task):
         if kwargs:
             raise ConfigError(f"task options {sorted(kwargs)} cannot apply to an already built task "
                               f"{name.name!r}; pass its name instead, or build it with those options")
         return name
     if isinstance(name, str) and name in TASKS:
-        return TASKS[name](**kwargs)
+        return TASKS[name](**_declared_options(name, TASKS[name], kwargs))
     for prefix, factory in TASK_PREFIXES.items():
         if isinstance(name, str) and name.startswith(prefix):
-            return factory(name[len(prefix):], **kwargs)
+            return factory(name[len(prefix):], **_declared_options(name, factory, kwargs, skip_first=True))
     raise UnknownNameError("task", str(name), task_names())
+
+
+#: Options every caller may offer any task (the CLI's --items/--size and --task-seed): a factory that
+#: does not declare one simply does not get it. Any other option it does not declare is an error.
+OFFERED_OPTIONS = ("size", "seed")
+
+
+def _declared_options(name: str, factory: Callable[..., Task], options: dict[str, Any],
+                      skip_first: bool = False) -> dict[str, Any]:
+    """The task-construction contract: ``factory`` gets the options it declares (all of them if it
+    takes ``**kwargs``); an offered option it does not declare is dropped; any other is refused."""
+    try:
+        params = list(inspect.signature(factory).parameters.values())[1 if skip_first else 0:]
+    except (TypeError, ValueError):  # a builtin or C callable: no signature to read
+        return options
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return options
+    declared = {p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                     inspect.Parameter.KEYWORD_ONLY)}
+    unknown = sorted(k for k in options if k not in declared and k not in OFFERED_OPTIONS)
+    if unknown:
+        raise ConfigError(f"task {name!r}: unknown option(s) {unknown}; accepted: "
+                          f"{', '.join(sorted(declared)) or 'none'}")
+    return {k: v for k, v in options.items() if k in declared}
 
 
 def _humaneval(**kwargs: Any) -> Task:

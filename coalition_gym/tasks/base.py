@@ -29,6 +29,9 @@ class Task(ABC):
     category: str = "general"
     source: str = ""  # where the items come from, for `cgym tasks`
     held_out: bool = False  # True: evaluation only (test split); no train/dev items
+    #: The share of test questions that may also be train questions (:func:`split_overlap`); a task with
+    #: a small question space states its own, so ``check_task`` passes it knowingly and no other.
+    max_split_overlap: float = 0.05
 
     @abstractmethod
     def items(self, split: str = "test") -> Sequence[Item]:

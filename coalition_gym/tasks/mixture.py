@@ -25,6 +25,7 @@ class MixtureTask(Task):
             raise ConfigError(f"a mixture lists a task twice: {names}")
         self.parts = list(parts)
         self.name = "mix:" + ",".join(names)
+        self.max_split_overlap = max(p.max_split_overlap for p in parts)
         self._owner: dict[str, Task] = {}
         self._splits: dict[str, list[Item]] = {}
 

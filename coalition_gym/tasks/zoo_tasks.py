@@ -17,22 +17,27 @@ class ZooTask:
     name: str
     dataset: str
     config: Mapping[str, Any]
+    max_split_overlap: float = 0.05  # one-digit arithmetic has 360 questions: independent splits share most
 
     def task(self, size: int = 200, seed: int = 0) -> Any:
         """The project Task (``rg/<dataset>`` with these settings, named ``zoo:<name>``): usable with every
         protocol and env."""
         from .reasoning_gym import ReasoningGymTask
 
-        return ReasoningGymTask(self.dataset, size=size, seed=seed, config=dict(self.config), name=f"zoo:{self.name}")
+        task = ReasoningGymTask(self.dataset, size=size, seed=seed, config=dict(self.config), name=f"zoo:{self.name}")
+        task.max_split_overlap = self.max_split_overlap
+        return task
 
 
 ZOO_TASKS: dict[str, ZooTask] = {
     # "Calculate 7 * 8." : one-digit operands, +, -, *.
     "arith": ZooTask("arith", "basic_arithmetic",
                      {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1,
-                      "operators": ("+", "-", "*"), "allow_parentheses": False, "allow_negation": False}),
+                      "operators": ("+", "-", "*"), "allow_parentheses": False, "allow_negation": False},
+                     max_split_overlap=1.0),
     # "State the final answer to the following arithmetic problem: 4 + 7 ="
-    "sum": ZooTask("sum", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}),
+    "sum": ZooTask("sum", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+                   max_split_overlap=1.0),
     # "Spell this word backward (example: sun -> nus): chess"
     "reverse": ZooTask("reverse", "spell_backward", {"min_word_len": 3, "max_word_len": 5}),
 }

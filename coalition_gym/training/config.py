@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 
 def method_names() -> list[str]:
@@ -251,7 +251,9 @@ def check_methods(methods: Iterable[str]) -> list[str]:
     methods = [m.strip() for m in methods if m.strip()]
     unknown = [m for m in methods if m not in CONFIGS]
     if unknown or not methods:
-        raise ConfigError(f"unknown method {unknown[0] if unknown else ''!r}; use one of {', '.join(method_names())}")
+        bad = unknown[0] if unknown else ""
+        raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, method_names())} Use one of "
+                          f"{', '.join(method_names())}")
     return methods
 
 
@@ -260,7 +262,7 @@ def make_config(method: str, preset: str = "paper", strict: bool = True, **overr
     field), then yours. ``strict=False`` skips overrides the method has no field for (one settings
     dict for several methods); unknown everywhere is always an error."""
     if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}; use one of {', '.join(PRESETS)}")
+        raise ConfigError(f"unknown preset {preset!r}.{did_you_mean(preset, PRESETS)} Use one of {', '.join(PRESETS)}")
     check_methods([method])
     mine = field_names(method)
     everywhere = set().union(*(field_names(m) for m in CONFIGS))
