@@ -11,6 +11,7 @@ The headline verbs: ``gym.make(...)``, :func:`run_episodes`, :func:`evaluate` (a
 __version__ = "0.1.0"  # first: modules imported below read it
 
 from .agents import AgentProfile, Generator, Pool, SimulatedAgent, load_pool
+from .agents.adversaries import register_adversary
 from .agents.pools import register_backend
 from .envs import (
                    ENV_IDS,
@@ -39,11 +40,13 @@ from .valuation import (
                    sampled_shapley_values,
                    solo,
 )
+from .training.methods import register_method
 from .valuation.report import evaluate
 
 register_envs()
 
 __all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "register_backend", "ENV_IDS",
+           "register_adversary", "register_method",
            "PROTOCOLS", "RunStats", "CollaborationEnv", "CollaborationParallelEnv", "make_protocol", "parallel_env",
            "register_envs", "run_episodes", "EpisodeContext", "Protocol", "register_protocol", "CoalitionGymError",
            "make_task", "register_task", "Task", "Ask", "EpisodeResult", "Item", "Message", "Outcome", "Sample",

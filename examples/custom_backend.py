@@ -7,6 +7,9 @@ the batch. ``identity`` names the model behind it (generation-cache keys and run
 ``register_backend`` makes it a ``backend:`` kind of pool files.
 
     python examples/custom_backend.py
+    cgym --import examples/custom_backend.py eval --pool calculator_pool.yaml --protocol debate --items 40
+
+with calculator_pool.yaml listing ``{name: calculator, backend: calculator}`` among its members.
 """
 
 from __future__ import annotations

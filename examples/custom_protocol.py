@@ -7,6 +7,7 @@ PettingZoo environments. ``register_protocol`` makes it available by name and as
 (``coalition_gym/TwoSamplesVote-v0``); register it in a module your workers import too.
 
     python examples/custom_protocol.py
+    cgym --import examples/custom_protocol.py run coalition_gym/TwoSamplesVote-v0 --episodes 40
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ answer could be read, a reason). Plug it into any task by overriding ``score_det
 which every driver calls); here a reasoning-gym task keeps its items, prompts and extraction.
 
     python examples/custom_scorer.py
+    cgym --import examples/custom_scorer.py eval --task tolerant_decimal_arithmetic --protocol majority_vote --items 30
 """
 
 from __future__ import annotations

@@ -30,10 +30,12 @@ like an honest one: the profiles are about members.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
+from ..errors import ConfigError
 from ..scorers.answers import normalize_answer
 from ..types import Message
+from .base import Generator
 
 #: profile name -> one line on what it does (``cgym pools``, errors and docs read this)
 ADVERSARIES: dict[str, str] = {
@@ -43,6 +45,26 @@ ADVERSARIES: dict[str, str] = {
     "format_breaker": "replies with no parseable final answer",
     "judge_targeting": "a wrong answer in the style simulated rankers, fusers and aggregators are biased toward",
 }
+
+#: adversaries added by :func:`register_adversary`: name -> (factory(seat name) -> Generator, one line)
+REGISTERED_ADVERSARIES: dict[str, tuple[Callable[[str], Generator], str]] = {}
+
+
+def register_adversary(name: str, factory: Callable[[str], Generator], description: str) -> None:
+    """Make ``name`` usable as ``cgym robustness --adversary NAME`` (and ``valuation.robustness``):
+    ``factory(seat)`` builds the Generator that takes the seat named ``seat``; ``description`` is the
+    one line listings show. The simulated profiles' names cannot be taken."""
+    if not isinstance(name, str) or not name or not callable(factory) or not isinstance(description, str):
+        raise ConfigError(f"register_adversary needs a name, a callable factory and a description, got {name!r}")
+    if name in ADVERSARIES:
+        raise ConfigError(f"adversary {name!r} is a simulated profile; choose another name")
+    REGISTERED_ADVERSARIES[name] = (factory, description)
+
+
+def adversary_names() -> list[str]:
+    """Every name ``--adversary`` takes: the simulated profiles, then the registered adversaries."""
+    return [*ADVERSARIES, *REGISTERED_ADVERSARIES]
+
 
 PERSUASION_LINE = "Beyond doubt, the answer is: "
 STYLE_LINE = "Verified final answer: "
@@ -75,4 +97,4 @@ def adversarial_text(kind: str, answer: str) -> str:
     return f"Let me work through this step by step, I get {answer}.\nAnswer: {answer}"  # colluders look honest
 
 
-__all__ = ["ADVERSARIES", "PERSUASION_LINE", "STYLE_LINE", "claimed", "adversarial_text"]
+__all__ = ["ADVERSARIES", "REGISTERED_ADVERSARIES", "register_adversary", "adversary_names", "PERSUASION_LINE", "STYLE_LINE", "claimed", "adversarial_text"]

@@ -176,7 +176,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
           "sampler": args.sampler}
     executor = make_executor(args.executor, address=args.address, num_cpus=args.num_cpus)
     try:
-        report = evaluate(protocol, pool, task, task.items(args.split), estimators, members=members,
+        report = evaluate(protocol, pool, task, task.items(args.split)[:args.items], estimators, members=members,
                           seed=args.seed, cache=cache, progress=True, n_boot=args.bootstrap, mc=mc,
                           requested=args.estimator, executor=executor, record_text=not args.no_text,
                           split=args.split, record=args.record,
@@ -225,7 +225,7 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     for name, cfg in per_protocol.items():  # bad values refused before the first protocol runs
         make_protocol(name, **cfg)
     records: list[dict] = []
-    report = robustness(protocols, pool, task, task.items(args.split), args.adversary, seat=args.seat,
+    report = robustness(protocols, pool, task, task.items(args.split)[:args.items], args.adversary, seat=args.seat,
                         members=coalition, seed=args.seed, settings=per_protocol, n_boot=args.bootstrap,
                         progress=True, record_text=not args.no_text,
                         on_records=lambda proto, label, rows: records.extend(
@@ -281,8 +281,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / "compare.md", text)
         write_text(out / "compare.html", compare.page(result))
-        write_json(out / "compare.json", {**result, "run": args.record.finish()})
-        print(f"wrote {out / 'compare.md'}, {out / 'compare.html'} and {out / 'compare.json'}")
+        record = args.record.finish()
+        write_json(out / "compare.json", {**result, "run": record})
+        write_json(out / "run.json", record)
+        print(f"wrote {out / 'compare.md'}, {out / 'compare.html'}, {out / 'compare.json'} and {out / 'run.json'}")
     return 0
 
 
@@ -330,7 +332,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     failures = FailureSummary()
     try:
         run_methods(args.method.split(","), root, preset=preset, executor=executor, failures=failures,
-                    force=args.force, **settings)
+                    force=args.force, overwrite=args.overwrite, **settings)
     finally:
         if executor is not None:
             executor.close()

@@ -272,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
             "where rollouts are collected")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")
     p.add_argument("--out", default="runs/train", help="root folder: one resumable run folder per method and seed")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start over a run folder that holds a run with another configuration (default: refuse it; "
+                        "the same configuration resumes)")
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_train)
 

@@ -31,13 +31,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..agents.adversaries import ADVERSARIES
+from ..agents.adversaries import REGISTERED_ADVERSARIES, adversary_names
 from ..agents.base import Generator
 from ..agents.pools import Pool
 from ..agents.simulated import SimulatedAgent, adversary_profile
 from ..envs.protocols import PROTOCOLS, make_protocol
 from ..envs.protocols.collaborative import check_episodic
-from ..errors import ConfigError, UnknownNameError
+from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..failures import FailureSummary
 from ..tasks.base import Task
 from ..types import Item
@@ -49,13 +49,15 @@ QUANTITIES = ("honest", "adversarial", "effect", "drag", "rescue", "adversary_so
 
 
 def check_adversary(spec: str) -> str:
-    """``"profile"`` or ``"model"``; refuses anything else with the valid profiles."""
-    if spec in ADVERSARIES:
+    """``"profile"`` (a simulated profile or a registered adversary) or ``"model"``; refuses anything
+    else with the valid names."""
+    if spec in adversary_names():
         return "profile"
     if Path(spec).expanduser().is_dir() and (Path(spec).expanduser() / "config.json").is_file():
         return "model"
     raise ConfigError(f"adversary {spec!r} is neither a profile nor a model folder (a folder with config.json, "
-                      f"e.g. a `cgym train --reward negate` checkpoint's best/); profiles: {', '.join(ADVERSARIES)}")
+                      f"e.g. a `cgym train --reward negate` checkpoint's best/).{did_you_mean(spec, adversary_names())} "
+                      f"Profiles: {', '.join(adversary_names())}")
 
 
 def check_protocols(names: Sequence[str]) -> list[str]:
@@ -99,7 +101,10 @@ def _model_generator(folder: str) -> tuple[Generator, str]:
 def adversarial_pool(pool: Pool, adversary: str, seats: Sequence[str]) -> Pool:
     """``pool`` with each of ``seats`` rebound to the adversary (same names, so the same seeds)."""
     members, styles = dict(pool.members), dict(pool.styles)
-    if check_adversary(adversary) == "profile":
+    if adversary in REGISTERED_ADVERSARIES:  # a user's (register_adversary)
+        for s in seats:
+            members[s] = REGISTERED_ADVERSARIES[adversary][0](s)
+    elif check_adversary(adversary) == "profile":
         for s in seats:
             members[s] = SimulatedAgent(adversary_profile(adversary, s))
     else:

@@ -48,7 +48,7 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
             obs: list[dict[str, Any]] = []
             for task_name in tasks:
                 task = make_task(task_name, size=n_items)
-                report: EvalReport = evaluate(make_protocol(protocol_name), pool, task, task.items("test"),
+                report: EvalReport = evaluate(make_protocol(protocol_name), pool, task, task.items("test")[:n_items],
                                               estimators, seed=seed, cache=cache, progress=progress,
                                               record_text=record_text, split="test")
                 write_report(report, out / _slug(pool_name) / protocol_name / _slug(task_name))
