@@ -59,9 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_fresh_output(args)
         started = True
         return args.func(args)
-    except CoalitionGymError as exc:
-        if started:
-            mark_unfinished(args, "failed")
+    except CoalitionGymError as exc:  # nearly always a check before work: nothing to mark
         _say(f"error: {exc}")
         return 2
     except (KeyboardInterrupt, Terminated) as stop:

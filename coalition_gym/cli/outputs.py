@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..redaction import write_json
 
 #: Options that change where work is kept or how it is reported, never the results.
-RESULT_NEUTRAL = frozenset({"func", "record", "overwrite", "cache", "executor", "address", "num_cpus",
+RESULT_NEUTRAL = frozenset({"func", "record", "overwrite", "out", "cache", "executor", "address", "num_cpus",
                             "max_failures", "imports", "force", "tensorboard"})
 #: Options naming a folder a command writes to.
 FOLDER_OPTIONS = ("out", "cache", "save_trained")
