@@ -132,12 +132,6 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
     """A task's contract: disjoint item ids per split, test questions no more often train questions
     than the task states (``max_split_overlap``), prompts in every style, scores in [0, 1]."""
     splits = ("test",) if task.held_out else tuple(splits or SPLITS)
-    if not task.held_out and "train" in splits and "test" in splits:
-        overlap = split_overlap(task, "train", "test")
-        assert overlap <= task.max_split_overlap, \
-            (f"task {task.name!r}: {overlap:.0%} of test questions are also train questions (allowed: "
-             f"{task.max_split_overlap:.0%}); draw the splits from disjoint parts of the question space, or "
-             "state a larger max_split_overlap if the space is that small")
     seen: dict[str, str] = {}
     for split in splits:
         items = list(task.items(split))[:per_split]
@@ -156,6 +150,12 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
             for text in ("Answer: 0", "I do not know.", f"Answer: {item.gold}"[:2000]):
                 score = task.score(task.extract(text, item), item)
                 assert 0.0 <= score <= 1.0, f"task {task.name!r}: score {score} outside [0, 1]"
+    if not task.held_out and "train" in splits and "test" in splits:
+        overlap = split_overlap(task, "train", "test")
+        assert overlap <= task.max_split_overlap, \
+            (f"task {task.name!r}: {overlap:.0%} of test questions are also train questions (allowed: "
+             f"{task.max_split_overlap:.0%}); draw the splits from disjoint parts of the question space, or "
+             "state a larger max_split_overlap if the space is that small")
 
 
 __all__ = ["check_protocol", "check_generator", "check_task", "run_one_program"]

@@ -65,3 +65,49 @@ def test_the_checks_catch_a_broken_part():
             return self._items  # the same ids in every split
     with pytest.raises(AssertionError, match="is in splits"):
         check_task(Leaky())
+
+
+class _Overlapping(ListTask):
+    """Distinct ids per split, the same questions: a score on test would measure memorised questions."""
+
+    def items(self, split="test"):
+        self.check_split(split)
+        return [type(it)(id=f"{split}/{it.id}", question=it.question, gold=it.gold, category=it.category)
+                for it in self._items]
+
+
+def test_check_task_refuses_splits_that_share_questions_beyond_the_stated_share():
+    with pytest.raises(AssertionError, match="100% of test questions are also train questions"):
+        check_task(_Overlapping())
+    stated = _Overlapping()
+    stated.max_split_overlap = 1.0  # a task with a tiny question space says so, and passes knowingly
+    check_task(stated)
+
+
+def test_the_example_task_keeps_the_contract_and_its_splits_share_no_question():
+    from pathlib import Path
+
+    from coalition_gym.plugins import import_module
+    from coalition_gym.tasks.base import split_overlap
+
+    module = import_module(str(Path(__file__).resolve().parents[1] / "examples" / "custom_task.py"))
+    task = module.VowelCount(size=70)
+    check_task(task)
+    assert split_overlap(task, "train", "test") == 0.0 and split_overlap(task, "dev", "test") == 0.0
+
+
+def test_a_task_factory_gets_only_the_options_it_declares():
+    from coalition_gym.errors import ConfigError
+    from coalition_gym.tasks import TASKS, register_task
+
+    class Sized(ListTask):
+        def __init__(self, size: int = 3):
+            super().__init__(tuple(str(k) for k in range(size)))
+
+    register_task("contract_sized", Sized)
+    try:
+        assert len(make("contract_sized", size=5, seed=7).items()) == 5  # seed offered, not declared: dropped
+        with pytest.raises(ConfigError, match=r"unknown option\(s\) \['colour'\]; accepted: size"):
+            make("contract_sized", colour="red")
+    finally:
+        del TASKS["contract_sized"]
