@@ -79,3 +79,20 @@ def test_train_refuses_a_run_folder_of_another_configuration_before_any_work(tmp
     assert code == 2 and "runs/train/base-seed0 holds a base run with another configuration (" in err, err
     assert (run_folder / "per_item.json").is_file()  # nothing was touched
     assert not (tmp_path / "runs" / "train" / "run.json").exists()
+
+
+def test_a_write_that_fails_mid_run_is_one_line_with_what_was_kept(tmp_path, monkeypatch):
+    import errno
+
+    import coalition_gym.valuation.report as report
+
+    def disk_full(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(report, "write_json", disk_full)
+    code, _, err = call(EVAL + ["--items", "10", "--cache", "c", "--out", "out"])
+    lines = [line for line in err.splitlines() if line.startswith("cgym:")]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert "No space left on device (out/summary.json)" in lines[0]
+    assert "finished generations are kept in --cache c" in lines[0]
