@@ -225,11 +225,15 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     for name, cfg in per_protocol.items():  # bad values refused before the first protocol runs
         make_protocol(name, **cfg)
     records: list[dict] = []
-    report = robustness(protocols, pool, task, task.items(args.split)[:args.items], args.adversary, seat=args.seat,
-                        members=coalition, seed=args.seed, settings=per_protocol, n_boot=args.bootstrap,
-                        progress=True, record_text=not args.no_text,
-                        on_records=lambda proto, label, rows: records.extend(
-                            {"protocol": proto, "system": label, **r} for r in rows))
+    cache = _open_cache(args.cache, pool.name)
+    try:
+        report = robustness(protocols, pool, task, task.items(args.split)[:args.items], args.adversary,
+                            seat=args.seat, members=coalition, seed=args.seed, settings=per_protocol,
+                            n_boot=args.bootstrap, progress=True, record_text=not args.no_text, cache=cache,
+                            on_records=lambda proto, label, rows: records.extend(
+                                {"protocol": proto, "system": label, **r} for r in rows))
+    finally:
+        cache.close()
     print(robustness_report.markdown(report), end="")
     record = args.record.finish(pool=describe_pool(pool, coalition), task=describe_task(task, args.split),
                                 robustness={"protocols": protocols, "adversary": args.adversary, "seats": seats,

@@ -226,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
     p.add_argument("--out", default="runs/robustness", help="folder for robustness.json/.md/.csv/.png/.html, "
                                                             "results.jsonl and run.json")
+    p.add_argument("--cache", default=None, help="folder for the persistent generation cache: an interrupted run "
+                                                 "resumes from it (default: no cache)")
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_robustness)

@@ -184,10 +184,12 @@ def robustness(protocols: Sequence[str], pool: Pool, task: Task, items: Sequence
                seat: str | None = None, members: Sequence[str] | None = None, seed: int = 0,
                settings: Mapping[str, Mapping[str, Any]] | None = None, n_boot: int = 2000,
                progress: bool = False, record_text: bool = False,
-               on_records: Callable[[str, str, list[dict]], None] | None = None) -> RobustnessReport:
+               on_records: Callable[[str, str, list[dict]], None] | None = None,
+               cache: Any = None) -> RobustnessReport:
     """Honest vs adversarial system scores per protocol (see the module doc). ``settings`` maps a
     protocol name to its settings; ``on_records(protocol, "honest"|"adversarial", rows)`` receives
-    the per-episode records as each protocol finishes."""
+    the per-episode records as each protocol finishes. With a generation ``cache``, a rerun of an
+    interrupted run recomputes nothing that finished."""
     names = check_protocols(protocols)
     check_adversary(adversary)
     coalition = pool.select(list(members)) if members is not None else pool.member_names
@@ -199,7 +201,7 @@ def robustness(protocols: Sequence[str], pool: Pool, task: Task, items: Sequence
         cfg = dict((settings or {}).get(name, {}))
         # A fresh protocol per game: a trained router remembers members' dev outcomes by name.
         games = {label: CoalitionGame(make_protocol(name, **cfg), p, task, items, coalition, seed=seed,
-                                      progress=progress, record_text=record_text)
+                                      progress=progress, record_text=record_text, cache=cache)
                  for label, p in (("honest", pool), ("adversarial", bad_pool))}
         scores = {label: g.per_item(coalition) for label, g in games.items()}
         solo = {"adversary_solo": games["adversarial"].solo_game().per_item([seats[0]]),

@@ -133,13 +133,14 @@ def test_sweep_interrupted_then_resumed_equals_an_uninterrupted_run(folder):
 
 
 @pytest.mark.slow
-def test_robustness_interrupted_then_rerun_equals_an_uninterrupted_run(folder):
+def test_robustness_interrupted_then_resumed_equals_an_uninterrupted_run(folder):
     cmd = ["robustness", "--pool", "slow.yaml", "--adversary", "persuader", "--protocols", "majority_vote,debate",
            "--items", "30", "--bootstrap", "100"]
-    got, stderr = interrupt(cmd + ["--out", "out"], folder, progress_shown(folder / "stderr-*.txt"))
-    check_one_line(got, stderr, 130, "nothing was kept")
-    for out in ("out", "reference"):
-        proc = run(cmd + ["--out", out], folder)
+    resumable = cmd + ["--cache", "cache", "--out", "out"]
+    got, stderr = interrupt(resumable, folder, progress_shown(folder / "stderr-*.txt"))
+    check_one_line(got, stderr, 130, "finished generations are kept in --cache cache")
+    for args in (resumable, cmd + ["--out", "reference"]):
+        proc = run(args, folder)
         assert proc.returncode == 0, proc.stderr[-2000:]
     mine, theirs = (json.loads((folder / f / "robustness.json").read_text()) for f in ("out", "reference"))
     assert without_run(mine) == without_run(theirs)

@@ -36,7 +36,7 @@ def test_a_negate_trained_checkpoint_is_seated_by_path(tmp_path):
     train = tmp_path / "train"
     assert main(["train", "--method", "crl", "--reward", "negate", "--preset", "tiny", "--policy", "zoo:tiny/pico",
                  "--task", "zoo:arith", "--protocol", "majority_vote", "--collaborators", "sim:split", "--steps", "2",
-                 "--set", "eval_every=2", "--set", "eval_items=8", "--set", "test_items=8",
+                 "--set", "eval_every=2", "--set", "eval_items=8", "--set", "test_items=8", "--force",
                  "--out", str(train)]) == 0
     config = json.loads((train / "crl-seed0" / "config.json").read_text())
     assert config["reward"] == "negate"
