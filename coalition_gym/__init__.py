@@ -30,6 +30,7 @@ from .errors import CoalitionGymError
 from .tasks import make as make_task
 from .tasks import register_task
 from .tasks.base import Task
+from .training.methods import register_method
 from .types import Ask, EpisodeResult, Item, Message, Outcome, Sample, SamplingParams
 from .valuation import (
                    CoalitionGame,
@@ -40,7 +41,6 @@ from .valuation import (
                    sampled_shapley_values,
                    solo,
 )
-from .training.methods import register_method
 from .valuation.report import evaluate
 
 register_envs()

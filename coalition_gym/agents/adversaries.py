@@ -97,4 +97,5 @@ def adversarial_text(kind: str, answer: str) -> str:
     return f"Let me work through this step by step, I get {answer}.\nAnswer: {answer}"  # colluders look honest
 
 
-__all__ = ["ADVERSARIES", "REGISTERED_ADVERSARIES", "register_adversary", "adversary_names", "PERSUASION_LINE", "STYLE_LINE", "claimed", "adversarial_text"]
+__all__ = ["ADVERSARIES", "REGISTERED_ADVERSARIES", "register_adversary", "adversary_names", "PERSUASION_LINE",
+           "STYLE_LINE", "claimed", "adversarial_text"]

@@ -9,6 +9,7 @@ arguments, or files that are no run, is refused unless ``--overwrite``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import uuid
 from pathlib import Path
@@ -122,12 +123,30 @@ def mark_unfinished(args: argparse.Namespace, status: str) -> None:
         pass  # the folder itself is what failed: nothing more can be kept there
 
 
+def _cached_generations(folder: Path) -> int | None:
+    """How many generations the cache files in ``folder`` hold; None if they cannot be read."""
+    import sqlite3
+
+    total = 0
+    try:
+        for file in sorted(folder.glob("*.sqlite")):
+            with contextlib.closing(sqlite3.connect(f"file:{file}?mode=ro", uri=True, timeout=5)) as db:
+                total += db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+    except sqlite3.Error:
+        return None
+    return total
+
+
 def where_kept(args: argparse.Namespace) -> str:
-    """What a stopped command leaves for its rerun, in words."""
+    """What a stopped command leaves for its rerun, in words (with counts where they are cheap)."""
     if getattr(args, "command", None) == "train":
-        return f"finished steps are checkpointed in {args.out}"
+        runs = sorted(p.parent.name for p in Path(args.out).glob("*/last"))
+        which = f" ({', '.join(runs)})" if runs else ""
+        return f"finished steps are checkpointed in {args.out}{which}"
     if getattr(args, "cache", None):
-        return f"finished generations are kept in --cache {args.cache}"
+        count = _cached_generations(Path(args.cache))
+        return (f"{'' if count is None else f'{count:,} '}finished generations are kept in --cache "
+                f"{args.cache}")
     if hasattr(args, "cache"):
         return "nothing was kept (no --cache: add --cache DIR to make a run resumable)"
     return "nothing was kept (this command is quick to repeat)"

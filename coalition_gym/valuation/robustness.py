@@ -55,9 +55,10 @@ def check_adversary(spec: str) -> str:
         return "profile"
     if Path(spec).expanduser().is_dir() and (Path(spec).expanduser() / "config.json").is_file():
         return "model"
+    known = adversary_names()
     raise ConfigError(f"adversary {spec!r} is neither a profile nor a model folder (a folder with config.json, "
-                      f"e.g. a `cgym train --reward negate` checkpoint's best/).{did_you_mean(spec, adversary_names())} "
-                      f"Profiles: {', '.join(adversary_names())}")
+                      f"e.g. a `cgym train --reward negate` checkpoint's best/).{did_you_mean(spec, known)} "
+                      f"Profiles: {', '.join(known)}")
 
 
 def check_protocols(names: Sequence[str]) -> list[str]:
