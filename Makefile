@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The CPU wheel of torch lies on this machine's disk; asking for exactly this version never pulls CUDA.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test lint bench clean ship-zoo
+.PHONY: install demo test lint bench bench-all clean ship-zoo
 
 install: $(STAMP)
 
@@ -27,6 +27,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check coalition_gym
 	$(VENV)/bin/mypy
 
+# What each script runs and how long it took (the total_seconds in its benchmarks/results/ JSON): README.md,
+# "Two commands"; tests/test_readme.py fails when that table and these lists differ.
 bench: $(STAMP)
 	$(PY) benchmarks/env_throughput.py
 	$(PY) benchmarks/valuation_cost.py
@@ -36,6 +38,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/sb3_router.py
 	$(PY) benchmarks/vector_and_ray.py
 	$(PY) benchmarks/estimators.py
+
+bench-all: bench
+	$(PY) benchmarks/robustness.py
+	$(PY) benchmarks/collab_training.py
 	$(PY) benchmarks/crl_demo.py
 
 # Maintainers: rebuild the default and tiny zoos here and ship them in the package (new fingerprints:

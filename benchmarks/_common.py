@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
 from coalition_gym import __version__
+
+_IMPORTED = time.perf_counter()
 
 
 def shipped_zoo() -> dict[str, dict[str, str]]:
@@ -28,6 +31,17 @@ def machine_info() -> dict[str, Any]:
     return {"platform": platform.platform(), "python": platform.python_version(),
             "implementation": platform.python_implementation(), "cpu_count": os.cpu_count(),
             "coalition_gym": __version__, "shipped_zoo": shipped_zoo()}
+
+
+def elapsed_seconds() -> float:
+    """Seconds since this process started, imports included (Linux: from /proc; elsewhere: since this module
+    was imported). Each result records it as ``total_seconds``: what ``make bench`` reports per script."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started = int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        return round(float(Path("/proc/uptime").read_text().split()[0]) - started, 2)
+    except (OSError, ValueError, IndexError):
+        return round(time.perf_counter() - _IMPORTED, 2)
 
 
 def write_json(path: str | Path, data: Any) -> Path:

@@ -32,6 +32,8 @@ import urllib.request
 from pathlib import Path
 from statistics import median
 
+from _common import elapsed_seconds
+
 from coalition_gym import __version__ as package_version
 from coalition_gym.agents.hf import HFGenerator
 from coalition_gym.agents.openai_api import OpenAIGenerator
@@ -242,6 +244,7 @@ def main() -> None:
                     "cpu_count": os.cpu_count(), "torch": torch.__version__,
                     "torch_threads": torch.get_num_threads(),
                     "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
+        "total_seconds": elapsed_seconds(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

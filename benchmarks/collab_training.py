@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info, write_json  # noqa: E402
+from _common import elapsed_seconds, machine_info, write_json  # noqa: E402
 
 from coalition_gym.agents.pools import Pool, load_pool  # noqa: E402
 from coalition_gym.envs.protocols import make_protocol  # noqa: E402
@@ -127,6 +127,7 @@ def main() -> None:
     items = list(task.items("test"))[:n_items]
     result = {"machine": machine_info(), "pool": pool_name, "task": task_name, "items": len(items), "seed": 0,
               "methods": [run(m, pool, task, items, dict(settings), 0) for m in METHODS]}
+    result["total_seconds"] = elapsed_seconds()
     text = markdown(result)
     print(text)
     out = Path(args.out or f"benchmarks/results/collab_training{'.quick' if quick else ''}.json")

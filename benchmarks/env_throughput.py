@@ -1,6 +1,6 @@
 """Throughput of every protocol on the simulated pool: batched runner, unbatched runner, Gym env.
 
-For each protocol in PROTOCOLS, with pool ``sim:demo`` on ``rg/basic_arithmetic``, one run measures:
+For each protocol in PROTOCOLS with episodes, with pool ``sim:demo`` on ``rg/basic_arithmetic``, one run measures:
 
 1. the runner: all episodes at once through ``run_episodes`` (one batched call per backend per wave);
 2. the same episodes one at a time through ``run_episodes`` (the unbatched baseline);
@@ -25,6 +25,9 @@ from coalition_gym import AgentProfile, CollaborationEnv, SimulatedAgent, load_p
 from coalition_gym.envs import PROTOCOLS, RunStats, make_protocol
 
 from _common import machine_info, write_json
+
+#: Protocols with episodes (Sparta and multi-agent finetuning train their members first: collab_training.py)
+EPISODIC = [name for name, proto in PROTOCOLS.items() if not getattr(proto, "trains_members", False)]
 
 POOL, TASK = "sim:demo", "rg/basic_arithmetic"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"
@@ -70,7 +73,7 @@ def bench_runner(name, task, items, pool):
 
 def bench_env(name, task, items, pool, policy):
     """Drive CollaborationEnv with a simulated policy; time the policy's own replies separately."""
-    env = CollaborationEnv(protocol=name, collaborators=pool, task=task)
+    env = CollaborationEnv(protocol=name, collaborators=pool, task=task, split="test")  # the items below
     env.reset(seed=0)  # seeds env.np_random once; the episodes below pick their items explicitly
     env.stats = RunStats()  # count only the timed episodes
     policy_s, policy_asks, reward = 0.0, 0, 0.0
@@ -136,10 +139,10 @@ def main() -> None:
     pool = load_pool(POOL)
     policy = SimulatedAgent(AgentProfile("policy", skill=0.6))
 
-    runs: dict[str, list[dict]] = {name: [] for name in PROTOCOLS}
+    runs: dict[str, list[dict]] = {name: [] for name in EPISODIC}
     total = time.perf_counter()
     for rep in range(args.repeats):
-        for name in PROTOCOLS:  # interleave protocols so slow drift hits all of them alike
+        for name in EPISODIC:  # interleave protocols so slow drift hits all of them alike
             runs[name].append({**bench_runner(name, task, items, pool), **bench_env(name, task, items, pool, policy)})
         print(f"repeat {rep + 1}/{args.repeats} done ({time.perf_counter() - total:.1f}s)", file=sys.stderr)
 
@@ -156,7 +159,7 @@ def main() -> None:
     report = {
         "benchmark": "env_throughput",
         "settings": {"episodes": args.episodes, "repeats": args.repeats, "pool": POOL, "task": TASK,
-                     "split": "test", "protocols": list(PROTOCOLS), "policy_profile": repr(policy.profile),
+                     "split": "test", "protocols": EPISODIC, "policy_profile": repr(policy.profile),
                      # The env seats the policy after the frozen members: 5 members against the runner's 4.
                      "runner_coalition": pool.member_names, "env_coalition": pool.member_names + ["policy"]},
         "machine": machine_info(),

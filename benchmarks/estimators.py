@@ -36,7 +36,7 @@ from coalition_gym.valuation.game import Game
 from coalition_gym.valuation.sampling import Budget, choose_sampler, sampled_shapley
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info, write_json  # noqa: E402
+from _common import elapsed_seconds, machine_info, write_json  # noqa: E402
 
 SHAPIQ_DIR = Path(__file__).resolve().parent / ".shapiq"
 MULTIPLES = (2, 5, 10, 25, 50)
@@ -225,7 +225,8 @@ def main() -> None:
     print("\n" + table_markdown(rows, tables, summary))
     write_json(args.out, {"machine": machine_info(), "shapiq": shapiq_note, "seeds": seeds, "items": args.items,
                           "games": tables, "rows": rows, "summary": summary,
-                          "default_rule": "choose_sampler(n, budget) in coalition_gym/valuation/sampling.py"})
+                          "default_rule": "choose_sampler(n, budget) in coalition_gym/valuation/sampling.py",
+                          "total_seconds": elapsed_seconds()})
     Path(args.out).with_suffix(".md").write_text(table_markdown(rows, tables, summary) + "\n")
 
 

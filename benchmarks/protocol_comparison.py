@@ -1,7 +1,7 @@
 """All ten collaboration methods side by side: what the full coalition gains over its best member, what
 it costs, and whether solo strength predicts compositional strength.
 
-For every protocol in PROTOCOLS (default settings), pool ``sim:demo``, and each task (default
+For every protocol in PROTOCOLS with episodes (default settings), pool ``sim:demo``, and each task (default
 ``rg/basic_arithmetic`` and ``rg/gsm_symbolic``, ``--items`` test items), one run measures:
 
 - full coalition: v(N), the mean system score of the whole pool;
@@ -45,6 +45,9 @@ POOL = "sim:demo"
 TASKS = "rg/basic_arithmetic,rg/gsm_symbolic"
 N_BOOT = 200  # the bootstrap CIs are not reported here; keep them cheap
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The collaboration methods with episodes: the training protocols (Sparta, multi-agent finetuning) train
+#: their members first and are compared in collab_training.py.
+EPISODIC = [name for name, proto in PROTOCOLS.items() if not getattr(proto, "trains_members", False)]
 DEFAULT_OUT = RESULTS / "protocol_comparison.json"
 QUICK_OUT = DEFAULT_OUT.with_name("protocol_comparison.quick.json")  # a smoke run never overwrites real results
 
@@ -135,7 +138,7 @@ def main() -> None:
         suffix = ".quick" if args.quick else ""
         graph_path = args.out.parent / f"protocol_comparison_swarm_graph_{slug}{suffix}.json"
         per_task = [dict(measure(name, pool, task, items, graph_path, args.seed), task=task_name)
-                    for name in PROTOCOLS]
+                    for name in EPISODIC]
         baseline = next(r for r in per_task if r["protocol"] == "majority_vote")["calls_per_episode"]
         for r in per_task:
             r["calls_ratio_mv"] = r["calls_per_episode"] / baseline

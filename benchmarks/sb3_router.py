@@ -19,7 +19,7 @@ import numpy as np
 import coalition_gym  # noqa: F401  (registers the ids)
 from coalition_gym.envs.wrappers import DiscreteChoiceWrapper
 
-from _common import machine_info, write_json
+from _common import elapsed_seconds, machine_info, write_json
 
 TASK = "mix:rg/basic_arithmetic,rg/letter_counting,rg/syllogism"
 MEMBERS = ["mathy", "wordy", "logician"]
@@ -73,7 +73,7 @@ def main() -> None:
     write_json(args.out, {
         "benchmark": "sb3_router", "task": TASK, "held_out_items": n, "timesteps": args.timesteps,
         "train_seconds": train_seconds, "scores": rows, "best_single": best_single,
-        "machine": machine_info()})
+        "machine": machine_info(), "total_seconds": elapsed_seconds()})
     print(f"\nwrote {args.out}")
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _common import elapsed_seconds  # noqa: E402
+
 from coalition_gym.scorers import sandbox  # noqa: E402
 from coalition_gym.scorers.answers import extract_final_answer  # noqa: E402
 from coalition_gym.scorers.choice import extract_choice  # noqa: E402
@@ -173,7 +175,8 @@ def main() -> None:
               "settings": {"problems": args.problems, "programs": n, "repeats": args.repeats, "workers": args.workers,
                            "timeout": TIMEOUT, "isolation": isolation},
               "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
-                          "euid": os.geteuid()}}
+                          "euid": os.geteuid()},
+              "total_seconds": elapsed_seconds()}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {out}")

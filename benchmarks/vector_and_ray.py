@@ -24,7 +24,7 @@ from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.tasks import make as make_task
 from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out
 
-from _common import machine_info, write_json
+from _common import elapsed_seconds, machine_info, write_json
 
 
 def episodes_per_second(env_id: str, n: int, episodes: int, **kwargs) -> tuple[float, float]:
@@ -89,7 +89,7 @@ def main() -> None:
     ray_exec.close()
     print("(Ray times include shipping work to the workers, not starting Ray)")
     result = {"benchmark": "vector_and_ray", "vector": vector, "ray": ray_rows,
-              "machine": machine_info()}
+              "machine": machine_info(), "total_seconds": elapsed_seconds()}
     out = Path(args.out if not args.quick else args.out.replace(".json", ".quick.json"))
     write_json(out, result)
     print(f"\nwrote {out}")

