@@ -33,7 +33,8 @@ def main(cache_path: str, out_path: str, delay: float) -> None:
     game = CoalitionGame(make_protocol("debate", rounds=2), pool, task, task.items(), seed=5, cache=cache,
                          max_programs=40)
     result = {"shapley": exact_shapley(game).values.tolist(), "loo": leave_one_out(game).values.tolist(),
-              "generations": game.generations, "cache_hits": game.cache_hits}
+              "generations": game.generations, "cache_hits": game.cache_hits,
+              "dev_generations": game.dev.generated}  # the dev answers debate's tie-break measured first
     cache.close()
     with open(out_path, "w") as fh:
         json.dump(result, fh)

@@ -29,7 +29,9 @@ class Pool:
     members: dict[str, Generator]
     helpers: dict[str, Generator] = field(default_factory=dict)
     styles: dict[str, str] = field(default_factory=dict)  # prompt style per name; "chat" if absent
-    dev_scores: dict[str, float] = field(default_factory=dict)  # for tie-breaking, when measured
+    # stated dev scores (a pool file's, zoo_pool(dev_task=...)): used as given on every task; when empty,
+    # drivers measure them per task where a protocol needs them (envs.dev_scores)
+    dev_scores: dict[str, float] = field(default_factory=dict)
     name: str = "custom"
     descriptions: dict[str, str] = field(default_factory=dict)  # one line per member, read by routers
 
@@ -141,8 +143,9 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
              dev_task: str | None = None) -> Pool:
     """The zoo's models as HF-backed members in the ``compact`` prompt style (the format they were
     trained on): the shipped copy, built only for a recipe the package does not ship. With ``dev_task``
-    (a zoo task name), each member's dev-split accuracy on it breaks ties; without, ties follow the
-    protocols' fallback (skills differ too much across tasks for one task-free score). LLM-Blender's
+    (a zoo task name), each member's dev-split accuracy on it, from the build, is the pool's stated dev
+    score on every task; without (the default), drivers measure dev scores on the task being run when a
+    protocol needs them (``envs.dev_scores``: skills differ too much across tasks for one score). LLM-Blender's
     ranker and fuser (``judge``, ``fuser``) are simulated helpers: a character-level model this small
     cannot judge or merge the long chat-style helper prompts, and helpers are fixed, never players."""
     from .hf import HFGenerator

@@ -64,8 +64,10 @@ class CollaborationEnv(gym.Env[str, str]):
         self.styles = {**self.system.pool.styles, self.policy_name: policy_style}
         seats = [] if helper_seat else [self.policy_name]
         # what a method learns before episodes (a trained router's dev outcomes) is learned now, once
-        self.system.protocol.prepare(self.system.task, self.system.backends,
-                                     [m for m in self.coalition if m not in seats], seats, self.styles)
+        frozen = [m for m in self.coalition if m not in seats]
+        self.system.protocol.prepare(self.system.task, self.system.backends, frozen, seats, self.styles)
+        #: the frozen members' dev scores on this task (measured once when the protocol needs them)
+        self.dev_scores = self.system.dev_scores(frozen)
         self.observation_space: UnicodeText = UnicodeText(max_prompt_chars)
         self.action_space: UnicodeText = UnicodeText(max_action_chars)
         self.render_mode = render_mode
@@ -85,7 +87,7 @@ class CollaborationEnv(gym.Env[str, str]):
             item = self.system.items[int(self.np_random.integers(len(self.system.items)))]
         episode_seed = int(options.get("episode_seed", self.np_random.integers(2**31)))
         self._ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
-                                   styles=self.styles, dev_scores=self.system.pool.dev_scores)
+                                   styles=self.styles, dev_scores=self.dev_scores.scores)
         program = self.system.protocol.start(self._ctx)
         self._episode = SeatedEpisode(program, [self.policy_name], self.system.backends, self.stats)
         self._finished = False

@@ -46,6 +46,8 @@ class CollaborationParallelEnv(ParallelEnv):
             raise ConfigError("every member is automated: leave at least one member as an agent")
         self.system.protocol.prepare(self.system.task, self.system.backends, list(automated), self.possible_agents,
                                      self.system.pool.styles)
+        #: the automated members' dev scores on this task (agents are answered from outside: none)
+        self.dev_scores = self.system.dev_scores(list(automated))
         self.agents: list[str] = []
         self.render_mode = render_mode
         self._obs_space = UnicodeText(max_prompt_chars)
@@ -76,7 +78,7 @@ class CollaborationParallelEnv(ParallelEnv):
             item = self.system.items[int(self._seed_rng.integers(len(self.system.items)))]
         episode_seed = int(options.get("episode_seed", self._seed_rng.integers(2**31)))
         self._ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
-                                   styles=self.system.pool.styles, dev_scores=self.system.pool.dev_scores)
+                                   styles=self.system.pool.styles, dev_scores=self.dev_scores.scores)
         self._episode = SeatedEpisode(self.system.protocol.start(self._ctx), self.possible_agents,
                                       self.system.backends, self.stats)
         self.agents = list(self.possible_agents)

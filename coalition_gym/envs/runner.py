@@ -203,8 +203,16 @@ def run_episodes(protocol: Protocol, task: Task, items: Iterable[Item], coalitio
                  styles: Mapping[str, str] | None = None, dev_scores: Mapping[str, float] | None = None,
                  stats: RunStats | None = None, progress: bool = False,
                  description: str = "episodes") -> list[EpisodeResult]:
-    """One protocol execution per item for one coalition, scored by the task."""
+    """One protocol execution per item for one coalition, scored by the task. ``dev_scores=None``: the
+    coalition's dev scores are measured on the task's dev split when the protocol needs them (see
+    :mod:`~coalition_gym.envs.dev_scores`, cached); pass a mapping (e.g. ``dev_scores_for(...).scores``)
+    to use given ones."""
     items = list(items)
+    if dev_scores is None and len(coalition) > 1:  # a member alone is ranked against nobody
+        from .dev_scores import dev_scores_for
+
+        askable = [m for m in coalition if m in backends]  # an unbound name fails in its episodes, not here
+        dev_scores = dev_scores_for(protocol, task, None, askable, backends=backends, styles=styles or {}).scores
     contexts = [EpisodeContext(item=it, task=task, members=tuple(coalition), seed=episode_seed(seed, it),
                                styles=styles or {}, dev_scores=dev_scores or {}) for it in items]
     programs = [protocol.start(ctx) for ctx in contexts]

@@ -11,6 +11,7 @@ from ..errors import ConfigError, UnknownNameError
 from ..tasks import Task
 from ..tasks import make as make_task
 from ..types import Item
+from .dev_scores import DevScores, dev_scores_for
 from .protocols import Protocol, make_protocol
 from .protocols.collaborative import check_episodic
 
@@ -29,6 +30,11 @@ class CollaborativeSystem:
 
     def __post_init__(self) -> None:
         self._by_id = {it.id: it for it in self.items}
+
+    def dev_scores(self, frozen: Sequence[str]) -> DevScores:
+        """The dev scores the protocol reads, for the ``frozen`` members (those the pool answers; a seat
+        answered from outside cannot be asked dev items and gets none). See ``envs.dev_scores``."""
+        return dev_scores_for(self.protocol, self.task, self.pool, list(frozen))
 
     def item(self, item_id: str) -> Item:
         if item_id not in self._by_id:

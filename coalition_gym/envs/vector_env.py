@@ -55,7 +55,7 @@ class CollaborationVectorEnv(VectorEnv):
             item = system.items[int(self.np_random.integers(len(system.items)))]
         seed = int(options.get("episode_seed", self.np_random.integers(2**31)))
         ctx = EpisodeContext(item=item, task=system.task, members=env.coalition, seed=seed, styles=env.styles,
-                             dev_scores=system.pool.dev_scores)
+                             dev_scores=env.dev_scores.scores)
         self._contexts[i] = ctx
         self._episodes[i] = SeatedEpisode(system.protocol.start(ctx), [env.policy_name], None, self.stats)
 

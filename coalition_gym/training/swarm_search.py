@@ -24,6 +24,7 @@ import numpy as np
 
 from ..agents.cache import CachedGenerator, GenerationCache
 from ..agents.pools import Pool, load_pool
+from ..envs.dev_scores import dev_scores_for
 from ..envs.protocols.base import EpisodeContext
 from ..envs.protocols.swarm_graph import SwarmGraph
 from ..envs.protocols.swarms import HeterogeneousSwarms
@@ -70,6 +71,7 @@ def optimise_swarm(pool: "str | Pool", task: "str | Task", members: Sequence[str
                 for name, g in the_pool.backends().items()}
     stats = RunStats()
     n = len(chosen)
+    dev = dev_scores_for(base, the_task, the_pool, chosen, cache=cache)  # nothing unless the swarm reads them
 
     def graph_of(vector: np.ndarray) -> SwarmGraph:
         return SwarmGraph.from_matrix(chosen, vector.reshape(n, n))
@@ -77,7 +79,7 @@ def optimise_swarm(pool: "str | Pool", task: "str | Task", members: Sequence[str
     def objective(particles: np.ndarray) -> list[float]:
         protocols = [dataclasses.replace(base, graph=graph_of(p)) for p in particles]
         contexts = [EpisodeContext(item=it, task=the_task, members=tuple(chosen), seed=episode_seed(seed, it),
-                                   styles=the_pool.styles, dev_scores=the_pool.dev_scores) for it in items]
+                                   styles=the_pool.styles, dev_scores=dev.scores) for it in items]
         programs = [proto.start(ctx) for proto in protocols for ctx in contexts]
         outcomes = run_programs(programs, backends, stats)
         scores = []

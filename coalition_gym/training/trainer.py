@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ import numpy as np
 
 from ..agents.base import stable_hash
 from ..agents.pools import load_pool
+from ..envs.dev_scores import DevScores, dev_scores_for
 from ..envs.protocols import Protocol, make_protocol
 from ..envs.protocols.collaborative import check_episodic
 from ..errors import ConfigError
@@ -138,6 +140,7 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.state = TrainState()
         self.styles = {**self.pool.styles, config.policy_name: config.policy_style}
+        self._dev: DevScores | None = None
         self.rng = random.Random(config.seed)
         self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
         self.metrics = MetricsLog(self.out)
@@ -245,6 +248,14 @@ class Trainer:
         return gap / tokens if tokens else 0.0
 
     @property
+    def dev_scores(self) -> DevScores:
+        """The frozen collaborators' dev scores on the task (measured once, on first use, when the
+        collaborative protocol needs them); the policy is a seat and has none."""
+        if self._dev is None:
+            self._dev = dev_scores_for(self.collab_protocol, self.task, self.pool, self.members)
+        return self._dev
+
+    @property
     def training_coalition(self) -> list[str]:
         return [self.config.policy_name] if self.method.solo else self.members + [self.config.policy_name]
 
@@ -256,11 +267,11 @@ class Trainer:
         policy = self.backend(temperature=cfg.rollout_temperature)
         if getattr(self.executor, "name", "local") == "ray":
             rollouts = collect_distributed(self.executor, policy, *args, cfg.policy_name, cfg.group_size,
-                                           step_seed, self.styles, self.pool.dev_scores, first_group=first_group,
+                                           step_seed, self.styles, self.dev_scores.scores, first_group=first_group,
                                            draws=cfg.collaborator_draws)
         else:
             rollouts = collect(*args, policy, cfg.policy_name, cfg.group_size, step_seed, self.styles,
-                               self.pool.dev_scores, first_group=first_group, draws=cfg.collaborator_draws)
+                               self.dev_scores.scores, first_group=first_group, draws=cfg.collaborator_draws)
         if self.engine is not None:
             self.last_logprob_gap = self.recompute_logprobs(rollouts)
         self._count_failures(self.training_coalition, rollouts)
@@ -429,7 +440,7 @@ class Trainer:
         self.model.eval()
         try:
             rollouts = collect(proto, self.task, items, coalition, self.pool.backends(), backend,
-                               self.config.policy_name, 1, seed, self.styles, self.pool.dev_scores)
+                               self.config.policy_name, 1, seed, self.styles, self.dev_scores.scores)
         finally:
             self.model.train()
         self._count_failures(coalition, rollouts)
@@ -544,7 +555,7 @@ class Trainer:
             "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
             "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
             "last": {m: r.to_dict() for m, r in last.items()},
-            "policy_weights": policy_weights(self.config.policy),
+            "policy_weights": policy_weights(self.config.policy), "dev_scores": self.dev_scores.record(),
             "signal": summarise_signal(self.metrics.rows()), "probe": self.state.probe,
             "config": self.config.to_dict(),
             "failures": self.failures.to_dict()}
@@ -563,16 +574,20 @@ class Trainer:
 
 def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", progress: bool = True,
                 executor: Any = None, failures: FailureSummary | None = None, force: bool = False,
-                **settings: Any) -> list[dict[str, Any]]:
+                overwrite: bool = False, **settings: Any) -> list[dict[str, Any]]:
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
-    which runs first when ``root`` has no Base for this seed yet. Failed episodes of every run are
-    added to ``failures`` when given; ``force`` trains past a probe that found no signal."""
+    which runs first when ``root`` has no Base for this seed yet. A run folder that holds a run with
+    another configuration (its ``config.json``) is refused before any work, unless ``overwrite``
+    (then it starts over); the same configuration resumes. Failed episodes of every run are added to
+    ``failures`` when given; ``force`` trains past a probe that found no signal."""
     root = Path(root)
     methods = check_methods(methods)
     for method in methods:  # every setting checked before the first run starts
         make_config(method, preset=preset, strict=False, **settings)
     seed = settings.get("seed", 0)
     base_file = root / f"base-seed{seed}" / "per_item.json"
+    for method in dict.fromkeys([*methods, "base"]):  # a Base of another configuration must not be compared against
+        claim_run_folder(root, make_config(method, preset=preset, strict=False, **settings), overwrite)
     if methods != ["base"] and not base_file.is_file():
         methods = ["base"] + [m for m in methods if m != "base"]  # rescue/drag need Base first
     reports = []
@@ -586,6 +601,28 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
             failures.merge(trainer.failures)
     write_text(root / "summary.md", summary_table(root))
     return reports
+
+
+def claim_run_folder(root: Path, config: TrainConfig, overwrite: bool) -> None:
+    """Refuse a run folder holding another configuration's run (it would be resumed or compared
+    against as if it were this one); with ``overwrite``, clear it so the run starts over."""
+    folder = root / f"{config.method}-seed{config.seed}"
+    saved = folder / "config.json"
+    if not saved.is_file():
+        return
+    try:
+        theirs = json.loads(saved.read_text())
+    except ValueError:
+        theirs = None
+    mine = json.loads(json.dumps(config.to_dict(), default=str))
+    if theirs == mine:
+        return
+    if not overwrite:
+        keys = sorted(k for k in set(mine) | set(theirs or {}) if (theirs or {}).get(k) != mine.get(k))
+        shown = "; ".join(f"{k} {(theirs or {}).get(k)!r} there, {mine.get(k)!r} here" for k in keys[:3])
+        raise ConfigError(f"{folder} holds a {config.method} run with another configuration ({shown}); pass "
+                          "--overwrite (run_methods(overwrite=True)) to start it over, or choose another --out")
+    shutil.rmtree(folder)
 
 
 __all__ = ["Trainer", "NoSignalError", "policy_weights", "RolloutFallbackWarning", "EvalResult", "TrainState",

@@ -55,6 +55,7 @@ class SystemOutcomeReward:
         self.coalition = tuple(self.system.members) + (policy_name,)
         self.styles = {**self.system.pool.styles, policy_name: policy_style}
         self.backends = wrap_with_cache(self.system.backends, GenerationCache(None))
+        self.dev_scores = self.system.dev_scores(self.system.members)  # the frozen members' (not the policy's)
         self.calls = 0
         self._index: dict | None = None
         self.__name__ = f"system_outcome_{self.system.protocol.name}"  # TRL names reward columns by it
@@ -82,7 +83,7 @@ class SystemOutcomeReward:
         """(system score, the policy's own score) with ``completion`` seated as the policy's reply."""
         item = self._item(item_id)
         ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
-                             styles=self.styles, dev_scores=self.system.pool.dev_scores)
+                             styles=self.styles, dev_scores=self.dev_scores.scores)
         episode = SeatedEpisode(self.system.protocol.start(ctx), [self.policy_name], self.backends)
         text = completion_text(completion)
         if episode.pending(self.policy_name) is not None:

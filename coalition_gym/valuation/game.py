@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
+from ..envs.dev_scores import DevScores, dev_scores_for
 from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
 from ..envs.protocols import EpisodeContext, Protocol, make_protocol
 from ..envs.runner import RunStats, episode_record, episode_seed, run_programs, score_outcomes
@@ -130,6 +131,15 @@ class CoalitionGame(Game):
         self._backends = pool.backends()
         self._counts = ExecutionCounts(stats=self.stats)
         self._solo: CoalitionGame | None = None
+        self._dev: DevScores | None = None
+
+    @property
+    def dev(self) -> DevScores:
+        """The players' dev scores on this task, measured on first use when the protocol needs them (next
+        to the generation cache's file when it has one); the same for every coalition."""
+        if self._dev is None:
+            self._dev = dev_scores_for(self.protocol, self.task, self.pool, self.players, cache=self.cache)
+        return self._dev
 
     @property
     def generations(self) -> int:
@@ -169,7 +179,7 @@ class CoalitionGame(Game):
             chunk = runnable[start:start + per_chunk]
             contexts = [EpisodeContext(item=it, task=self.task, members=self.ordered(c),
                                        seed=episode_seed(self.seed, it), styles=self.pool.styles,
-                                       dev_scores=self.pool.dev_scores)
+                                       dev_scores=self.dev.scores)
                         for c in chunk for it in self.items]
             outcomes = self._run(contexts)
             scored = score_outcomes(self.task, contexts, outcomes)
@@ -198,7 +208,7 @@ class CoalitionGame(Game):
             return self
         if self._solo is None:  # a plain single answer, sharing this game's cache
             single = make_protocol("majority_vote", temperature=self.protocol.temperature,
-                                   max_new_tokens=self.protocol.max_new_tokens)
+                                   max_new_tokens=self.protocol.max_new_tokens, tie_break="first")  # alone: no ties
             self._solo = CoalitionGame(single, self.pool, self.task, self.items, self.players, self.seed,
                                        self.cache, self.share_generations, executor=self.executor,
                                        record_text=self.record_text)

@@ -20,7 +20,7 @@ from ..agents.cache import GenerationCache
 from ..agents.pools import Pool
 from ..envs.executors import Executor
 from ..envs.protocols import Protocol
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from ..records import RunRecord, describe_pool, describe_task
 from ..redaction import JsonLines, write_json, write_text
 from ..tasks.base import Task
@@ -39,8 +39,9 @@ def parse_estimators(spec: str) -> list[str]:
     names = list(FIELDS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in FIELDS and n != "auto"]
     if bad or not names:
-        raise ConfigError(f"unknown estimator {bad[0] if bad else spec!r}; use loo, shapley, banzhaf, mc, auto, "
-                          "a comma-separated list of them, or all")
+        name = bad[0] if bad else spec
+        raise ConfigError(f"unknown estimator {name!r}.{did_you_mean(name, [*FIELDS, 'auto', 'all'])} Use loo, "
+                          "shapley, banzhaf, mc, auto, a comma-separated list of them, or all")
     return names
 
 
@@ -154,7 +155,7 @@ def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], 
     report.record = record.finish(pool=describe_pool(pool, game.players), task=describe_task(task, split),
                                   protocol={"name": game.protocol.name, "settings": game.protocol.settings()},
                                   seeds={"seed": seed, "bootstrap": n_boot},
-                                  items=[it.id for it in game.items])
+                                  items=[it.id for it in game.items], dev_scores=game.dev.record())
     return report
 
 
@@ -199,9 +200,11 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "cost": {"coalitions_evaluated": game.coalitions_evaluated
                  + (game.solo_game().coalitions_evaluated if game.solo_game() is not game else 0),
                  "generations": game.generations, "cache_hits": game.cache_hits,
+                 "dev_generations": game.dev.generated,
                  "backend_calls": game.stats.backend_calls,
                  **({k: v for k, v in training.items() if not isinstance(v, list)} if training else {})},
         "training": training,
+        "dev_scores": game.dev.record(),
         "cache": game.cache.status, "executor": game.executor.name, "failed_episodes": game.failures,
         "failures": game.failure_summary().to_dict(),
         "wall_seconds": report.wall_seconds,

@@ -24,6 +24,7 @@ the chat style otherwise. It inherits the seat's description and dev score (it *
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,9 +202,14 @@ def robustness(protocols: Sequence[str], pool: Pool, task: Task, items: Sequence
     for name in names:
         cfg = dict((settings or {}).get(name, {}))
         # A fresh protocol per game: a trained router remembers members' dev outcomes by name.
-        games = {label: CoalitionGame(make_protocol(name, **cfg), p, task, items, coalition, seed=seed,
-                                      progress=progress, record_text=record_text, cache=cache)
-                 for label, p in (("honest", pool), ("adversarial", bad_pool))}
+        honest = CoalitionGame(make_protocol(name, **cfg), pool, task, items, coalition, seed=seed,
+                               progress=progress, record_text=record_text, cache=cache)
+        # The adversary inherits its seat's dev score (measured on the honest pool): the two runs differ by
+        # the adversary's text only, never by what the protocol knows about its members.
+        inherited = dataclasses.replace(bad_pool, dev_scores=dict(honest.dev.scores))
+        games = {"honest": honest,
+                 "adversarial": CoalitionGame(make_protocol(name, **cfg), inherited, task, items, coalition,
+                                              seed=seed, progress=progress, record_text=record_text, cache=cache)}
         scores = {label: g.per_item(coalition) for label, g in games.items()}
         solo = {"adversary_solo": games["adversarial"].solo_game().per_item([seats[0]]),
                 "seat_solo": games["honest"].solo_game().per_item([seats[0]])}

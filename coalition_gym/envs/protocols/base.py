@@ -74,6 +74,12 @@ class Protocol(ABC):
     def params(self) -> SamplingParams:
         return SamplingParams(temperature=self.temperature, max_new_tokens=self.max_new_tokens)
 
+    def needs_dev_scores(self) -> bool:
+        """Whether the method reads ``ctx.dev_scores`` (then drivers measure them on the task's dev split,
+        see ``envs.dev_scores``). Default: when it breaks ties by them (``tie_break="dev"``); a method that
+        picks a member by dev score says so by overriding this."""
+        return getattr(self, "tie_break", None) == "dev"
+
     def helper_names(self) -> list[str]:
         return [v for v in (getattr(self, f) for f in self.helper_fields) if v]
 

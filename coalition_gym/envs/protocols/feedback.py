@@ -10,7 +10,8 @@ System answer (the documented rule):
 - ``summariser`` set (a fixed helper, e.g. ``"fuser"``): it writes the final answer from the refined
   answers;
 - ``summariser=None`` (default): the coalition member with the best dev score summarises (MoCo's
-  rule); when the pool has no dev scores, the plurality of the refined answers wins (ties follow
+  rule; drivers measure dev scores on the task's dev split, see ``envs.dev_scores``); when none is
+  known (a task without a dev split), the plurality of the refined answers wins (ties follow
   ``tie_break``, see ``voting``).
 
 A coalition of one has no peers to give feedback: it answers once, and that is the system answer.
@@ -46,6 +47,11 @@ class Feedback(Protocol):
         if self.reviewers < 1:
             raise ConfigError(f"feedback: reviewers={self.reviewers} must be >= 1")
         check_tie_break(self.tie_break)
+
+    def needs_dev_scores(self) -> bool:
+        """Without a fixed summariser the best member on dev summarises (and the vote that stands in when
+        no dev score is known breaks ties by them under ``tie_break="dev"``)."""
+        return self.summariser is None
 
     def reviewers_of(self, ctx: EpisodeContext, member: str) -> list[str]:
         """The peers who review ``member``'s answer: the ``reviewers`` lowest pair priorities."""

@@ -41,6 +41,10 @@ class MixtureOfAgents(Protocol):
         if self.layers < 1:
             raise ConfigError(f"mixture_of_agents: layers={self.layers} must be >= 1")
 
+    def needs_dev_scores(self) -> bool:
+        """Without a fixed aggregator the best member on dev aggregates."""
+        return self.aggregator is None
+
     def program(self, ctx: EpisodeContext) -> ProgramGen:
         members = ctx.members
         samples, transcript = yield from answer_independently(ctx, self.params)

@@ -68,6 +68,10 @@ class PromptRouting(Protocol):
         if self.router_temperature < 0:
             raise ConfigError(f"prompt_routing: router_temperature={self.router_temperature} must be >= 0")
 
+    def needs_dev_scores(self) -> bool:
+        """The ``"dev"`` fallback routes an unusable choice to the best member on dev."""
+        return self.fallback == "dev"
+
     def describe(self, member: str) -> str:
         return (self.descriptions or {}).get(member, DEFAULT_DESCRIPTION)
 

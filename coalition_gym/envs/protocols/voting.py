@@ -1,8 +1,9 @@
 """Plurality voting over extracted answers, with explicit tie-breaking rules.
 
 Tie rules (``tie_break``):
-- ``"dev"``: among tied answers, the one backed by the member with the highest dev score; falls
-  back to ``"first"`` when no dev scores are known or they tie too.
+- ``"dev"``: among tied answers, the one backed by the member with the highest dev score (drivers
+  measure them on the task's dev split, see ``envs.dev_scores``); falls back to ``"first"`` when no
+  dev scores are known or they tie too.
 - ``"first"``: the tied answer given earliest in coalition order.
 - ``"random"``: a seeded draw among the tied answers (sorted, so the draw depends only on the seed
   and the tied set, not on the coalition's order).

@@ -13,6 +13,7 @@ import numpy as np
 import yaml
 from tqdm.auto import tqdm
 
+from ...envs.dev_scores import DevScores, dev_scores_for
 from ...envs.protocols import EpisodeContext
 from ...envs.runner import episode_record, episode_seed, score_outcomes
 from ...errors import ConfigError
@@ -69,6 +70,12 @@ class TrainedCoalitionGame(CoalitionGame):
         self.trained: dict[frozenset, CoalitionTraining] = {}
         self.notes: dict[frozenset, str] = {}  # coalitions valued without training, and why
         self.cost = TrainingCost()
+        self.trained_dev: dict[frozenset, DevScores] = {}  # per trained coalition, what its protocol read
+
+    @property
+    def dev(self) -> DevScores:
+        """Each trained coalition reads its trained copies' dev scores (``training_summary``), not these."""
+        return DevScores(source="per trained coalition", why="the trained copies' dev scores are in training")
 
     def key(self, coalition: frozenset) -> str:
         members = self.ordered(coalition)
@@ -117,9 +124,13 @@ class TrainedCoalitionGame(CoalitionGame):
                 continue
             trained = self.training(c)
             backends = {**self._backends, **{n: m.generator for n, m in trained.members.items()}}
+            # the trained copies' own dev scores (their identities name the training), not the originals'
+            dev = dev_scores_for(self.protocol, self.task, self.pool, trained.answerers, backends=backends,
+                                 cache=self.cache)
+            self.trained_dev[c] = dev
             contexts = [EpisodeContext(item=it, task=self.task, members=tuple(trained.answerers),
                                        seed=episode_seed(self.seed, it), styles=self.pool.styles,
-                                       dev_scores=self.pool.dev_scores) for it in self.items]
+                                       dev_scores=dev.scores) for it in self.items]
             outcomes, counts = self.executor.run(self.protocol, contexts, backends, self.cache)
             self._counts.add(counts)
             rows = score_outcomes(self.task, contexts, outcomes)
@@ -133,7 +144,8 @@ class TrainedCoalitionGame(CoalitionGame):
     def training_summary(self) -> dict[str, Any]:
         """Cost, and per trained coalition what happened (for summary.json)."""
         return {**self.cost.to_dict(),
-                "coalitions": [{"coalition": list(self.ordered(c)), "answered_by": t.answerers, "record": t.record}
+                "coalitions": [{"coalition": list(self.ordered(c)), "answered_by": t.answerers, "record": t.record,
+                                **({"dev_scores": self.trained_dev[c].record()} if c in self.trained_dev else {})}
                                for c, t in self.trained.items()],
                 "valued_without_training": [{"coalition": list(self.ordered(c)), "value": 0.0, "why": why}
                                             for c, why in self.notes.items()]}
