@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from .agents.base import Generator
 from .agents.pools import load_pool
+from .envs.dev_scores import dev_scores_for
 from .envs.protocols import Protocol, make_protocol
 from .envs.protocols.base import EpisodeContext
 from .envs.runner import episode_seed
@@ -55,10 +56,11 @@ def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Ta
     backends = pool.backends()
     protocol.prepare(task, backends, members, [], pool.styles)  # what a method learns before episodes
     allowed = set(members) | set(protocol.helper_names()) | set(pool.helpers)
+    dev = dev_scores_for(protocol, task, pool, members).scores  # as every driver gives them
     for item in task.items("test")[:items]:
         def context(coalition: Sequence[str]) -> EpisodeContext:
             return EpisodeContext(item=item, task=task, members=tuple(coalition), seed=episode_seed(0, item),
-                                  styles=pool.styles, dev_scores=pool.dev_scores)
+                                  styles=pool.styles, dev_scores=dev)
 
         asks, outcome = run_one_program(protocol, context(members), backends)
         assert isinstance(outcome, Outcome), f"{protocol.name}: the program returned {type(outcome).__name__}"

@@ -40,13 +40,15 @@ def test_eval_records_the_run_and_results_carry_questions_answers_and_optionally
     assert all("answer" in t for t in line["turns"])
 
 
-def test_a_non_empty_out_is_refused_unless_overwritten_or_resumed(tmp_path, capsys):
+def test_an_out_holding_another_run_is_refused_unless_overwritten(tmp_path, capsys):
     out = str(tmp_path / "eval")
     args = ["eval", "--items", "4", "--estimator", "loo", "--bootstrap", "20", "--out", out]
     assert main(args) == 0
-    assert main(args) == 2 and "already holds results; pass --overwrite" in capsys.readouterr().err
-    assert main(args + ["--overwrite"]) == 0
-    assert main(args + ["--cache", str(tmp_path / "cache")]) == 0  # resuming with the cache is allowed
+    assert main(args) == 0  # the same arguments: the run is repeated (or resumed, with --cache)
+    assert main(args + ["--cache", str(tmp_path / "cache")]) == 0
+    other = args + ["--seed", "1"]
+    assert main(other) == 2 and "holds a run with other arguments (--seed 0 there, 1 here)" in capsys.readouterr().err
+    assert main(other + ["--overwrite"]) == 0
 
 
 def test_backends_describe_themselves():

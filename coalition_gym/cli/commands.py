@@ -95,6 +95,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
+    from ..envs.dev_scores import DEFAULT_DEV_ITEMS, dev_scores_for
     from ..envs.protocols import make_protocol
     from ..envs.registration import protocol_of
     from ..envs.runner import RunStats, episode_record, run_episodes
@@ -108,12 +109,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"pool {pool.name!r} has no helper {missing[0]!r} needed by {protocol.name!r}")
     items = list(task.items(args.split))
+    # dev scores rest on the task's full default dev split, not on as few items as --episodes asks for
+    dev_task = make_task(args.task, size=max(len(items), DEFAULT_DEV_ITEMS), seed=args.task_seed)
+    dev = dev_scores_for(protocol, dev_task, pool, members)
     stats = RunStats()
     results = []
     for cycle in range(math.ceil(args.episodes / len(items))):  # more episodes than items: new seeds
         chunk = items[: args.episodes - cycle * len(items)]
         results += run_episodes(protocol, task, chunk, members, pool.backends(), seed=args.seed + cycle,
-                                styles=pool.styles, dev_scores=pool.dev_scores, stats=stats, progress=True,
+                                styles=pool.styles, dev_scores=dev.scores, stats=stats, progress=True,
                                 description=protocol.name)
     mean, se = _mean_se([r.score for r in results])
     parsed = sum(r.parsed for r in results) / len(results)
@@ -121,13 +125,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = {"env_id": args.env_id, "protocol": protocol.settings(), "task": task.name, "pool": pool.name,
                "members": members, "episodes": len(results), "seed": args.seed, "system_score": mean,
                "stderr": se, "parse_rate": parsed, "failures": failures.to_dict(),
-               "batching_factor": stats.batching_factor, "backend_calls": stats.backend_calls}
+               "batching_factor": stats.batching_factor, "backend_calls": stats.backend_calls,
+               "dev_scores": dev.record()}
     print(f"{args.env_id} on {task.name} with {pool.name} {members}: system score {mean:.3f} ± {se:.3f} "
           f"(n={len(results)}, parsed {parsed:.0%}, failures {failures.failed}, "
           f"{stats.batching_factor:.0f} asks per backend call)")
     summary["run"] = args.record.finish(pool=describe_pool(pool, members), task=describe_task(task, args.split),
                                         protocol={"name": protocol.name, "settings": protocol.settings()},
-                                        seeds={"seed": args.seed, "task_seed": args.task_seed})
+                                        seeds={"seed": args.seed, "task_seed": args.task_seed},
+                                        dev_scores=dev.record())
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

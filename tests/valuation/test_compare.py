@@ -44,7 +44,7 @@ def test_cli_writes_markdown_html_and_json(runs, tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main(["compare", str(runs / "debate"), str(runs / "vote"), "--out", str(out)]) == 0
     assert "| debate / rg/basic_arithmetic / sim:demo | atlas |" in capsys.readouterr().out
-    assert {p.name for p in out.iterdir()} == {"compare.md", "compare.html", "compare.json"}
+    assert {p.name for p in out.iterdir()} == {"compare.md", "compare.html", "compare.json", "run.json"}
     assert "<table class=\"sortable\" id=\"wide\">" in (out / "compare.html").read_text()
 
 

@@ -68,5 +68,5 @@ def test_adversary_is_a_profile_or_a_model_folder(tmp_path):
     assert check_adversary("judge_targeting") == "profile"
     (tmp_path / "config.json").write_text("{}")
     assert check_adversary(str(tmp_path)) == "model"
-    with pytest.raises(ConfigError, match="profiles: confidently_wrong, persuader"):
+    with pytest.raises(ConfigError, match="Profiles: confidently_wrong, persuader"):
         check_adversary(str(tmp_path / "missing"))
