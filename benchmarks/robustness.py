@@ -26,6 +26,7 @@ kept); run folders (checkpoints) under benchmarks/results/robustness/, not kept 
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,9 @@ def part1(items: int, seed: int) -> dict[str, Any]:
 def part2(items: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
     from coalition_gym.training.trainer import run_methods
 
+    train_root = out / f"train-{steps}steps-{items}items"
+    shutil.rmtree(train_root, ignore_errors=True)  # trained afresh: the time below is a training's, not a resume's
     t0 = time.perf_counter()
-    train_root = out / f"train-{steps}steps-{items}items"  # --quick never resumes the full run's folder
     reports = run_methods(["crl"], train_root, preset="tiny", progress=False, policy="zoo:default/abacus",
                           protocol="majority_vote", protocol_settings={"tie_break": "first", "temperature": 1.0},
                           task="zoo:arith", collaborators="sim:split", steps=steps, reward="negate", seed=seed,
