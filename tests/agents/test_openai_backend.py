@@ -421,11 +421,12 @@ def test_a_server_that_echoes_the_key_leaves_it_in_no_output(server, monkeypatch
     server.script = ["echo_key_401", "echo_key_500"] * 3
     server.default = "echo_key_ok"
     pool = _served_pool(tmp_path, server)
-    code = main(["run", "coalition_gym/MajorityVote-v0", "--pool", pool, "--episodes", "10",
+    # tie_break=first: no dev-score measurement, so the scripted errors reach the episodes
+    code = main(["run", "coalition_gym/MajorityVote-v0", "--pool", pool, "--episodes", "10", "--set", "tie_break=first",
                  "--out", str(tmp_path / "run"), "--max-failures", "100%"])
     assert code == 0
     code = main(["eval", "--pool", pool, "--protocol", "majority_vote", "--items", "6", "--bootstrap", "50",
-                 "--out", str(tmp_path / "eval"), "--max-failures", "100%"])
+                 "--set", "tie_break=first", "--out", str(tmp_path / "eval"), "--max-failures", "100%"])
     assert code == 0
     captured = capsys.readouterr()
     written = _files_text(tmp_path / "run") + _files_text(tmp_path / "eval")

@@ -19,6 +19,7 @@ import pytest
 CGYM = Path(sys.executable).with_name("cgym")
 
 SLOW_PLUGIN = '''
+import os
 import time
 
 from coalition_gym import load_pool, register_backend
@@ -38,9 +39,9 @@ class Slow:
         return self.inner.describe()
 
 
-def slow_member(model, delay=0.05):
+def slow_member(model, delay=0.01):
     preset, _, name = model.partition("/")
-    return Slow(load_pool(preset).members[name], delay)
+    return Slow(load_pool(preset).members[name], float(os.environ.get("SLOW_DELAY", delay)))
 
 
 register_backend("slow", slow_member, options={"delay": (int, float)}, needs_model=True)
@@ -48,7 +49,7 @@ register_backend("slow", slow_member, options={"delay": (int, float)}, needs_mod
 
 SLOW_POOL = """name: slow-demo
 members:
-""" + "".join(f"  - {{name: {m}, backend: slow, model: sim:demo/{m}, delay: 0.04}}\n"
+""" + "".join(f"  - {{name: {m}, backend: slow, model: sim:demo/{m}, delay: 0.01}}\n"
               for m in ("atlas", "borealis", "cirrus", "delta"))
 
 
@@ -64,12 +65,15 @@ def run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedP
                           timeout=timeout)
 
 
-def interrupt(args: list[str], cwd: Path, started, sig: int = signal.SIGINT, timeout: float = 300):
-    """Start ``cgym args``, send ``sig`` once ``started()`` is true, and return (exit code, stderr)."""
+def interrupt(args: list[str], cwd: Path, started, sig: int = signal.SIGINT, timeout: float = 300,
+              delay: float = 1.0):
+    """Start ``cgym args`` with every backend call taking ``delay`` seconds (so the run cannot end
+    before the signal lands, on any machine), send ``sig`` once ``started()`` is true, and return
+    (exit code, stderr). Reruns use the pool's own short delay: the same samples, sooner."""
     err_file = cwd / f"stderr-{time.monotonic_ns()}.txt"
     with open(err_file, "w") as err:
         proc = subprocess.Popen([str(CGYM), "--import", "slow.py", *args], cwd=cwd, stdout=subprocess.DEVNULL,
-                                stderr=err)
+                                stderr=err, env={**os.environ, "SLOW_DELAY": str(delay)})
         deadline = time.monotonic() + timeout
         while not started() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -149,11 +153,11 @@ def test_robustness_interrupted_then_resumed_equals_an_uninterrupted_run(folder)
 @pytest.mark.slow
 def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(folder):
     (folder / "split.yaml").write_text("name: slow-split\nmembers:\n" + "".join(
-        f"  - {{name: {m}, backend: slow, model: sim:split/{m}, delay: 0.02}}\n" for m in ("ana", "ben")))
+        f"  - {{name: {m}, backend: slow, model: sim:split/{m}, delay: 0.01}}\n" for m in ("ana", "ben")))
     train = ["train", "--method", "crl", "--policy", "zoo:tiny/pico", "--task", "zoo:arith", "--collaborators",
              "split.yaml", "--protocol", "majority_vote", "--steps", "8", "--force", "--set", "probe_groups=0"]
     started = lambda: (folder / "out" / "crl-seed0" / "last").is_dir()  # noqa: E731 - a step was checkpointed
-    got, stderr = interrupt(train + ["--out", "out"], folder, started)
+    got, stderr = interrupt(train + ["--out", "out"], folder, started, delay=0.3)
     check_one_line(got, stderr, 130, "finished steps are checkpointed in out")
     resumed = run(train + ["--out", "out"], folder)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
