@@ -65,6 +65,12 @@ def run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedP
                           timeout=timeout)
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt even when this
+    suite runs as a background job (whose children inherit SIGINT ignored, which Python respects)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt(args: list[str], cwd: Path, started, sig: int = signal.SIGINT, timeout: float = 300,
               delay: float = 1.0):
     """Start ``cgym args`` with every backend call taking ``delay`` seconds (so the run cannot end
@@ -73,7 +79,8 @@ def interrupt(args: list[str], cwd: Path, started, sig: int = signal.SIGINT, tim
     err_file = cwd / f"stderr-{time.monotonic_ns()}.txt"
     with open(err_file, "w") as err:
         proc = subprocess.Popen([str(CGYM), "--import", "slow.py", *args], cwd=cwd, stdout=subprocess.DEVNULL,
-                                stderr=err, env={**os.environ, "SLOW_DELAY": str(delay)})
+                                stderr=err, env={**os.environ, "SLOW_DELAY": str(delay)},
+                                preexec_fn=_interruptible)
         deadline = time.monotonic() + timeout
         while not started() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
