@@ -48,6 +48,10 @@ class BackendError(CoalitionGymError, RuntimeError):
     """A generator failed or returned something unusable."""
 
 
+class PromptTooLongError(BackendError):
+    """A prompt that alone fills the model's context: nothing is left to generate (never cut to fit)."""
+
+
 class PartialBatchError(BackendError):
     """Some Asks of a batch failed on their own and the rest succeeded.
 

@@ -7,7 +7,7 @@ imports neither torch nor vllm; they load when a backend is built.
 """
 
 from .base import Generator, derive_seed, render_plain, stable_hash
-from .hf import HFGenerator, PadTokenWarning, TruncationWarning, plain_prompt, sequence_logprobs
+from .hf import HFGenerator, NewTokensCappedWarning, PadTokenWarning, plain_prompt, sequence_logprobs
 from .openai_api import OpenAIGenerator
 from .pools import DEFAULT_POOL, Pool, WithSampling, load_pool, pool_from_config, pool_from_file, pool_names, zoo_pool
 from .simulated import SIM_PRESETS, AgentProfile, SimulatedAgent
@@ -16,6 +16,6 @@ from .zoo import RECIPES, ZOO_TASKS, ZooBuild, build_zoo, ensure_zoo, zoo_task
 
 __all__ = ["Generator", "derive_seed", "render_plain", "stable_hash", "Pool", "load_pool", "pool_names",
            "DEFAULT_POOL", "AgentProfile", "SimulatedAgent", "SIM_PRESETS", "HFGenerator", "OpenAIGenerator",
-           "VLLMGenerator", "TruncationWarning", "PadTokenWarning", "plain_prompt", "sequence_logprobs",
+           "VLLMGenerator", "NewTokensCappedWarning", "PadTokenWarning", "plain_prompt", "sequence_logprobs",
            "WithSampling", "pool_from_config", "pool_from_file", "zoo_pool", "RECIPES", "ZOO_TASKS", "ZooBuild",
            "build_zoo", "ensure_zoo", "zoo_task"]

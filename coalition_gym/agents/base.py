@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
@@ -75,6 +76,38 @@ def derive_seed(episode_seed: int, item_id: str, member: str, round_: int, index
     """The seed of one Ask. It depends on who is asked and when, never on the rest of the coalition,
     so the same member asked the same prompt in two coalitions draws the same sample."""
     return stable_hash("ask", episode_seed, item_id, member, round_, index, role)
+
+
+def with_system_prompt(ask: Ask, system_prompt: str) -> Ask:
+    """The Ask with a model's own system prompt (a trained policy's) replacing the protocol's, or added:
+    merged into the first user turn for compact prompts that have no system turn."""
+    if not system_prompt:
+        return ask
+    messages = list(ask.messages)
+    if messages and messages[0].role == "system":
+        messages[0] = Message("system", system_prompt)
+    elif messages and messages[0].role == "user" and len(messages) == 1:
+        messages[0] = Message("user", f"{system_prompt}\n{messages[0].content}")
+    else:
+        messages.insert(0, Message("system", system_prompt))
+    return dataclasses.replace(ask, messages=tuple(messages))
+
+
+def settled(results: list, what: str) -> list[Sample]:
+    """``results`` (per Ask a Sample or the exception that ended it) as a backend returns them: the list
+    when every Ask was answered, else a :class:`PartialBatchError` carrying it, so the runner keeps the
+    answers and fails only the others (``what`` says why they failed)."""
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        raise PartialBatchError(f"{len(failed)} of {len(results)} {what}; first: {failed[0]}", results)
+    return results
+
+
+def fit_new_tokens(prompt_tokens: int, wanted: int, context: int) -> int:
+    """New tokens that fit after a prompt of ``prompt_tokens`` in a ``context``-token window: ``wanted``,
+    capped at what is left; 0 when the prompt alone fills the context. A prompt is never cut to make
+    room: generation budgets give way, and a prompt that cannot fit is the caller's error to report."""
+    return max(0, min(int(wanted), int(context) - int(prompt_tokens)))
 
 
 def render_plain(messages: Sequence[Message]) -> str:

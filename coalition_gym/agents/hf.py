@@ -5,8 +5,14 @@ so that every row draws from its own ``torch.Generator`` seeded from ``Ask.seed`
 same sample alone or in any batch. Rows may differ in temperature, top-p and token budget.
 
 Prompts: the tokenizer's chat template when it has one, else a plain-text fallback
-(:func:`plain_prompt`). A prompt longer than the context keeps its last tokens (left truncation),
-with a :class:`TruncationWarning`; every truncation is kept in ``HFGenerator.truncations``.
+(:func:`plain_prompt`). A prompt is never cut: when prompt + requested new tokens exceed the context,
+the new tokens are capped at what fits (:class:`NewTokensCappedWarning`, once per member; counted in
+``HFGenerator.capped_requests``), and a prompt that alone fills the context fails that request with a
+:class:`~coalition_gym.errors.PromptTooLongError` (the others of the batch are answered).
+
+A folder written by ``cgym train`` carries its generation settings (``coalition_gym.json``: prompt
+style, system prompt, max new tokens; :mod:`.member_settings`): the backend applies its system prompt
+and its token cap, so a trained policy is a pool member as it stands.
 
 Log-probs (``Sample.logprobs``): for each sampled token, ``log_softmax(logits / T)`` at that token,
 taken *before* top-p filtering (T = 1 for greedy rows, i.e. the raw model log-probs).
@@ -30,16 +36,18 @@ import hashlib
 import inspect
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, PromptTooLongError
 from ..types import Ask, Message, Sample
-from .base import Generator, render_plain
+from .base import Generator, fit_new_tokens, render_plain, settled, with_system_prompt
 from .hf_fast import EagerStepper
+from .member_settings import read_member_settings
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: the token cap of a backend given none, for a folder that states none
+DEFAULT_MAX_NEW_TOKENS = 512
 #: rows per forward batch on CPU when ``max_batch_size`` is None (auto)
 CPU_BATCH = 64
 #: the most rows auto sizing ever puts in one batch, and the share of free GPU memory it plans to use
@@ -47,20 +55,13 @@ MAX_AUTO_BATCH = 1024
 MEMORY_SHARE = 0.8
 
 
-class TruncationWarning(UserWarning):
-    """A prompt was longer than the model's context and lost its first tokens."""
+class NewTokensCappedWarning(UserWarning):
+    """Prompt + requested new tokens exceeded the context: the new tokens were capped at what fits."""
 
 
 class PadTokenWarning(UserWarning):
     """The tokenizer has no pad token; the backend pads with EOS (pads are masked, so output is unchanged)."""
 
-
-@dataclass(frozen=True)
-class TruncationRecord:
-    member: str
-    seed: int
-    prompt_tokens: int
-    kept_tokens: int
 
 
 def _torch() -> Any:
@@ -183,17 +184,18 @@ class HFGenerator(Generator):
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, device: str = "auto", dtype: str = "auto",
-                 max_batch_size: int | None = None, max_new_tokens: int = 512, trust_remote_code: bool = False,
+                 max_batch_size: int | None = None, max_new_tokens: int | None = None,
+                 trust_remote_code: bool = False,
                  allow_download: bool = False, revision: str | None = None, identity: str | None = None,
                  pad_with_eos: bool = True, fast_decode: str = "auto"):
         if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int)
                                            or max_batch_size < 1):
             raise ConfigError(f"max_batch_size={max_batch_size!r} must be an integer >= 1, or None (sized by "
                               f"free GPU memory; {CPU_BATCH} on CPU)")
-        if max_new_tokens < 1:
+        if max_new_tokens is not None and max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens={max_new_tokens} must be >= 1")
         torch = _torch()
-        self.max_batch_size, self.max_new_tokens = max_batch_size, int(max_new_tokens)
+        self.max_batch_size = max_batch_size
         if isinstance(model, (str, os.PathLike)):
             if tokenizer is not None:
                 raise ConfigError("give a tokenizer only together with a loaded model object, not with a path")
@@ -212,8 +214,13 @@ class HFGenerator(Generator):
             ident = f"hf:{getattr(model.config, '_name_or_path', '') or type(model).__name__}:{self.dtype}"
         self.identity = identity or ident  # hf:<folder>:<dtype>:<weight fingerprint> for a folder
         self._weights: dict[str, Any] | None = None  # describe()'s weights record, made on first use
-        self.truncations: list[TruncationRecord] = []
-        self._truncated: set[TruncationRecord] = set()
+        # a trained folder's own settings (what the trainer generated with), unless the caller gives them
+        self.settings = read_member_settings(self.folder) if self.folder is not None else None
+        folder_cap = self.settings.max_new_tokens if self.settings is not None else None
+        self.max_new_tokens = int(max_new_tokens or folder_cap or DEFAULT_MAX_NEW_TOKENS)
+        self.system_prompt = self.settings.system_prompt if self.settings is not None else ""
+        self.capped_requests = 0  # requests whose new tokens were capped to fit the context
+        self._capped_members: set[str] = set()  # warned once each
         self.pad_id = self._pad_id(pad_with_eos)
         self.eos_ids = self._eos_ids()
         self.context = self._context_length()
@@ -287,36 +294,43 @@ class HFGenerator(Generator):
             raise BackendError(f"chat template of {self.identity!r} failed on roles "
                                f"{[m.role for m in messages]}: {exc}") from exc
 
-    def encode_prompt(self, ask: Ask, max_new_tokens: int | None = None) -> list[int]:
-        """Prompt token ids for an Ask, truncated from the left to fit the context (recorded)."""
-        return self.encode_prompts([ask], max_new_tokens)[0]
+    def encode_prompt(self, ask: Ask) -> list[int]:
+        """Prompt token ids for an Ask (its system prompt applied, see the module doc); never cut."""
+        return self.encode_prompts([ask])[0]
 
-    def encode_prompts(self, asks: Sequence[Ask], max_new_tokens: int | None = None) -> list[list[int]]:
+    def encode_prompts(self, asks: Sequence[Ask]) -> list[list[int]]:
         """:meth:`encode_prompt` for many Asks, with one batched tokenizer call."""
-        texts = [self.render(a.messages) for a in asks]
+        texts = [self.render(with_system_prompt(a, self.system_prompt).messages) for a in asks]
         encoded = self.tokenizer(texts, add_special_tokens=not self.has_chat_template)["input_ids"]
-        return [self._fit(a, list(ids), max_new_tokens) for a, ids in zip(asks, encoded)]
+        start = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id
+        return [list(ids) or [int(start)] for ids in encoded]  # empty: start from BOS so there is a position
 
-    def _fit(self, ask: Ask, ids: list[int], max_new_tokens: int | None) -> list[int]:
-        if not ids:  # an empty prompt: start from BOS (or EOS) so the model has a position to read
-            start = self.tokenizer.bos_token_id if self.tokenizer.bos_token_id is not None else self.pad_id
-            ids = [int(start)]
-        new = self._budget(ask) if max_new_tokens is None else max_new_tokens
-        room = max(1, self.context - new)
-        if len(ids) > room:
-            record = TruncationRecord(ask.member, ask.seed, len(ids), room)
-            if record in self._truncated:  # re-encoding the same Ask (e.g. a trainer's shim) is not news
-                return ids[-room:]
-            self._truncated.add(record)
-            self.truncations.append(record)
-            warnings.warn(f"{self.identity}: prompt of {len(ids)} tokens for {ask.member!r} exceeds the "
-                          f"context of {self.context} minus {new} new tokens; keeping its last {room} tokens",
-                          TruncationWarning, stacklevel=4)
-            ids = ids[-room:]
-        return ids
+    def _wanted(self, ask: Ask) -> int:
+        return max(1, min(int(ask.params.max_new_tokens), self.max_new_tokens))
 
-    def _budget(self, ask: Ask) -> int:
-        return max(1, min(int(ask.params.max_new_tokens), self.max_new_tokens, self.context - 1))
+    def _budget(self, ask: Ask, prompt_tokens: int) -> int:
+        """New tokens for ``ask`` after a prompt of ``prompt_tokens``: what it asks (capped by
+        ``max_new_tokens``), at most what the context leaves; 0 when the prompt alone fills it."""
+        return fit_new_tokens(prompt_tokens, self._wanted(ask), self.context)
+
+    def plan(self, asks: Sequence[Ask], prompts: Sequence[list[int]]) -> list[int]:
+        """Every Ask's token budget, counting and warning (once per member) where it had to be capped."""
+        budgets = [self._budget(a, len(p)) for a, p in zip(asks, prompts)]
+        for a, p, budget in zip(asks, prompts, budgets):
+            if 0 < budget < self._wanted(a):
+                self.capped_requests += 1
+                if a.member not in self._capped_members:
+                    self._capped_members.add(a.member)
+                    warnings.warn(f"{self.identity}: prompt of {len(p)} tokens for {a.member!r} + {self._wanted(a)} "
+                                  f"new tokens exceeds the context of {self.context}; capping new tokens at "
+                                  f"{budget} (said once per member; counted in capped_requests)",
+                                  NewTokensCappedWarning, stacklevel=3)
+        return budgets
+
+    def too_long(self, ask: Ask, prompt_tokens: int) -> PromptTooLongError:
+        return PromptTooLongError(f"{self.identity}: the prompt for {ask.member!r} has {prompt_tokens} tokens, "
+                                  f"the model's whole context is {self.context}: nothing is left to generate; "
+                                  "shorten the prompt (fewer rounds or peers) or use a model with a longer context")
 
     # -- generation ------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -347,15 +361,22 @@ class HFGenerator(Generator):
                 raise ConfigError(f"ask for {ask.member!r}: temperature={ask.params.temperature} must be >= 0 "
                                   f"and top_p={ask.params.top_p} in (0, 1]")
         prompts = self.encode_prompts(asks)
+        budgets = self.plan(asks, prompts)
+        out: list[Sample | BaseException | None] = [None] * len(asks)
+        for k, budget in enumerate(budgets):
+            if budget < 1:
+                out[k] = self.too_long(asks[k], len(prompts[k]))
         # Similar lengths share a batch (less padding); results never depend on the grouping.
-        order = sorted(range(len(asks)), key=lambda k: len(prompts[k]))
-        out: list[Sample | None] = [None] * len(asks)
-        size = first = self.batch_size(max(len(p) for p in prompts), max(self._budget(a) for a in asks))
+        order = sorted((k for k in range(len(asks)) if out[k] is None), key=lambda k: len(prompts[k]))
+        if not order:
+            return settled(out, "prompts fill the context")
+        size = first = self.batch_size(max(len(prompts[k]) for k in order), max(budgets[k] for k in order))
         start = 0
         while start < len(order):
             chunk = order[start:start + size]
             try:
-                samples = self._generate_batch([asks[k] for k in chunk], [prompts[k] for k in chunk])
+                samples = self._generate_batch([asks[k] for k in chunk], [prompts[k] for k in chunk],
+                                               [budgets[k] for k in chunk])
             except Exception as exc:
                 if not _is_oom(exc):
                     raise
@@ -363,7 +384,7 @@ class HFGenerator(Generator):
                 if len(chunk) == 1:
                     raise BackendError(f"{self.identity}: CUDA out of memory at a batch size of 1 (halved from "
                                        f"max_batch_size={first}), prompt of {len(prompts[chunk[0]])} tokens + "
-                                       f"{self._budget(asks[chunk[0]])} new: lower max_new_tokens (or the "
+                                       f"{budgets[chunk[0]]} new: lower max_new_tokens (or the "
                                        "prompt), free GPU memory, or use a smaller model") from exc
                 size = max(1, len(chunk) // 2)
                 warnings.warn(f"{self.identity}: CUDA out of memory at a batch of {len(chunk)} rows; retrying "
@@ -372,7 +393,7 @@ class HFGenerator(Generator):
             for k, sample in zip(chunk, samples):
                 out[k] = sample
             start += len(chunk)
-        return out  # type: ignore[return-value]
+        return settled(out, "prompts fill the context")  # the runner keeps the answers, fails only those
 
     def _free_memory(self) -> None:
         if self._static is not None:
@@ -392,7 +413,8 @@ class HFGenerator(Generator):
         new_cache = out.get("cache") if out.get("cache") is not None else out.get("past_key_values")
         return out.logits[:, -1, :].float(), new_cache
 
-    def _generate_batch(self, asks: Sequence[Ask], prompts: Sequence[list[int]]) -> list[Sample]:
+    def _generate_batch(self, asks: Sequence[Ask], prompts: Sequence[list[int]],
+                        budgets: Sequence[int]) -> list[Sample]:
         torch = self._torch
         dev = self.model.device
         n = len(asks)
@@ -402,7 +424,6 @@ class HFGenerator(Generator):
         for i, p in enumerate(prompts):  # left padding: every row's last prompt token is in the last column
             ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p):] = 1
-        budgets = [self._budget(a) for a in asks]
         steps = max(budgets)
         temps = torch.tensor([a.params.temperature for a in asks], dtype=torch.float32)
         greedy = temps <= 0

@@ -273,9 +273,10 @@ def pool_from_config(config: Mapping[str, Any], base_dir: str | Path | None = No
     ``backend`` is one of sim, hf, openai, vllm. ``model`` is required except for sim: an HF folder
     (relative paths are read from the file's folder), ``zoo:<recipe>/<model>``, a server's model id,
     or for sim a preset member ``sim:<preset>/<name>``. ``style`` is chat or compact (zoo models
-    default to compact). ``sampling`` (temperature, top_p, max_new_tokens) is applied to every Ask of
-    that member (see :class:`WithSampling`). Other keys are backend options (:data:`BACKEND_OPTIONS`).
-    Members with the same backend, model and options share one loaded model. Without ``helpers``,
+    default to compact, a ``cgym train`` checkpoint folder to the style in its ``coalition_gym.json``).
+    ``sampling`` (temperature, top_p, max_new_tokens) is applied to every Ask of that member (see
+    :class:`WithSampling`). Other keys are backend options (:data:`BACKEND_OPTIONS`). Members with the same
+    backend, model and options share one loaded model. Without ``helpers``,
     the simulated ``judge`` and ``fuser`` are added."""
     if not isinstance(config, Mapping):
         raise ConfigError(f"a pool config is a mapping with a 'members' list, not {type(config).__name__}")
@@ -311,10 +312,12 @@ def pool_from_config(config: Mapping[str, Any], base_dir: str | Path | None = No
     styles: dict[str, str] = {}
     for (kind, _), entry in zip(entries, checked):
         gen = _build_backend(name, entry, shared, Path(base_dir) if base_dir is not None else None)
+        trained = getattr(gen, "settings", None)  # a folder's coalition_gym.json (a cgym train checkpoint)
+        styles[entry["name"]] = (trained.style if not entry["style_given"] and trained is not None and trained.style
+                                 else entry["style"])
         if entry["sampling"]:
             gen = WithSampling(gen, **entry["sampling"])
         (members if kind == "member" else helpers)[entry["name"]] = gen
-        styles[entry["name"]] = entry["style"]
     if helpers_cfg is None:
         helpers = {n: SimulatedAgent(p) for n, p in DEFAULT_HELPERS.items() if n not in members}
     return Pool(members=members, helpers=helpers, styles=styles,
@@ -383,8 +386,8 @@ def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]
     if profile.get("adversary") not in (None, *ADVERSARIES):
         raise ConfigError(f"{where}: adversary={profile['adversary']!r}; use one of {', '.join(ADVERSARIES)}")
     opts = {k: entry[k] for k in options if k in entry}
-    return {"name": name, "backend": backend, "model": model, "style": style, "sampling": dict(sampling),
-            "profile": dict(profile), "options": opts}
+    return {"name": name, "backend": backend, "model": model, "style": style, "style_given": "style" in entry,
+            "sampling": dict(sampling), "profile": dict(profile), "options": opts}
 
 
 def _zoo_model_path(model: str) -> str:

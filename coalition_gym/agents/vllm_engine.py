@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, PromptTooLongError
 from ..types import Ask, Sample
-from .base import Generator
+from .base import Generator, fit_new_tokens, settled
 from .hf import plain_prompt
 
 INSTALL_HINT = "pip install 'coalition-gym[vllm]' on a machine with a CUDA GPU"
@@ -77,19 +77,42 @@ class VLLMGenerator(Generator):
         tokenizer = self.llm.get_tokenizer()
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self.identity = f"vllm:{model}:{dtype}"
+        self.capped_requests = 0  # requests whose new tokens were capped to fit max_model_len
+
+    def prompt_tokens(self, ask: Ask) -> int:
+        """The prompt's length in tokens, rendered as vLLM renders it."""
+        tokenizer = self.llm.get_tokenizer()
+        if self.has_chat_template:
+            chat = [{"role": m.role, "content": m.content} for m in ask.messages]
+            return len(tokenizer.apply_chat_template(chat, tokenize=True, add_generation_prompt=True))
+        return len(tokenizer.encode(plain_prompt(ask.messages)))
 
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:
         asks = list(asks)
         if not asks:
             return []
-        params = [self._vllm.SamplingParams(**sampling_kwargs(a, self.max_new_tokens, self.logprobs)) for a in asks]
-        if self.has_chat_template:
-            chats = [[{"role": m.role, "content": m.content} for m in a.messages] for a in asks]
+        # vLLM refuses a request whose prompt + max_tokens exceed max_model_len: cap the budget to fit, and
+        # fail alone a request whose prompt fills the context (never cut the prompt)
+        context = int(self.llm.llm_engine.model_config.max_model_len)
+        lengths = [self.prompt_tokens(a) for a in asks]
+        wanted = [min(int(a.params.max_new_tokens), self.max_new_tokens or int(a.params.max_new_tokens)) for a in asks]
+        budgets = [fit_new_tokens(n, w, context) for n, w in zip(lengths, wanted)]
+        out: list[Sample | BaseException] = [
+            PromptTooLongError(f"{self.identity}: the prompt for {a.member!r} has {n} tokens, the model's whole "
+                               f"context (max_model_len) is {context}: nothing is left to generate")
+            for a, n in zip(asks, lengths)]
+        fits = [k for k, b in enumerate(budgets) if b >= 1]
+        self.capped_requests += sum(1 for k in fits if budgets[k] < wanted[k])
+        params = [self._vllm.SamplingParams(**sampling_kwargs(asks[k], budgets[k], self.logprobs)) for k in fits]
+        if fits and self.has_chat_template:
+            chats = [[{"role": m.role, "content": m.content} for m in asks[k].messages] for k in fits]
             outputs = self.llm.chat(chats, sampling_params=params, use_tqdm=False)
-        else:
-            outputs = self.llm.generate([plain_prompt(a.messages) for a in asks], sampling_params=params,
+        elif fits:
+            outputs = self.llm.generate([plain_prompt(asks[k].messages) for k in fits], sampling_params=params,
                                         use_tqdm=False)
-        return [self._sample(o) for o in outputs]
+        for k, o in zip(fits, outputs if fits else []):
+            out[k] = self._sample(o)
+        return settled(out, "prompts fill the context")
 
     def _sample(self, output: Any) -> Sample:
         return _sample_of(output)
@@ -114,6 +137,7 @@ class VLLMEngine:
         self._vllm, self.llm = start_llm(model, max_model_len, dtype=dtype, enable_prefix_caching=True,
                                          gpu_memory_utilization=gpu_memory_utilization, **engine_args)
         self.identity = f"vllm:{model}:{dtype}"
+        self.capped_requests = 0  # requests whose new tokens were capped to fit max_model_len
 
     def generate_ids(self, prompts: Sequence[Sequence[int]], params: Sequence[dict[str, Any]]) -> list[Sample]:
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
@@ -170,16 +194,18 @@ class VLLMPolicy(Generator):
         if not asks:
             return []
         prompts = self.encoder.encode_prompts(asks)
-        params = [sampling_kwargs(a, self.encoder._budget(a), logprobs=True) for a in asks]
-        raw = self.engine.generate_ids(prompts, params)
+        budgets = self.encoder.plan(asks, prompts)  # the HF backend's rule: budgets give way, prompts never
+        out: list[Sample | BaseException] = [self.encoder.too_long(a, len(p)) for a, p in zip(asks, prompts)]
+        fits = [k for k, b in enumerate(budgets) if b >= 1]
+        params = [sampling_kwargs(asks[k], budgets[k], logprobs=True) for k in fits]
+        raw = self.engine.generate_ids([prompts[k] for k in fits], params) if fits else []
         eos = self.encoder.eos_ids
-        out = []
-        for s in raw:
+        for k, s in zip(fits, raw):
             ids = tuple(int(t) for t in s.token_ids or ())
             stop = (bool(ids) and ids[-1] in eos) or s.finish_reason == "stop"
-            out.append(Sample(text=self.encoder._decode(ids), token_ids=ids, logprobs=s.logprobs,
-                              finish_reason="stop" if stop else "length"))
-        return out
+            out[k] = Sample(text=self.encoder._decode(ids), token_ids=ids, logprobs=s.logprobs,
+                            finish_reason="stop" if stop else "length")
+        return settled(out, "prompts fill the context")
 
     def load_weights(self, named_tensors: Sequence[tuple[str, Any]]) -> None:
         self.engine.load_weights(named_tensors)

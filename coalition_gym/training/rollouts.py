@@ -20,13 +20,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..agents.base import Generator, stable_hash
+from ..agents.base import Generator, stable_hash, with_system_prompt
 from ..envs.protocols import EpisodeContext, ProgramGen, Protocol
 from ..envs.runner import ProgramFailed, RunStats, run_programs, score_outcomes
 from ..envs.seated import own_answer_of
 from ..errors import BackendError, ConfigError
 from ..tasks.base import Task
-from ..types import Ask, Item, Message, Sample
+from ..types import Ask, Item, Sample
 
 
 @dataclass
@@ -52,21 +52,6 @@ class Rollout:
     calls: list[PolicyCall] = field(default_factory=list)
     error: str | None = None
     policy_answer: str | None = None  # the policy's own extracted answer (majority of its last round)
-
-
-def with_system_prompt(ask: Ask, system_prompt: str) -> Ask:
-    """The Ask with the policy's system prompt replaced (or added; merged into the first user turn
-    for compact prompts that have no system turn)."""
-    if not system_prompt:
-        return ask
-    messages = list(ask.messages)
-    if messages and messages[0].role == "system":
-        messages[0] = Message("system", system_prompt)
-    elif messages and messages[0].role == "user" and len(messages) == 1:
-        messages[0] = Message("user", f"{system_prompt}\n{messages[0].content}")
-    else:
-        messages.insert(0, Message("system", system_prompt))
-    return dataclasses.replace(ask, messages=tuple(messages))
 
 
 class RecordingPolicy(Generator):

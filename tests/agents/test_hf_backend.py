@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from coalition_gym.agents.hf import (HFGenerator, PadTokenWarning, TruncationWarning, plain_prompt,
+from coalition_gym.agents.hf import (HFGenerator, NewTokensCappedWarning, PadTokenWarning, plain_prompt,
                                      resolve_device_dtype, sequence_logprobs)
-from coalition_gym.errors import BackendError, ConfigError
+from coalition_gym.errors import BackendError, ConfigError, PartialBatchError, PromptTooLongError
 from coalition_gym.types import Ask, Message, SamplingParams
 
 QUESTIONS = ["Calculate 3 + 4.\nAnswer:", "Calculate 9 * 2.\nAnswer:",
@@ -125,18 +125,56 @@ def test_plain_text_fallback_without_a_chat_template(model_dir):
     assert plain.generate([Ask("m", chat, seed=0)])[0].text is not None
 
 
-def test_prompt_longer_than_the_context_is_cut_from_the_left_and_recorded(model_dir):
-    g = HFGenerator(str(model_dir), device="cpu", max_new_tokens=8)
-    long_text = "x" * (g.context + 50) + "\nAnswer:"
-    a = ask(long_text, seed=4, member="verbose")
-    with pytest.warns(TruncationWarning, match="keeping its last"):
-        sample = g.generate([a])[0]
-    assert len(sample.token_ids) <= 8
-    (record,) = g.truncations
-    assert record.member == "verbose" and record.kept_tokens == g.context - 8
-    assert record.prompt_tokens == len(long_text) + 1  # characters plus BOS
-    ids = g.encode_prompt(a)
-    assert len(ids) == g.context - 8 and g.tokenizer.decode(ids).endswith("\nAnswer:")
+@pytest.fixture(scope="module")
+def model_512(tmp_path_factory, model_dir) -> Path:
+    """A model with a 512-token context (random weights, the zoo's tokenizer): the issue's case."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(model_dir)
+    config.n_positions = 512
+    folder = tmp_path_factory.mktemp("ctx512")
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(model_dir).save_pretrained(folder)
+    return folder
+
+
+def test_new_tokens_give_way_and_the_prompt_is_never_cut(model_512):
+    g = HFGenerator(str(model_512), device="cpu")  # the default cap: 512 new tokens, as protocols ask
+    assert g.context == 512 and g.max_new_tokens == 512
+    text = "Calculate 3 + 4, then say why at length. " * 4 + "\nAnswer:"
+    asks = [ask(text, seed=k, max_new_tokens=512, member="mine") for k in range(3)]
+    prompt = g.encode_prompt(asks[0])
+    assert g.tokenizer.decode(prompt) == "<bos>" + text  # every token of the prompt is kept
+    with pytest.warns(NewTokensCappedWarning, match=rf"prompt of {len(prompt)} tokens for 'mine' \+ 512 new tokens "
+                      rf"exceeds the context of 512; capping new tokens at {512 - len(prompt)}") as caught:
+        samples = g.generate(asks)
+    assert len([w for w in caught if w.category is NewTokensCappedWarning]) == 1  # once per member
+    assert g.capped_requests == 3
+    assert all(len(s.token_ids) <= 512 - len(prompt) for s in samples)
+
+
+def test_a_prompt_that_fills_the_context_fails_alone(model_512):
+    g = HFGenerator(str(model_512), device="cpu", max_new_tokens=8)
+    fits, too_long = ask(QUESTIONS[0], seed=1), ask("x" * 600 + "\nAnswer:", seed=2, member="verbose")
+    with pytest.raises(PartialBatchError) as raised:
+        g.generate([fits, too_long])
+    answered, failed = raised.value.results
+    assert answered.text == g.generate([fits])[0].text  # the other request is answered as it would be alone
+    assert isinstance(failed, PromptTooLongError) and "'verbose' has 609 tokens" in str(failed)
+    assert "whole context is 512" in str(failed)
+
+
+def test_a_too_long_prompt_is_a_failed_episode_the_run_goes_on(model_512):
+    from coalition_gym import load_pool, make_protocol, run_episodes
+    from coalition_gym.types import Item
+    from conftest import ListTask
+
+    task = ListTask(("7", "8"))
+    task._items[1] = Item(id="q1", question="x" * 600, gold="8", category="test")
+    pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(model_512)}]})
+    results = run_episodes(make_protocol("majority_vote"), task, task.items(), ["mine"], pool.backends(), seed=0)
+    assert results[0].error is None
+    assert results[1].score == 0.0 and "PromptTooLongError" in (results[1].error or "")
 
 
 def test_tokenizer_without_pad_token_pads_with_eos(model_dir):
@@ -253,3 +291,38 @@ def test_vllm_engine_generates(model_dir):
     first, second = g.generate(asks), g.generate(asks[::-1])[::-1]
     assert [s.text for s in first] == [s.text for s in second]  # per-Ask seeds: order does not matter
     assert all(len(s.logprobs) == len(s.token_ids) for s in first)
+
+
+def test_vllm_generator_caps_new_tokens_and_never_cuts_a_prompt():
+    """The same rule for the in-process vLLM backend, on a stand-in for ``vllm.LLM`` (no vllm here)."""
+    from types import SimpleNamespace
+
+    from coalition_gym.agents.vllm_engine import VLLMGenerator
+
+    asked: list[dict] = []
+
+    class Tokenizer:
+        def encode(self, text):
+            return list(range(len(text)))
+
+    class LLM:
+        llm_engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=100))
+
+        def get_tokenizer(self):
+            return Tokenizer()
+
+        def generate(self, prompts, sampling_params, use_tqdm):
+            asked.extend(sampling_params)
+            return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[1], text="Answer: 7", logprobs=None,
+                                                             finish_reason="stop")]) for _ in prompts]
+
+    g = object.__new__(VLLMGenerator)
+    g.llm, g._vllm, g.has_chat_template = LLM(), SimpleNamespace(SamplingParams=lambda **kw: kw), False
+    g.max_new_tokens, g.logprobs, g.identity, g.capped_requests = None, False, "vllm:fake", 0
+    fits, too_long = ask("y" * 30, seed=1, max_new_tokens=512), ask("x" * 120, seed=2, member="verbose")
+    with pytest.raises(PartialBatchError) as raised:
+        g.generate([fits, too_long])
+    answered, failed = raised.value.results
+    assert answered.text == "Answer: 7" and [p["max_tokens"] for p in asked] == [70]  # 100 - 30, prompt whole
+    assert isinstance(failed, PromptTooLongError) and "'verbose' has 120 tokens" in str(failed)
+    assert g.capped_requests == 1

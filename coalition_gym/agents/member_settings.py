@@ -1,0 +1,72 @@
+"""What a model folder says about how to use it as a pool member: ``coalition_gym.json``.
+
+``cgym train`` writes it into every checkpoint (``best/``, ``last/``) so the folder is a pool member as it
+stands: the prompt style it was trained on, its system prompt (nudge learns one), the token cap it
+generated with, its context, the decoding its checkpoint was selected with, and where it came from
+(base model and its fingerprint, method, step, the run's command line). The ``hf`` backend applies the
+system prompt and the token cap; pool files take the style unless an entry sets one. Explicit settings
+of a pool entry always win.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..redaction import write_json
+
+SETTINGS_FILE = "coalition_gym.json"
+STYLES = ("chat", "compact")
+DECODINGS = ("greedy", "sampled")
+
+
+@dataclass(frozen=True)
+class MemberSettings:
+    style: str | None = None  # the prompt style the model was trained on (chat, compact)
+    system_prompt: str = ""
+    max_new_tokens: int | None = None
+    context_length: int | None = None
+    decoding: str | None = None  # how the trainer evaluated (and selected) this checkpoint
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": 1, **asdict(self)}
+
+
+def read_member_settings(folder: str | Path) -> MemberSettings | None:
+    """The folder's settings, or None when it has no ``coalition_gym.json``; a malformed file is a
+    ConfigError naming the file and the bad field (never silently ignored: the model would answer in
+    a format it was not trained on)."""
+    path = Path(folder) / SETTINGS_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not readable JSON ({exc}); rewrite it or delete it") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    checks = {"style": lambda v: v is None or v in STYLES, "system_prompt": lambda v: isinstance(v, str),
+              "max_new_tokens": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+              "context_length": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+              "decoding": lambda v: v is None or v in DECODINGS, "provenance": lambda v: isinstance(v, dict)}
+    known = {"format", *checks}
+    stray = sorted(set(data) - known)
+    if stray:
+        raise ConfigError(f"{path}: unknown field {stray[0]!r}; fields: {', '.join(sorted(known))}")
+    for key, ok in checks.items():
+        if key in data and not ok(data[key]):
+            raise ConfigError(f"{path}: {key}={data[key]!r} is not valid")
+    return MemberSettings(**{k: v for k, v in data.items() if k != "format"})
+
+
+def write_member_settings(folder: str | Path, settings: MemberSettings) -> Path:
+    path = Path(folder) / SETTINGS_FILE
+    write_json(path, settings.to_dict())
+    return path
+
+
+__all__ = ["SETTINGS_FILE", "MemberSettings", "read_member_settings", "write_member_settings"]
