@@ -90,6 +90,16 @@ def resolve_device_dtype(device: str = "auto", dtype: str = "auto") -> tuple[str
     return device, dtype
 
 
+def context_length(model: Any, tokenizer: Any = None) -> int:
+    """The tokens a model reads at most: its config's position count, else the tokenizer's limit."""
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(model.config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    return int(value) if isinstance(value, int) and 0 < value < 10**7 else 1 << 20
+
+
 def plain_prompt(messages: Sequence[Message]) -> str:
     """Fallback for tokenizers without a chat template: the bare content of a lone user message, else
     ``<|role|>`` headers (:func:`render_plain`) followed by an open ``<|assistant|>`` header."""
@@ -263,13 +273,7 @@ class HFGenerator(Generator):
         return frozenset(ids)
 
     def _context_length(self) -> int:
-        cfg = self.model.config
-        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-            value = getattr(cfg, key, None)
-            if isinstance(value, int) and value > 0:
-                return value
-        value = getattr(self.tokenizer, "model_max_length", None)
-        return int(value) if isinstance(value, int) and 0 < value < 10**7 else 1 << 20
+        return context_length(self.model, self.tokenizer)
 
     # -- prompts --------------------------------------------------------------------------------
     @property

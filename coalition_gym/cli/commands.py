@@ -341,8 +341,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
     failures = FailureSummary()
     try:
-        run_methods(args.method.split(","), root, preset=preset, executor=executor, failures=failures,
-                    force=args.force, overwrite=args.overwrite, **settings)
+        reports = run_methods(args.method.split(","), root, preset=preset, executor=executor, failures=failures,
+                              force=args.force, overwrite=args.overwrite, **settings)
     finally:
         if executor is not None:
             executor.close()
@@ -350,7 +350,25 @@ def cmd_train(args: argparse.Namespace) -> int:
                                                                 **settings},
                                                       policy_weights=policy_weights(str(settings["policy"]))))
     print(summary_table(root))  # every report's test scores with CIs, one row per method
+    _show_trained(root, [r for r in reports if r["method"] != "base"], args.export)
     return verdict(failures, args.max_failures, _say)
+
+
+def _show_trained(root: Path, reports: list[dict[str, Any]], export: str | None) -> None:
+    """For each trained policy: the pool-file line that makes it a member; with ``--export``, a ready
+    pool.yaml beside its collaborators and the ``cgym eval`` command that replays the trainer's test."""
+    from ..training.export import export_run, pool_line
+
+    for report in reports:
+        folder = root / f"{report['method']}-seed{report['seed']}"
+        if not (folder / "best" / "config.json").is_file():
+            continue
+        print(f"{report['method']} as a pool member: {pool_line(folder)}")
+        if export:
+            target = Path(export) if len(reports) == 1 else Path(export) / folder.name
+            done = export_run(folder, target)
+            print(f"wrote {done['pool']}; its leaderboard replays the trainer's test scores:\n  {done['eval_command']}"
+                  + (f"\n  ({done['note']})" if done["note"] else ""))
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:

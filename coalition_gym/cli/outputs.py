@@ -22,7 +22,7 @@ from ..redaction import write_json
 RESULT_NEUTRAL = frozenset({"func", "record", "overwrite", "out", "cache", "executor", "address", "num_cpus",
                             "max_failures", "imports", "force", "tensorboard"})
 #: Options naming a folder a command writes to.
-FOLDER_OPTIONS = ("out", "cache", "save_trained")
+FOLDER_OPTIONS = ("out", "cache", "save_trained", "export")
 
 
 def _flag(option: str) -> str:

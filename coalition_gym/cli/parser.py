@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="start over a run folder that holds a run with another configuration (default: refuse it; "
                         "the same configuration resumes)")
+    p.add_argument("--export", default=None, metavar="DIR",
+                   help="write DIR/pool.yaml: the trained policy beside its collaborators, and the cgym eval "
+                        "command that replays the trainer's test scores (one subfolder per method when several)")
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_train)
 

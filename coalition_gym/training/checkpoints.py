@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..agents.member_settings import MemberSettings, write_member_settings
 from ..errors import ConfigError
 from ..redaction import write_text
 
@@ -49,11 +50,16 @@ def load_state(out: Path, model: Any, optimizer: Any, trainer_rng: random.Random
     return saved["state"]
 
 
-def save_best(out: Path, model: Any, tokenizer: Any, system_prompt: str) -> None:
+def save_best(out: Path, model: Any, tokenizer: Any, system_prompt: str,
+              settings: MemberSettings | None = None) -> None:
+    """``out/best``: an HF folder with the policy's system prompt and, given ``settings``, its
+    ``coalition_gym.json`` (how to use it as a pool member, and where it came from)."""
     best = out / "best"
     model.save_pretrained(best)
     tokenizer.save_pretrained(best)
     write_text(best / "system_prompt.txt", system_prompt)
+    if settings is not None:
+        write_member_settings(best, settings)
 
 
 def load_best(out: Path, model: Any) -> str | None:

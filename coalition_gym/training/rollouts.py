@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from ..agents.base import Generator, stable_hash, with_system_prompt
 from ..envs.protocols import EpisodeContext, ProgramGen, Protocol
-from ..envs.runner import ProgramFailed, RunStats, run_programs, score_outcomes
+from ..envs.runner import ProgramFailed, RunStats, episode_seed, run_programs, score_outcomes
 from ..envs.seated import own_answer_of
 from ..errors import BackendError, ConfigError
 from ..tasks.base import Task
@@ -115,18 +115,20 @@ def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Se
             backends: Mapping[str, Generator], policy: RecordingPolicy, policy_name: str, group_size: int,
             seed: int, styles: Mapping[str, str], dev_scores: Mapping[str, float] | None = None,
             stats: RunStats | None = None, first_group: int = 0, draws: str = "shared") -> list[Rollout]:
-    """``group_size`` executions of every item (see the module doc for ``draws``)."""
-    if draws not in ("shared", "fresh"):
-        raise ConfigError(f"draws={draws!r}; use 'shared' or 'fresh'")
+    """``group_size`` executions of every item (see the module doc for ``draws``; ``"episode"``: one
+    execution per item with the runner's episode seed, as ``cgym eval --seed seed`` runs it)."""
+    if draws not in ("shared", "fresh", "episode") or (draws == "episode" and group_size != 1):
+        raise ConfigError(f"draws={draws!r}; use 'shared' or 'fresh' ('episode' with group_size 1)")
     contexts, groups, executions = [], [], []
     for g, item in enumerate(items):
         for k in range(group_size):
             episode = ("rollout", seed, item.id) if draws == "shared" else ("rollout", seed, item.id, k)
             contexts.append(EpisodeContext(item=item, task=task, members=tuple(coalition),
-                                           seed=stable_hash(*episode) % 2**31,
+                                           seed=(episode_seed(seed, item) if draws == "episode"
+                                                 else stable_hash(*episode) % 2**31),
                                            styles=styles, dev_scores=dev_scores or {}))
             groups.append(first_group + g)
-            executions.append(k if draws == "shared" else None)
+            executions.append(k if draws == "shared" else None)  # episode: seeds as the runner gives them
     start = len(policy.calls)
     programs = [tag_policy_asks(protocol.start(ctx), policy_name, i, executions[i])
                 for i, ctx in enumerate(contexts)]

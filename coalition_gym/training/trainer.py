@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence, cast
 import numpy as np
 
 from ..agents.base import stable_hash
+from ..agents.member_settings import MemberSettings
 from ..agents.pools import load_pool
 from ..envs.dev_scores import DevScores, dev_scores_for
 from ..envs.protocols import Protocol, make_protocol
@@ -141,6 +142,7 @@ class Trainer:
         self.state = TrainState()
         self.styles = {**self.pool.styles, config.policy_name: config.policy_style}
         self._dev: DevScores | None = None
+        self._base_weights: dict[str, Any] | None = None
         self.rng = random.Random(config.seed)
         self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
         self.metrics = MetricsLog(self.out)
@@ -432,7 +434,7 @@ class Trainer:
         draws on every item (paired comparisons), and different seeds draw independently."""
         if mode not in ("collab", "solo", "without"):
             raise ConfigError(f"evaluation mode {mode!r}; use collab, solo or without")
-        seed = stable_hash("eval", self.config.seed) % 2**31 if seed is None else seed
+        seed = self.eval_seed if seed is None else seed
         coalition = {"collab": self.members + [self.config.policy_name], "solo": [self.config.policy_name],
                      "without": list(self.members)}[mode]
         proto = self.solo_protocol if mode == "solo" else self.collab_protocol
@@ -440,13 +442,19 @@ class Trainer:
         self.model.eval()
         try:
             rollouts = collect(proto, self.task, items, coalition, self.pool.backends(), backend,
-                               self.config.policy_name, 1, seed, self.styles, self.dev_scores.scores)
+                               self.config.policy_name, 1, seed, self.styles, self.dev_scores.scores,
+                               draws="episode")  # the runner's episode seeds: `cgym eval --seed` replays it
         finally:
             self.model.train()
         self._count_failures(coalition, rollouts)
         scores = [r.solo_score if mode == "solo" else r.reward for r in rollouts]
         _, _, lo, hi = bootstrap_mean(np.asarray([scores]), n_boot=1000, seed=seed)
         return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
+
+    @property
+    def eval_seed(self) -> int:
+        """The episode seed of every evaluation of this run (``cgym eval --seed`` with it replays them)."""
+        return stable_hash("eval", self.config.seed) % 2**31
 
     def dev_items(self) -> list[Item]:
         return list(self.task.items("dev"))[: self.config.eval_items]
@@ -458,7 +466,24 @@ class Trainer:
     def record_best(self, result: EvalResult, step: int) -> None:
         self.state.best_score, self.state.best_ci, self.state.best_step = result.mean, list(result.ci), step
         self.state.evals_without_gain = 0
-        checkpoints.save_best(self.out, self.model, self.tokenizer, self.state.system_prompt)
+        checkpoints.save_best(self.out, self.model, self.tokenizer, self.state.system_prompt,
+                              self.member_settings(step, result))
+
+    def member_settings(self, step: int, result: EvalResult) -> MemberSettings:
+        """What ``best/`` needs to be a pool member as it stands (style, system prompt, token cap, the
+        decoding it was selected with) and its provenance."""
+        from ..agents.hf import context_length
+
+        cfg = self.config
+        if self._base_weights is None:  # the starting weights never change: hashed once
+            self._base_weights = policy_weights(cfg.policy)
+        return MemberSettings(
+            style=cfg.policy_style, system_prompt=self.state.system_prompt, max_new_tokens=cfg.max_new_tokens,
+            context_length=context_length(self.model, self.tokenizer),
+            decoding="greedy" if cfg.eval_decoding == "greedy" else "sampled",
+            provenance={"base_model": cfg.policy, "base_weights": self._base_weights, "method": cfg.method,
+                        "step": step, "dev_score": result.mean, "eval_seed": self.eval_seed,
+                        "run_folder": str(self.out.resolve()), "config": cfg.to_dict()})
 
     def save_state(self) -> None:
         checkpoints.save_state(self.out, self.model, self.optimizer, asdict(self.state), self.rng,
@@ -555,7 +580,9 @@ class Trainer:
             "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
             "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
             "last": {m: r.to_dict() for m, r in last.items()},
-            "policy_weights": policy_weights(self.config.policy), "dev_scores": self.dev_scores.record(),
+            "policy_weights": policy_weights(self.config.policy),
+            "protocol": self.collab_protocol.settings(), "members": list(self.members),
+            "eval_seed": self.eval_seed, "dev_scores": self.dev_scores.record(),
             "signal": summarise_signal(self.metrics.rows()), "probe": self.state.probe,
             "config": self.config.to_dict(),
             "failures": self.failures.to_dict()}

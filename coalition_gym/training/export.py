@@ -1,0 +1,119 @@
+"""A trained policy back into a pool: ``cgym train --export DIR``.
+
+``DIR/pool.yaml`` holds the collaborators the policy was trained with and the policy (its ``best/``
+folder, under the trainer's policy name, so every seed matches), and the ``cgym eval`` command that
+replays the trainer's test evaluation: same protocol settings, task, test items and episode seed. Its
+leaderboard then shows the trainer's reported system score (the full coalition) and solo score (the
+policy's row), equal up to ties broken by dev scores (the trainer measures none for its policy).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
+from ..redaction import write_text
+
+
+def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pool-file entries (members, helpers) for ``members`` of the pool ``spec``: a sim preset, a zoo
+    recipe, or a pool file (its entries copied, relative model paths made absolute)."""
+    from ..agents.pools import _looks_like_file
+    from ..agents.simulated import SIM_PRESETS
+    from ..agents.zoo import RECIPES
+
+    kind, _, preset = spec.partition(":")
+    if _looks_like_file(spec):
+        path = Path(spec).resolve()
+        data = yaml.safe_load(path.read_text()) if path.suffix != ".json" else json.loads(path.read_text())
+        entries = {e["name"]: dict(e) for e in data.get("members", [])}
+        for e in entries.values():
+            model = e.get("model")
+            if isinstance(model, str) and model.startswith("."):
+                e["model"] = str((path.parent / model).resolve())
+        return [entries[m] for m in members], list(data.get("helpers") or [])
+    if kind == "sim" and preset in SIM_PRESETS:
+        helpers = [{"name": h, "backend": "sim", "model": f"{spec}/{h}"} for h in SIM_PRESETS[preset]["helpers"]]
+        return [{"name": m, "backend": "sim", "model": f"{spec}/{m}"} for m in members], helpers
+    if kind == "zoo" and preset in RECIPES:
+        cap = RECIPES[preset].max_new_tokens
+        return [{"name": m, "backend": "hf", "model": f"{spec}/{m}", "max_new_tokens": cap} for m in members], []
+    raise ConfigError(f"--export: collaborators {spec!r} cannot be written as pool-file entries (sim:random-N "
+                      "draws its members); train with a sim or zoo preset or a pool file to export")
+
+
+def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
+    """Write ``out/pool.yaml`` for the run in ``run_folder`` (a ``cgym train`` method folder); returns
+    the pool-file line of the policy and the replaying ``cgym eval`` command."""
+    from ..envs.protocols import make_protocol
+
+    run = Path(run_folder).resolve()
+    best = run / "best"
+    if not (best / "config.json").is_file():
+        raise ConfigError(f"{run}: no best/ checkpoint to export (the method trains no weights, or never ran)")
+    config = json.loads((run / "config.json").read_text())
+    report = json.loads((run / "report.json").read_text()) if (run / "report.json").is_file() else {}
+    members = report.get("members") or config.get("members") or _pool_members(config["collaborators"])
+    entries, helpers = collaborator_entries(config["collaborators"], list(members))
+    policy = {"name": config["policy_name"], "backend": "hf", "model": str(best)}
+    if config.get("eval_decoding") == "greedy":
+        policy["sampling"] = {"temperature": 0.0}  # as the trainer evaluated and selected it
+    pool: dict[str, Any] = {"name": f"{run.name}-trained", "members": [*entries, policy]}
+    if helpers:
+        pool["helpers"] = helpers
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    protocol = make_protocol(config["protocol"], **config.get("protocol_settings", {}))
+    settings = _trainer_protocol_settings(run, protocol.settings())
+    task_kwargs = dict(config.get("task_kwargs") or {})
+    command = ["cgym", "eval", "--pool", str((folder / "pool.yaml").resolve()), "--protocol", config["protocol"],
+               "--task", config["task"], "--split", "test", "--items",
+               str(config.get("test_items") or task_kwargs.get("size", 200)),  # the trainer's test items
+               "--task-seed", str(task_kwargs.get("seed", 0)), "--seed", str(_eval_seed(config["seed"])),
+               "--estimator", "loo"]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={json.dumps(value)}"]
+    line = shlex.join(command)
+    extra = sorted(set(task_kwargs) - {"size", "seed"})
+    note = (f"task options {extra} have no cgym eval flag: the command evaluates the task without them"
+            if extra else "")
+    header = (f"# {run.name}: the trained policy ({config['policy_name']}) beside its collaborators.\n"
+              f"# Replays the trainer's test evaluation:\n#   {line}\n")
+    write_text(folder / "pool.yaml", header + yaml.safe_dump(pool, sort_keys=False))
+    return {"pool": str(folder / "pool.yaml"), "member": policy, "eval_command": line, "note": note}
+
+
+def _pool_members(spec: str) -> list[str]:
+    from ..agents.pools import load_pool
+
+    return load_pool(spec).member_names
+
+
+def _eval_seed(seed: int) -> int:
+    from ..agents.base import stable_hash
+
+    return stable_hash("eval", seed) % 2**31  # Trainer.eval_seed
+
+
+def _trainer_protocol_settings(run: Path, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The protocol settings the trainer ran with (its report records them), else the protocol's."""
+    report = run / "report.json"
+    if report.is_file():
+        recorded = json.loads(report.read_text()).get("protocol")
+        if isinstance(recorded, dict):
+            return recorded
+    return defaults
+
+
+def pool_line(run_folder: str | Path) -> str:
+    """The one pool-file line that makes ``run_folder``'s best checkpoint a member."""
+    config = json.loads((Path(run_folder) / "config.json").read_text())
+    return f"{{name: {config['policy_name']}, backend: hf, model: {(Path(run_folder) / 'best').resolve()}}}"
+
+
+__all__ = ["collaborator_entries", "export_run", "pool_line"]
