@@ -118,10 +118,10 @@ def test_cuda_out_of_memory_halves_the_batch_then_names_the_setting(qwen, monkey
     ref = gen.generate(batch)
     real = HFGenerator._generate_batch
 
-    def flaky(self, a, p):  # batches above 2 rows "run out of memory"
+    def flaky(self, a, p, b):  # batches above 2 rows "run out of memory"
         if len(a) > 2:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real(self, a, p)
+        return real(self, a, p, b)
 
     gen.batch_sizes.clear()
     monkeypatch.setattr(HFGenerator, "_generate_batch", flaky)
@@ -130,14 +130,14 @@ def test_cuda_out_of_memory_halves_the_batch_then_names_the_setting(qwen, monkey
     assert_same(ref, got)
     assert gen.batch_sizes == [2, 2, 2, 2]
 
-    def always(self, a, p):
+    def always(self, a, p, b):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
     monkeypatch.setattr(HFGenerator, "_generate_batch", always)
     with pytest.warns(RuntimeWarning), pytest.raises(BackendError, match=r"batch size of 1 .*max_batch_size=8"):
         gen.generate(batch)
 
-    def other(self, a, p):
+    def other(self, a, p, b):
         raise ValueError("not a memory problem")
 
     monkeypatch.setattr(HFGenerator, "_generate_batch", other)
