@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from _common import machine_info, write_json
 
 PIVOTAL_WHY = ("Majority vote of the policy and two simulated agents with independent errors (sim:split): ana, "
@@ -128,19 +127,26 @@ def run_one(job: dict[str, Any]) -> list[dict[str, Any]]:
         config = method_config(name, job["method_settings"], {**job["train"], **job["overrides"]}, job["seed"])
         out = root / f"{name}-seed{job['seed']}"
         done = out / "report.json"
+        trained_seconds = None
         if done.is_file():
             old = json.loads(done.read_text())
             weights = policy_weights(config.policy)
             if old["config"] == config.to_dict() and old.get("policy_weights") == weights:
-                reports.append({**old, "name": name, "setting": job["setting"]})
-                continue  # finished work is kept: a rerun picks up where a killed one stopped
+                if "eval_seed" in old:
+                    reports.append({**old, "name": name, "setting": job["setting"]})
+                    continue  # finished work is kept: a rerun picks up where a killed one stopped
+                # trained before evaluations took the runner's episode seeds: the same checkpoints,
+                # evaluated again (fit resumes the finished run); the training time is the original's
+                trained_seconds = old.get("train_seconds")
             # same config but other starting weights (e.g. a zoo built elsewhere): not the same run
         trainer = Trainer(config, out=out, log=lambda *_: None)
         start = time.perf_counter()
         trainer.fit(progress=False, force=True)  # a run without signal is a result too (its probe says so)
         base = json.loads(base_file.read_text()) if name != "base" and base_file.is_file() else None
         report = trainer.report(base)
-        report["train_seconds"] = time.perf_counter() - start
+        report["train_seconds"] = trained_seconds if trained_seconds is not None else time.perf_counter() - start
+        if trained_seconds is not None:
+            report["reevaluated"] = True
         done.write_text(json.dumps(report, indent=2))
         reports.append({**report, "name": name, "setting": job["setting"]})
         print(f"[{job['setting']} seed {job['seed']}] {name}: system {report['collab']['mean']:.3f} "
@@ -519,6 +525,11 @@ def main() -> None:
         results = [run_one(job) for job in jobs]
     total = time.perf_counter() - start
     reports = [r for part in results for r in part]
+    previous = out  # the result file this run replaces
+    reevaluation = None
+    if any(r.get("reevaluated") for r in reports) and previous.is_file():
+        # checkpoints trained earlier, only evaluated now: the run's time is the training run's
+        reevaluation, total = total, json.loads(previous.read_text()).get("total_seconds", total)
 
     summary, texts = [], []
     for s in settings:
@@ -541,6 +552,7 @@ def main() -> None:
     weights = {r["config"]["policy"]: r.get("policy_weights") for r in reports}
     write_json(out, {"benchmark": "crl_demo", "seeds": seeds, "common": {**COMMON, **overrides},
                      "total_seconds": total, "machine": machine_info(), "policy_weights": weights,
+                     **({"reevaluation_seconds": reevaluation} if reevaluation is not None else {}),
                      "claims": tested, "notes": notes, "settings": summary, "table": text})
     out.with_suffix(".md").write_text(f"{header}\n\n{text}\n")
     print(f"\nwrote {out}, {out.with_suffix('.md')} and {png}")

@@ -35,6 +35,16 @@ from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, m
 PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
 
 
+def capped_requests(backends: Any) -> int:
+    """Requests whose new tokens a backend capped to fit its context (HF, vLLM), each model counted once."""
+    seen: dict[int, int] = {}
+    for gen in backends:
+        while hasattr(gen, "inner"):  # WithSampling, CachedGenerator
+            gen = gen.inner
+        seen[id(gen)] = int(getattr(gen, "capped_requests", 0))
+    return sum(seen.values())
+
+
 def parse_estimators(spec: str) -> list[str]:
     names = list(FIELDS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in FIELDS and n != "auto"]
@@ -201,6 +211,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
                  + (game.solo_game().coalitions_evaluated if game.solo_game() is not game else 0),
                  "generations": game.generations, "cache_hits": game.cache_hits,
                  "dev_generations": game.dev.generated,
+                 "capped_new_tokens": capped_requests(game.pool.backends().values()),
                  "backend_calls": game.stats.backend_calls,
                  **({k: v for k, v in training.items() if not isinstance(v, list)} if training else {})},
         "training": training,

@@ -326,3 +326,15 @@ def test_vllm_generator_caps_new_tokens_and_never_cuts_a_prompt():
     assert answered.text == "Answer: 7" and [p["max_tokens"] for p in asked] == [70]  # 100 - 30, prompt whole
     assert isinstance(failed, PromptTooLongError) and "'verbose' has 120 tokens" in str(failed)
     assert g.capped_requests == 1
+
+
+def test_capped_requests_are_counted_in_the_leaderboards_cost(model_512):
+    from coalition_gym import evaluate, load_pool, make_protocol
+    from coalition_gym.valuation.report import summary
+    from conftest import ListTask
+
+    task = ListTask(("7", "8", "9"))
+    pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(model_512)},
+                                  {"name": "atlas", "backend": "sim", "model": "sim:demo/atlas"}]})
+    report = evaluate(make_protocol("majority_vote", tie_break="first"), pool, task, task.items(), ["loo"], n_boot=20)
+    assert summary(report)["cost"]["capped_new_tokens"] == 3  # mine's three answers, each capped once
