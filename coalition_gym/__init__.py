@@ -5,10 +5,10 @@ Importing the package registers every environment id with Gymnasium (``coalition
 The headline verbs: ``gym.make(...)``, :func:`run_episodes`, :func:`evaluate` (a leaderboard),
 :class:`CoalitionGame` with the estimators; the extension points: subclass :class:`Protocol`,
 :class:`Task` or :class:`Generator` and make them available by name with :func:`register_protocol`,
-:func:`register_task` and :func:`register_backend` (see ``examples/``).
+:func:`register_task` and :func:`register_backend` (see ``examples/``); training methods and adversaries
+with :func:`register_method` and :func:`register_adversary`. ``cgym --import MODULE`` or the
+``coalition_gym.plugins`` entry point brings them to every ``cgym`` command.
 """
-
-__version__ = "0.1.0"  # first: modules imported below read it
 
 from .agents import AgentProfile, Generator, Pool, SimulatedAgent, load_pool
 from .agents.adversaries import register_adversary
@@ -42,6 +42,7 @@ from .valuation import (
                    solo,
 )
 from .valuation.report import evaluate
+from .version import __version__
 
 register_envs()
 

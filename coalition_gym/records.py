@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import __version__
+from .version import __version__
 
 LIBRARIES = ("torch", "transformers", "gymnasium", "pettingzoo", "numpy", "reasoning-gym")
 

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
-LAYERS = [{"types", "errors"}, {"redaction", "settings_check", "learners", "plugins"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
+LAYERS = [{"types", "errors", "version"}, {"redaction", "settings_check", "learners", "plugins"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
           {"failures", "records"}, {"valuation", "training", "testing"}, {"demo"}, {"cli"}]
 
 
@@ -51,3 +51,13 @@ def test_no_module_imports_from_a_layer_above_its_own():
 def test_the_rule_sees_a_breach():
     assert layer_of("coalition_gym.agents.zoo") < layer_of("coalition_gym.envs.protocols")
     assert layer_of("coalition_gym.tasks.prompts") < layer_of("coalition_gym.agents.zoo")
+
+
+def test_the_version_is_a_leaf_and_matches_the_distribution():
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from coalition_gym.version import __version__
+
+    assert imports(PACKAGE / "version.py") == []
+    assert tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["version"] == __version__

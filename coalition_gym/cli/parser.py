@@ -6,9 +6,9 @@ import argparse
 import math
 from typing import Any, Sequence
 
-from .. import __version__
 from ..errors import did_you_mean
 from ..failures import FailureLimit
+from ..version import __version__
 from . import commands
 
 
