@@ -61,3 +61,80 @@ def test_the_version_is_a_leaf_and_matches_the_distribution():
 
     assert imports(PACKAGE / "version.py") == []
     assert tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["version"] == __version__
+
+
+def _runtime_imports(path: Path, module: str, modules: set[str]) -> set[str]:
+    """The package modules ``path`` imports at run time, lazy imports included and ``if TYPE_CHECKING:``
+    blocks excluded; ``from pkg import name`` counts ``pkg.name`` when that is a module."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+            for n in ast.walk(node)}
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if not base.startswith("coalition_gym"):
+                continue
+            subs = {f"{base}.{a.name}" for a in node.names} & modules
+            found |= subs or {base}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("coalition_gym")}
+    resolved = set()
+    for target in found:
+        while target not in modules and "." in target:
+            target = target.rsplit(".", 1)[0]
+        if target in modules and target != module:
+            resolved.add(target)
+    return resolved
+
+
+def import_cycles() -> list[list[str]]:
+    """Strongly connected groups of package modules in the run-time import graph (lazy imports too)."""
+    paths = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {m: _runtime_imports(p, m, set(paths)) for m, p in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycle_between_modules_lazy_imports_included():
+    import sys
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 5000))
+    assert import_cycles() == []

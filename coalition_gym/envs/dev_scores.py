@@ -38,6 +38,7 @@ from ..agents.cache import CachedGenerator, GenerationCache
 from ..errors import ConfigError
 from ..tasks.base import Task
 from ..types import Ask, Item, Sample, SamplingParams
+from .dispatch import dispatch
 from .protocols.base import Protocol
 
 #: Dev items measured per member by default (fewer when the task's dev split is smaller).
@@ -201,8 +202,6 @@ def measure_dev_scores(task: Task, backends: Mapping[str, Generator], members: S
     """Each member's greedy solo accuracy on the first ``n_items`` of ``split`` (see the module doc).
     Members whose score is cached are not asked; the rest answer in one batched call per backend.
     An Ask that fails scores 0 and keeps its member's score out of the cache (measured again next run)."""
-    from .runner import dispatch  # the runner imports the protocols, which may import this module
-
     styles = styles or {}
     items, why = dev_items(task, split, n_items)
     if not items:

@@ -16,9 +16,10 @@ from ..agents.base import Generator
 from ..errors import EpisodeStateError
 from ..redaction import redact
 from ..types import HELPER_ROLES, Ask, Outcome, Sample
+from .dispatch import EpisodeCost, RunStats, dispatch, with_cost
 from .protocols.base import EpisodeContext, ProgramGen
 from .protocols.voting import majority_of
-from .runner import EpisodeCost, ProgramFailed, RunStats, dispatch, score_outcome, with_cost
+from .runner import ProgramFailed, score_outcome
 
 
 class SeatedEpisode:

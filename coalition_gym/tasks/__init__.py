@@ -18,6 +18,7 @@ from .base import SPLITS, Task
 from .datasets import SPECS, DatasetSpec, FileTask
 from .humaneval import HumanEvalTask
 from .loaders import DataFormatError, DataNotFoundError
+from .mixture import MixtureTask
 from .reasoning_gym import ReasoningGymTask, rg_category, rg_dataset_names
 from .splits import train_dev_split
 from .zoo_tasks import ZOO_TASKS, zoo_task
@@ -95,9 +96,13 @@ def _humaneval(**kwargs: Any) -> Task:
     return HumanEvalTask(**kwargs)
 
 
-def _mixture(rest: str, **kwargs: Any) -> Task:
-    from .mixture import make_mixture
+def make_mixture(spec: str, **kwargs: Any) -> MixtureTask:
+    """``mix:rg/basic_arithmetic,rg/letter_counting`` -> a MixtureTask; ``kwargs`` go to every part."""
+    names = [n.strip() for n in spec[len("mix:"):].split(",") if n.strip()]
+    return MixtureTask([make(n, **kwargs) for n in names])
 
+
+def _mixture(rest: str, **kwargs: Any) -> Task:
     return make_mixture("mix:" + rest, **kwargs)
 
 
@@ -171,6 +176,6 @@ def describe_tasks(group_rg: bool = True) -> list[TaskInfo]:
     return rows
 
 
-__all__ = ["Task", "make", "register_task", "TASKS", "TASK_PREFIXES", "task_names", "describe_tasks", "TaskInfo",
-           "SPLITS", "DEFAULT_TASK", "ReasoningGymTask", "HumanEvalTask", "FileTask", "DatasetSpec", "SPECS",
-           "train_dev_split", "DataNotFoundError", "DataFormatError"]
+__all__ = ["Task", "make", "make_mixture", "MixtureTask", "register_task", "TASKS", "TASK_PREFIXES", "task_names",
+           "describe_tasks", "TaskInfo", "SPLITS", "DEFAULT_TASK", "ReasoningGymTask", "HumanEvalTask", "FileTask",
+           "DatasetSpec", "SPECS", "train_dev_split", "DataNotFoundError", "DataFormatError"]

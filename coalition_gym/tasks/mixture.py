@@ -6,7 +6,7 @@ extracted and scored by the task it came from. Items alternate between the parts
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..errors import ConfigError
 from ..scorers.result import ScoreResult
@@ -74,11 +74,3 @@ class MixtureTask(Task):
             for k, result in zip(idx, part.score_batch([answers[k] for k in idx], [items[k] for k in idx])):
                 out[k] = result
         return out  # type: ignore[return-value]
-
-
-def make_mixture(spec: str, **kwargs: Any) -> MixtureTask:
-    """``mix:rg/basic_arithmetic,rg/letter_counting`` -> a MixtureTask; ``kwargs`` go to every part."""
-    from . import make
-
-    names = [n.strip() for n in spec[len("mix:"):].split(",") if n.strip()]
-    return MixtureTask([make(n, **kwargs) for n in names])

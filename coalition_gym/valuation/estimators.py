@@ -18,80 +18,14 @@ items for all players). For ``mc`` the permutation-sampling error is reported se
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from ..errors import ConfigError
+from .exact import EXACT_LIMIT, ValuationResult, exact_banzhaf, exact_shapley, result_of, shapley_weight
 from .game import Game
-from .stats import bootstrap_mean
-
-EXACT_LIMIT = 12
-
-
-@dataclass
-class ValuationResult:
-    estimator: str
-    players: tuple[str, ...]
-    values: np.ndarray
-    stderr: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    per_item: np.ndarray  # players x items
-    coalitions_evaluated: int
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    def __getitem__(self, player: str) -> float:
-        return float(self.values[self.players.index(player)])
-
-    def as_dict(self) -> dict[str, dict[str, Any]]:
-        return {p: {"value": float(v), "stderr": float(s), "ci": [float(lo), float(hi)]}
-                for p, v, s, lo, hi in zip(self.players, self.values, self.stderr, self.ci_low, self.ci_high)}
-
-
-def _result(name: str, game: Game, per_item: np.ndarray, n_boot: int, seed: int, **extras: Any) -> ValuationResult:
-    per_item = np.asarray(per_item, dtype=float)
-    mean, se, lo, hi = bootstrap_mean(per_item, n_boot=n_boot, seed=seed)
-    return ValuationResult(name, game.players, per_item.mean(axis=1), se, lo, hi, per_item,
-                           game.coalitions_evaluated, extras)
-
-
-def _all_masks(game: Game) -> np.ndarray:
-    """Per-item values of all 2^n coalitions, indexed by bitmask (bit k = players[k])."""
-    n = len(game.players)
-    if n > EXACT_LIMIT:
-        raise ConfigError(f"exact estimators evaluate all 2^n coalitions; n={n} > {EXACT_LIMIT} is refused. "
-                          "Use the sampling estimator 'mc' (Monte Carlo Shapley) or 'loo'.")
-    coalitions = [frozenset(p for k, p in enumerate(game.players) if m >> k & 1) for m in range(1 << n)]
-    game.evaluate(coalitions)
-    return np.stack([game.per_item(c) for c in coalitions])
-
-
-def _weighted_marginals(game: Game, weight: Callable[[int, int], float]) -> np.ndarray:
-    n = len(game.players)
-    values = _all_masks(game)
-    masks = np.arange(1 << n)
-    sizes = np.array([bin(m).count("1") for m in masks])
-    per_item = np.zeros((n, game.n_items))
-    for k in range(n):
-        bit = 1 << k
-        without = masks[(masks & bit) == 0]
-        w = np.array([weight(int(s), n) for s in sizes[without]])
-        per_item[k] = (w[:, None] * (values[without | bit] - values[without])).sum(axis=0)
-    return per_item
-
-
-def shapley_weight(size: int, n: int) -> float:
-    return math.factorial(size) * math.factorial(n - size - 1) / math.factorial(n)
-
-
-def exact_shapley(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
-    return _result("shapley", game, _weighted_marginals(game, shapley_weight), n_boot, seed)
-
-
-def exact_banzhaf(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
-    return _result("banzhaf", game, _weighted_marginals(game, lambda s, n: 1.0 / 2 ** (n - 1)), n_boot, seed)
+from .sampling import Budget, MaxRounds, StopRule, Tolerance, sampled_shapley
 
 
 def leave_one_out(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
@@ -99,14 +33,14 @@ def leave_one_out(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationRes
     game.evaluate([everyone] + [everyone - {p} for p in game.players])
     full = game.per_item(everyone)
     per_item = np.stack([full - game.per_item(everyone - {p}) for p in game.players])
-    return _result("loo", game, per_item, n_boot, seed)
+    return result_of("loo", game, per_item, n_boot, seed)
 
 
 def solo(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
     base = game.solo_game()
     base.evaluate([{p} for p in game.players])
     per_item = np.stack([base.per_item({p}) for p in game.players])
-    result = _result("solo", game, per_item, n_boot, seed)
+    result = result_of("solo", game, per_item, n_boot, seed)
     result.coalitions_evaluated = base.coalitions_evaluated if base is not game else result.coalitions_evaluated
     return result
 
@@ -163,7 +97,7 @@ def monte_carlo_shapley(game: Game, tolerance: float = 0.005, budget: int | None
     stacked = np.stack(pair_sums)
     means = stacked.mean(axis=2)
     perm_se = means.std(axis=0, ddof=1) / math.sqrt(len(pair_sums)) if len(pair_sums) > 1 else np.full(n, np.nan)
-    return _result("mc_shapley", game, stacked.mean(axis=0), n_boot, seed, permutations=2 * len(pair_sums),
+    return result_of("mc_shapley", game, stacked.mean(axis=0), n_boot, seed, permutations=2 * len(pair_sums),
                    permutation_stderr=perm_se.tolist(), stop_reason=stop_reason)
 
 
@@ -174,8 +108,6 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
     sampler, stopped at ``tolerance`` (the largest sampling stderr), a budget in coalitions and/or in
     generations, or ``max_rounds``; exact as soon as the budget covers every coalition. The interval
     and stderr include the sampling error (two-level bootstrap)."""
-    from .sampling import Budget, MaxRounds, StopRule, Tolerance, sampled_shapley
-
     rules: list[StopRule] = [MaxRounds(max_rounds)]
     if tolerance and tolerance > 0:
         rules.append(Tolerance(tolerance))
@@ -197,3 +129,8 @@ ESTIMATORS: dict[str, Callable[..., ValuationResult]] = {
     "loo": leave_one_out, "shapley": exact_shapley, "banzhaf": exact_banzhaf, "mc": sampled_shapley_values,
     "solo": solo,
 }
+
+
+# the exact estimators and the result type live in .exact (sampling imports them); re-exported here
+__all__ = ["EXACT_LIMIT", "ESTIMATORS", "ValuationResult", "exact_banzhaf", "exact_shapley", "leave_one_out",
+           "monte_carlo_shapley", "sampled_shapley_values", "shapley_weight", "solo"]

@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ConfigError
+from .exact import exact_shapley
 from .game import Game
 
 SAMPLERS = ("hybrid", "kernel", "stratified", "permutation")
@@ -568,8 +569,6 @@ def _which(stop: StopRule, progress: Progress) -> str:
 
 def _exact(game: Game, value: Callable[[int], np.ndarray], n: int, seed: int, n_boot: int, name: str,
            spent: Callable[[], tuple[int, int]], why: str) -> SampledShapley:
-    from .estimators import exact_shapley
-
     result = exact_shapley(game, n_boot=n_boot, seed=seed)
     used, gens = spent()
     zero = np.zeros(n)

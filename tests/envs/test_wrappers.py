@@ -54,7 +54,7 @@ MEMBERS = ["mathy", "wordy", "logician"]
 
 
 def router_env(split):
-    from coalition_gym.tasks.mixture import make_mixture
+    from coalition_gym.tasks import make_mixture
 
     task = make_mixture("mix:rg/basic_arithmetic,rg/letter_counting,rg/syllogism", size=150)
     env = gym.make("coalition_gym/PromptRouting-v0", task=task, collaborators="sim:specialists",

@@ -1,0 +1,86 @@
+"""Exact values from all 2^n coalitions (Shapley, Banzhaf) and the result type every estimator returns.
+
+Apart from :mod:`.estimators` so that the sampling estimators (:mod:`.sampling`), which fall back to the
+exact value when their budget covers every coalition, import it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ConfigError
+from .game import Game
+from .stats import bootstrap_mean
+
+EXACT_LIMIT = 12
+
+
+@dataclass
+class ValuationResult:
+    estimator: str
+    players: tuple[str, ...]
+    values: np.ndarray
+    stderr: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    per_item: np.ndarray  # players x items
+    coalitions_evaluated: int
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, player: str) -> float:
+        return float(self.values[self.players.index(player)])
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        return {p: {"value": float(v), "stderr": float(s), "ci": [float(lo), float(hi)]}
+                for p, v, s, lo, hi in zip(self.players, self.values, self.stderr, self.ci_low, self.ci_high)}
+
+
+def result_of(name: str, game: Game, per_item: np.ndarray, n_boot: int, seed: int, **extras: Any) -> ValuationResult:
+    per_item = np.asarray(per_item, dtype=float)
+    mean, se, lo, hi = bootstrap_mean(per_item, n_boot=n_boot, seed=seed)
+    return ValuationResult(name, game.players, per_item.mean(axis=1), se, lo, hi, per_item,
+                           game.coalitions_evaluated, extras)
+
+
+def _all_masks(game: Game) -> np.ndarray:
+    """Per-item values of all 2^n coalitions, indexed by bitmask (bit k = players[k])."""
+    n = len(game.players)
+    if n > EXACT_LIMIT:
+        raise ConfigError(f"exact estimators evaluate all 2^n coalitions; n={n} > {EXACT_LIMIT} is refused. "
+                          "Use the sampling estimator 'mc' (Monte Carlo Shapley) or 'loo'.")
+    coalitions = [frozenset(p for k, p in enumerate(game.players) if m >> k & 1) for m in range(1 << n)]
+    game.evaluate(coalitions)
+    return np.stack([game.per_item(c) for c in coalitions])
+
+
+def _weighted_marginals(game: Game, weight: Callable[[int, int], float]) -> np.ndarray:
+    n = len(game.players)
+    values = _all_masks(game)
+    masks = np.arange(1 << n)
+    sizes = np.array([bin(m).count("1") for m in masks])
+    per_item = np.zeros((n, game.n_items))
+    for k in range(n):
+        bit = 1 << k
+        without = masks[(masks & bit) == 0]
+        w = np.array([weight(int(s), n) for s in sizes[without]])
+        per_item[k] = (w[:, None] * (values[without | bit] - values[without])).sum(axis=0)
+    return per_item
+
+
+def shapley_weight(size: int, n: int) -> float:
+    return math.factorial(size) * math.factorial(n - size - 1) / math.factorial(n)
+
+
+def exact_shapley(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
+    return result_of("shapley", game, _weighted_marginals(game, shapley_weight), n_boot, seed)
+
+
+def exact_banzhaf(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
+    return result_of("banzhaf", game, _weighted_marginals(game, lambda s, n: 1.0 / 2 ** (n - 1)), n_boot, seed)
+
+
+__all__ = ["EXACT_LIMIT", "ValuationResult", "result_of", "shapley_weight", "exact_shapley", "exact_banzhaf"]
