@@ -1,9 +1,11 @@
 """Checkpoints: the full resumable state after every step (``last/``) and the best weights by dev
-score (``best/``). A killed run resumes where it stopped; a kill mid-write never leaves a torn file."""
+score (``best/``), both HF model folders with their ``coalition_gym.json`` (pool members as they stand).
+A killed run resumes where it stopped; a kill mid-write never leaves a torn checkpoint."""
 
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +19,39 @@ STATE_FILE = "trainer_state.pt"
 
 
 def save_state(out: Path, model: Any, optimizer: Any, state: dict[str, Any], trainer_rng: random.Random,
-               config: dict[str, Any]) -> None:
+               config: dict[str, Any], tokenizer: Any = None, settings: MemberSettings | None = None) -> None:
+    """``out/last``: everything a resume needs (optimiser, RNGs, trainer state) and, given the tokenizer,
+    the weights as an HF model folder with its ``coalition_gym.json``, so the last step is a pool member
+    too. Written into ``last.new`` and swapped in; a kill between the two renames leaves ``last.old``,
+    which :func:`load_state` reads."""
     import torch
 
-    last = out / "last"
-    last.mkdir(parents=True, exist_ok=True)
-    tmp = last / (STATE_FILE + ".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": state,
+    last, fresh, old = out / "last", out / "last.new", out / "last.old"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    weights = None
+    if tokenizer is not None:
+        model.save_pretrained(fresh)
+        tokenizer.save_pretrained(fresh)
+        write_text(fresh / "system_prompt.txt", str(state.get("system_prompt", "")))
+        if settings is not None:
+            write_member_settings(fresh, settings)
+    else:  # no tokenizer to make a model folder: the weights go into the state file
+        weights = model.state_dict()
+    torch.save({"model": weights, "optimizer": optimizer.state_dict(), "state": state,
                 "python_rng": random.getstate(), "trainer_rng": trainer_rng.getstate(),
-                "numpy_rng": np.random.get_state(), "torch_rng": torch.get_rng_state(), "config": config}, tmp)
-    tmp.replace(last / STATE_FILE)  # atomic
+                "numpy_rng": np.random.get_state(), "torch_rng": torch.get_rng_state(), "config": config},
+               fresh / STATE_FILE)
+    if last.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        last.replace(old)
+    fresh.replace(last)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _last(out: Path) -> Path:
+    """The last complete state: ``last/``, or ``last.old/`` when a kill fell between the swap's renames."""
+    return out / "last" if (out / "last" / STATE_FILE).is_file() else out / "last.old"
 
 
 def load_state(out: Path, model: Any, optimizer: Any, trainer_rng: random.Random,
@@ -34,20 +59,31 @@ def load_state(out: Path, model: Any, optimizer: Any, trainer_rng: random.Random
     """Restore weights, optimiser and RNGs from ``out/last``; the saved trainer state, or None if absent."""
     import torch
 
-    path = out / "last" / STATE_FILE
+    path = _last(out) / STATE_FILE
     if not path.is_file():
         return None
     saved = torch.load(path, weights_only=False)
     if saved["config"] != config:
         raise ConfigError(f"{path} was written with a different configuration; use a fresh --out folder "
                           "or delete it to start over")
-    model.load_state_dict(saved["model"])
+    if saved["model"] is not None:  # written without a tokenizer, or before last/ was a model folder
+        model.load_state_dict(saved["model"])
+    else:
+        _load_folder(path.parent, model)
     optimizer.load_state_dict(saved["optimizer"])
     random.setstate(saved["python_rng"])
     trainer_rng.setstate(saved["trainer_rng"])
     np.random.set_state(saved["numpy_rng"])
     torch.set_rng_state(saved["torch_rng"])
     return saved["state"]
+
+
+def _load_folder(folder: Path, model: Any) -> None:
+    from transformers import AutoModelForCausalLM
+
+    loaded = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True,
+                                                  torch_dtype=next(model.parameters()).dtype)
+    model.load_state_dict(loaded.state_dict())
 
 
 def save_best(out: Path, model: Any, tokenizer: Any, system_prompt: str,
@@ -67,8 +103,5 @@ def load_best(out: Path, model: Any) -> str | None:
     best = out / "best"
     if not (best / "config.json").is_file():
         return None
-    from transformers import AutoModelForCausalLM
-
-    loaded = AutoModelForCausalLM.from_pretrained(best, local_files_only=True)
-    model.load_state_dict(loaded.state_dict())
+    _load_folder(best, model)
     return (best / "system_prompt.txt").read_text()

@@ -467,11 +467,11 @@ class Trainer:
         self.state.best_score, self.state.best_ci, self.state.best_step = result.mean, list(result.ci), step
         self.state.evals_without_gain = 0
         checkpoints.save_best(self.out, self.model, self.tokenizer, self.state.system_prompt,
-                              self.member_settings(step, result))
+                              self.member_settings(step, result.mean))
 
-    def member_settings(self, step: int, result: EvalResult) -> MemberSettings:
-        """What ``best/`` needs to be a pool member as it stands (style, system prompt, token cap, the
-        decoding it was selected with) and its provenance."""
+    def member_settings(self, step: int, dev_score: float | None = None) -> MemberSettings:
+        """What a checkpoint needs to be a pool member as it stands (style, system prompt, token cap, the
+        decoding the trainer evaluates with) and its provenance (``dev_score``: the best checkpoint's)."""
         from ..agents.hf import context_length
 
         cfg = self.config
@@ -482,12 +482,12 @@ class Trainer:
             context_length=context_length(self.model, self.tokenizer),
             decoding="greedy" if cfg.eval_decoding == "greedy" else "sampled",
             provenance={"base_model": cfg.policy, "base_weights": self._base_weights, "method": cfg.method,
-                        "step": step, "dev_score": result.mean, "eval_seed": self.eval_seed,
+                        "step": step, "dev_score": dev_score, "eval_seed": self.eval_seed,
                         "run_folder": str(self.out.resolve()), "config": cfg.to_dict()})
 
     def save_state(self) -> None:
         checkpoints.save_state(self.out, self.model, self.optimizer, asdict(self.state), self.rng,
-                               self.config.to_dict())
+                               self.config.to_dict(), self.tokenizer, self.member_settings(self.state.step))
 
     def try_resume(self) -> bool:
         saved = checkpoints.load_state(self.out, self.model, self.optimizer, self.rng, self.config.to_dict())

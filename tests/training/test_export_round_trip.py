@@ -38,9 +38,13 @@ def test_train_export_eval_round_trip_agrees_with_the_trainer(tmp_path, monkeypa
     assert settings.provenance["method"] == "crl" and settings.provenance["base_model"] == "zoo:default/polymath"
     assert settings.provenance["base_weights"]["sha256"]
 
-    # the folder alone is a member: no style or token cap added by hand
-    pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(best)}]})
-    assert pool.styles["mine"] == "compact" and pool.members["mine"].max_new_tokens == 16
+    # the folder alone is a member: no style or token cap added by hand; the last step's folder too
+    last = best.parent / "last"
+    assert read_member_settings(last).provenance["step"] == 2
+    pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(best)},
+                                  {"name": "latest", "backend": "hf", "model": str(last)}]})
+    assert pool.styles["mine"] == pool.styles["latest"] == "compact"
+    assert pool.members["mine"].max_new_tokens == pool.members["latest"].max_new_tokens == 16
 
     command = shlex.split(next(line.strip() for line in out.splitlines() if line.strip().startswith("cgym eval")))
     code, _, err = call(command[1:] + ["--out", "evaluated", "--bootstrap", "50"])
