@@ -225,10 +225,10 @@ class HFGenerator(Generator):
         self.identity = identity or ident  # hf:<folder>:<dtype>:<weight fingerprint> for a folder
         self._weights: dict[str, Any] | None = None  # describe()'s weights record, made on first use
         # a trained folder's own settings (what the trainer generated with), unless the caller gives them
-        self.settings = read_member_settings(self.folder) if self.folder is not None else None
-        folder_cap = self.settings.max_new_tokens if self.settings is not None else None
+        self.member_settings = read_member_settings(self.folder) if self.folder is not None else None
+        folder_cap = self.member_settings.max_new_tokens if self.member_settings is not None else None
         self.max_new_tokens = int(max_new_tokens or folder_cap or DEFAULT_MAX_NEW_TOKENS)
-        self.system_prompt = self.settings.system_prompt if self.settings is not None else ""
+        self.system_prompt = self.member_settings.system_prompt if self.member_settings is not None else ""
         self.capped_requests = 0  # requests whose new tokens were capped to fit the context
         self._capped_members: set[str] = set()  # warned once each
         self.pad_id = self._pad_id(pad_with_eos)

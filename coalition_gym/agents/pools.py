@@ -312,7 +312,7 @@ def pool_from_config(config: Mapping[str, Any], base_dir: str | Path | None = No
     styles: dict[str, str] = {}
     for (kind, _), entry in zip(entries, checked):
         gen = _build_backend(name, entry, shared, Path(base_dir) if base_dir is not None else None)
-        trained = getattr(gen, "settings", None)  # a folder's coalition_gym.json (a cgym train checkpoint)
+        trained = getattr(gen, "member_settings", None)  # a folder's coalition_gym.json (a cgym train checkpoint)
         styles[entry["name"]] = (trained.style if not entry["style_given"] and trained is not None and trained.style
                                  else entry["style"])
         if entry["sampling"]:

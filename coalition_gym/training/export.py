@@ -50,16 +50,15 @@ def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, 
 def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
     """Write ``out/pool.yaml`` for the run in ``run_folder`` (a ``cgym train`` method folder); returns
     the pool-file line of the policy and the replaying ``cgym eval`` command."""
-    from ..envs.protocols import make_protocol
-
     run = Path(run_folder).resolve()
     best = run / "best"
     if not (best / "config.json").is_file():
         raise ConfigError(f"{run}: no best/ checkpoint to export (the method trains no weights, or never ran)")
+    if not (run / "report.json").is_file():
+        raise ConfigError(f"{run}: no report.json; export a run the trainer has reported (cgym train finishes it)")
     config = json.loads((run / "config.json").read_text())
-    report = json.loads((run / "report.json").read_text()) if (run / "report.json").is_file() else {}
-    members = report.get("members") or config.get("members") or _pool_members(config["collaborators"])
-    entries, helpers = collaborator_entries(config["collaborators"], list(members))
+    report = json.loads((run / "report.json").read_text())  # members, protocol settings and eval seed as run
+    entries, helpers = collaborator_entries(config["collaborators"], list(report["members"]))
     policy = {"name": config["policy_name"], "backend": "hf", "model": str(best)}
     if config.get("eval_decoding") == "greedy":
         policy["sampling"] = {"temperature": 0.0}  # as the trainer evaluated and selected it
@@ -68,15 +67,13 @@ def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
         pool["helpers"] = helpers
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    protocol = make_protocol(config["protocol"], **config.get("protocol_settings", {}))
-    settings = _trainer_protocol_settings(run, protocol.settings())
     task_kwargs = dict(config.get("task_kwargs") or {})
     command = ["cgym", "eval", "--pool", str((folder / "pool.yaml").resolve()), "--protocol", config["protocol"],
                "--task", config["task"], "--split", "test", "--items",
                str(config.get("test_items") or task_kwargs.get("size", 200)),  # the trainer's test items
-               "--task-seed", str(task_kwargs.get("seed", 0)), "--seed", str(_eval_seed(config["seed"])),
+               "--task-seed", str(task_kwargs.get("seed", 0)), "--seed", str(report["eval_seed"]),
                "--estimator", "loo"]
-    for key, value in settings.items():
+    for key, value in report["protocol"].items():
         command += ["--set", f"{key}={json.dumps(value)}"]
     line = shlex.join(command)
     extra = sorted(set(task_kwargs) - {"size", "seed"})
@@ -86,28 +83,6 @@ def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
               f"# Replays the trainer's test evaluation:\n#   {line}\n")
     write_text(folder / "pool.yaml", header + yaml.safe_dump(pool, sort_keys=False))
     return {"pool": str(folder / "pool.yaml"), "member": policy, "eval_command": line, "note": note}
-
-
-def _pool_members(spec: str) -> list[str]:
-    from ..agents.pools import load_pool
-
-    return load_pool(spec).member_names
-
-
-def _eval_seed(seed: int) -> int:
-    from ..agents.base import stable_hash
-
-    return stable_hash("eval", seed) % 2**31  # Trainer.eval_seed
-
-
-def _trainer_protocol_settings(run: Path, defaults: dict[str, Any]) -> dict[str, Any]:
-    """The protocol settings the trainer ran with (its report records them), else the protocol's."""
-    report = run / "report.json"
-    if report.is_file():
-        recorded = json.loads(report.read_text()).get("protocol")
-        if isinstance(recorded, dict):
-            return recorded
-    return defaults
 
 
 def pool_line(run_folder: str | Path) -> str:
