@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from statistics import median
 
+from _common import machine_info, write_json
+
 from coalition_gym import AgentProfile, CollaborationEnv, SimulatedAgent, load_pool, make_task, run_episodes
 from coalition_gym.envs import PROTOCOLS, RunStats, make_protocol
-
-from _common import machine_info, write_json
 
 #: Protocols with episodes (Sparta and multi-agent finetuning train their members first: collab_training.py)
 EPISODIC = [name for name, proto in PROTOCOLS.items() if not getattr(proto, "trains_members", False)]

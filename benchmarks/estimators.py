@@ -115,8 +115,13 @@ def load_shapiq():
         sys.path.append(str(SHAPIQ_DIR))  # after our own packages: ours win where both exist
     try:
         import shapiq  # noqa: F401
-        from shapiq.approximator import (KernelSHAP, PermutationSamplingSV, StratifiedSamplingSV, SVARM,
-                                         UnbiasedKernelSHAP)
+        from shapiq.approximator import (
+            SVARM,
+            KernelSHAP,
+            PermutationSamplingSV,
+            StratifiedSamplingSV,
+            UnbiasedKernelSHAP,
+        )
         from shapiq.approximator.regression.kadd_shap import kADDSHAP
     except ImportError as exc:
         return None, f"shapiq not importable ({exc}); install it with pip install --target benchmarks/.shapiq shapiq"

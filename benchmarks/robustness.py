@@ -38,9 +38,9 @@ from _common import machine_info, write_json
 from coalition_gym.agents.adversaries import ADVERSARIES
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.envs.protocols import PROTOCOLS
-from coalition_gym.redaction import write_text
+from coalition_gym.reports.robustness import robustness
+from coalition_gym.result_files import write_text
 from coalition_gym.tasks import make as make_task
-from coalition_gym.valuation.robustness import robustness
 from coalition_gym.valuation.stats import bootstrap_mean
 
 RESULTS = Path(__file__).parent / "results"

@@ -15,11 +15,10 @@ from statistics import fmean
 
 import gymnasium as gym
 import numpy as np
+from _common import elapsed_seconds, machine_info, write_json
 
 import coalition_gym  # noqa: F401  (registers the ids)
 from coalition_gym.envs.wrappers import DiscreteChoiceWrapper
-
-from _common import elapsed_seconds, machine_info, write_json
 
 TASK = "mix:rg/basic_arithmetic,rg/letter_counting,rg/syllogism"
 MEMBERS = ["mathy", "wordy", "logician"]

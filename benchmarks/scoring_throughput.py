@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import elapsed_seconds  # noqa: E402
 
+from coalition_gym.sandbox.launcher import Limits  # noqa: E402
 from coalition_gym.scorers import sandbox  # noqa: E402
 from coalition_gym.scorers.answers import extract_final_answer  # noqa: E402
 from coalition_gym.scorers.choice import extract_choice  # noqa: E402
 from coalition_gym.scorers.mathematics import extract_boxed, math_equivalent, score_math  # noqa: E402
 from coalition_gym.scorers.ranking import ndcg_at_k, parse_ranking  # noqa: E402
-from coalition_gym.scorers.sandbox import Limits  # noqa: E402
 from coalition_gym.scorers.text import score_f1  # noqa: E402
 from coalition_gym.tasks import make  # noqa: E402
 

@@ -28,12 +28,11 @@ from pathlib import Path
 from statistics import median
 
 import numpy as np
+from _common import machine_info, write_json
 
 from coalition_gym import load_pool, make_task
 from coalition_gym.envs import make_protocol
-from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out, monte_carlo_shapley
-
-from _common import machine_info, write_json
+from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out, sampled_shapley_values
 
 TASK = "rg/basic_arithmetic"
 PROTOCOLS = ("majority_vote", "slm_mux", "debate", "llm_blender")
@@ -92,8 +91,8 @@ def bench_row(protocol: str, n: int, task, items, args) -> dict:
     row["mc_shared"] = None
     if not args.no_mc:
         row["mc_budget"] = 4 * (n + 1)
-        row["mc_shared"], _ = measure(monte_carlo_shapley, protocol, pool, task, items, True, 1,
-                                      tolerance=0.0, budget=row["mc_budget"])
+        row["mc_shared"], _ = measure(sampled_shapley_values, protocol, pool, task, items, True, 1,
+                                      tolerance=0.0, budget=row["mc_budget"], sampler="permutation")
     gens = {k: (row[k] or {}).get("generations") for k in ("shapley_shared", "naive_loo", "shapley_unshared")}
     walls = {k: (row[k] or {}).get("wall_s") for k in ("shapley_shared", "naive_loo", "shapley_unshared")}
     row["ratios"] = {

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+from _common import elapsed_seconds, machine_info, write_json
 
 import coalition_gym  # noqa: F401  (registers the ids)
 from coalition_gym.agents import load_pool
@@ -23,8 +24,6 @@ from coalition_gym.envs.executors import LocalExecutor, RayExecutor
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.tasks import make as make_task
 from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out
-
-from _common import elapsed_seconds, machine_info, write_json
 
 
 def episodes_per_second(env_id: str, n: int, episodes: int, **kwargs) -> tuple[float, float]:

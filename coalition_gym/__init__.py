@@ -14,34 +14,33 @@ from .agents import AgentProfile, Generator, Pool, SimulatedAgent, load_pool
 from .agents.adversaries import register_adversary
 from .agents.pools import register_backend
 from .envs import (
-                   ENV_IDS,
-                   PROTOCOLS,
-                   CollaborationEnv,
-                   CollaborationParallelEnv,
-                   RunStats,
-                   make_protocol,
-                   parallel_env,
-                   register_envs,
-                   run_episodes,
+    ENV_IDS,
+    PROTOCOLS,
+    CollaborationEnv,
+    CollaborationParallelEnv,
+    RunStats,
+    make_protocol,
+    parallel_env,
+    register_envs,
+    run_episodes,
 )
 from .envs.protocols.base import EpisodeContext, Protocol
 from .envs.registration import register_protocol
 from .errors import CoalitionGymError
+from .reports.leaderboard import evaluate
 from .tasks import make as make_task
 from .tasks import register_task
 from .tasks.base import Task
 from .training.methods import register_method
 from .types import Ask, EpisodeResult, Item, Message, Outcome, Sample, SamplingParams
 from .valuation import (
-                   CoalitionGame,
-                   exact_banzhaf,
-                   exact_shapley,
-                   leave_one_out,
-                   monte_carlo_shapley,
-                   sampled_shapley_values,
-                   solo,
+    CoalitionGame,
+    exact_banzhaf,
+    exact_shapley,
+    leave_one_out,
+    sampled_shapley_values,
+    solo,
 )
-from .valuation.report import evaluate
 from .version import __version__
 
 register_envs()
@@ -52,4 +51,4 @@ __all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "
            "register_envs", "run_episodes", "EpisodeContext", "Protocol", "register_protocol", "CoalitionGymError",
            "make_task", "register_task", "Task", "Ask", "EpisodeResult", "Item", "Message", "Outcome", "Sample",
            "SamplingParams", "CoalitionGame", "exact_banzhaf", "exact_shapley", "leave_one_out",
-           "monte_carlo_shapley", "sampled_shapley_values", "solo", "evaluate", "__version__"]
+           "sampled_shapley_values", "solo", "evaluate", "__version__"]

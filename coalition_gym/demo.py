@@ -14,9 +14,9 @@ import gymnasium as gym
 from .agents.pools import load_pool
 from .envs.protocols import PROTOCOLS, make_protocol
 from .envs.registration import ENV_IDS
-from .redaction import write_json, write_text
+from .reports.leaderboard import EvalReport, evaluate, summary, write_report
+from .result_files import write_json, write_text
 from .tasks import make as make_task
-from .valuation.report import EvalReport, evaluate, summary, write_report
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 

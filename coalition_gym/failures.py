@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .redaction import redact
+from .result_files import redact
 
 EXIT_TOO_MANY_FAILURES = 3
 DEFAULT_FRACTION = 0.10

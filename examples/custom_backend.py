@@ -18,7 +18,7 @@ from typing import Sequence
 
 from coalition_gym import Ask, Generator, Sample, evaluate, load_pool, make_protocol, make_task, register_backend
 from coalition_gym.demo import calculator_policy
-from coalition_gym.valuation.report import print_leaderboard
+from coalition_gym.reports.leaderboard import format_leaderboard
 
 
 class Calculator(Generator):
@@ -39,5 +39,5 @@ if __name__ == "__main__":
         {"name": "delta", "backend": "sim", "model": "sim:demo/delta"}]})
     task = make_task("rg/basic_arithmetic", size=40)
     report = evaluate(make_protocol("debate", rounds=2), pool, task, task.items("test"), ["shapley"], n_boot=200)
-    print(print_leaderboard(report))
+    print(format_leaderboard(report))
     print("recorded as:", report.record["pool"]["members"]["calculator"])

@@ -17,11 +17,20 @@ from typing import ClassVar
 
 import gymnasium as gym
 
-from coalition_gym import (EpisodeContext, Outcome, Protocol, evaluate, load_pool, make_protocol, make_task,
-                           register_protocol, run_episodes)
+from coalition_gym import (
+    EpisodeContext,
+    Outcome,
+    Protocol,
+    evaluate,
+    load_pool,
+    make_protocol,
+    make_task,
+    register_protocol,
+    run_episodes,
+)
 from coalition_gym.envs.protocols.base import ProgramGen, answer_turns
 from coalition_gym.envs.protocols.voting import plurality
-from coalition_gym.valuation.report import print_leaderboard
+from coalition_gym.reports.leaderboard import format_leaderboard
 
 
 @dataclass
@@ -53,7 +62,7 @@ if __name__ == "__main__":
     print(f"system score: {sum(r.score for r in results) / len(results):.3f} on {len(results)} items")
 
     report = evaluate(protocol, pool, task, task.items("test"), ["loo", "shapley"], n_boot=200)
-    print(print_leaderboard(report))
+    print(format_leaderboard(report))
 
     env = gym.make(env_id, task=task, collaborators=pool, members=["atlas", "delta"])
     obs, info = env.reset(seed=0)

@@ -19,7 +19,6 @@ from coalition_gym.agents.base import Generator
 from coalition_gym.tasks.base import Task
 from coalition_gym.types import Ask, Item, Sample
 
-
 TESTS = Path(__file__).resolve().parent  # tests/ (the suite mirrors the package in subfolders)
 REPO = TESTS.parent
 FIXTURES = TESTS / "fixtures"

@@ -2,6 +2,7 @@
 task name and prefix that has data here, and every kind of generator the project ships."""
 
 import pytest
+from conftest import ListTask
 
 from coalition_gym.agents.cache import CachedGenerator, GenerationCache
 from coalition_gym.agents.pools import WithSampling, load_pool
@@ -10,8 +11,6 @@ from coalition_gym.envs.protocols import PROTOCOLS
 from coalition_gym.tasks import TASKS, make
 from coalition_gym.tasks.loaders import DataNotFoundError
 from coalition_gym.testing import check_generator, check_protocol, check_task
-
-from conftest import ListTask
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))

@@ -1,7 +1,7 @@
 """The import layers: a module never imports from a layer above its own (lazy imports included).
 
-types, errors -> redaction, settings_check, learners -> scorers -> tasks -> agents -> envs -> failures, records
--> valuation, training, testing -> demo -> cli. So a scorer never needs a task, a backend never needs the
+types, errors -> result_files, settings_check, learners, prompts -> sandbox -> scorers -> tasks -> agents -> envs
+-> failures, records -> valuation -> training, testing -> reports -> demo -> cli. So a scorer never needs a task, a backend never needs the
 protocol machinery, and the environments never need valuation or training.
 """
 
@@ -9,8 +9,9 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
-LAYERS = [{"types", "errors", "version"}, {"redaction", "settings_check", "learners", "plugins"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"},
-          {"failures", "records"}, {"valuation", "training", "testing"}, {"demo"}, {"cli"}]
+LAYERS = [{"types", "errors", "version", "_compat"}, {"result_files", "redaction", "settings_check", "learners", "plugins", "prompts"},
+          {"sandbox"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"}, {"failures", "records"}, {"valuation"},
+          {"training", "testing"}, {"reports"}, {"demo"}, {"cli"}]
 
 
 def layer_of(module: str) -> int | None:
@@ -50,7 +51,7 @@ def test_no_module_imports_from_a_layer_above_its_own():
 
 def test_the_rule_sees_a_breach():
     assert layer_of("coalition_gym.agents.zoo") < layer_of("coalition_gym.envs.protocols")
-    assert layer_of("coalition_gym.tasks.prompts") < layer_of("coalition_gym.agents.zoo")
+    assert layer_of("coalition_gym.prompts") < layer_of("coalition_gym.agents.zoo")
 
 
 def test_the_version_is_a_leaf_and_matches_the_distribution():

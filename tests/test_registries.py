@@ -5,17 +5,27 @@ from typing import ClassVar
 
 import gymnasium as gym
 import pytest
+from conftest import ListTask
 
-from coalition_gym import (PROTOCOLS, Generator, Outcome, Protocol, Sample, load_pool, make_protocol, make_task,
-                           register_backend, register_protocol, register_task)
+from coalition_gym import (
+    PROTOCOLS,
+    Generator,
+    Outcome,
+    Protocol,
+    Sample,
+    load_pool,
+    make_protocol,
+    make_task,
+    register_backend,
+    register_protocol,
+    register_task,
+)
 from coalition_gym.agents import pools
 from coalition_gym.cli import main
 from coalition_gym.envs.protocols.base import answer_independently
 from coalition_gym.envs.registration import ENV_IDS
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import TASKS
-
-from conftest import ListTask
 
 
 @dataclass

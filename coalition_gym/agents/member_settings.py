@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..redaction import write_json
+from ..result_files import write_json
 
 SETTINGS_FILE = "coalition_gym.json"
 STYLES = ("chat", "compact")

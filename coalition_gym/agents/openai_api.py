@@ -9,7 +9,7 @@ connections, and unreadable bodies. Other 4xx errors are not retried. When the r
 The API key is read from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``) at
 request time; it is sent only as the ``Authorization`` header and never appears in errors, logs,
 ``repr``, output files or the backend's identity: every error text passes through
-:func:`coalition_gym.redaction.redact`, which removes it even when the server echoes it back.
+:func:`coalition_gym.result_files.redact`, which removes it even when the server echoes it back.
 Each request of a batch is retried on its own; when some fail for good, :class:`PartialBatchError`
 carries the replies of the others, which are used and never sent again. ``seed`` is sent (reduced to
 31 bits) unless ``send_seed=False``;
@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import BackendError, ConfigError, PartialBatchError
-from ..redaction import redact, register_key_variable, register_secret
+from ..result_files import redact, register_key_variable, register_secret
 from ..types import Ask, Sample
 from .base import Generator
 

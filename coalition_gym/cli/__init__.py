@@ -18,7 +18,7 @@ from typing import Sequence
 from ..errors import CoalitionGymError
 from ..plugins import import_plugins, load_entry_points
 from ..records import RunRecord
-from ..redaction import redact
+from ..result_files import redact
 from .outputs import FOLDER_OPTIONS, check_fresh_output, check_output_folder, mark_unfinished, run_arguments, where_kept
 from .parser import build_parser
 

@@ -15,7 +15,7 @@ import yaml
 from ..errors import ConfigError
 from ..failures import FailureSummary, verdict
 from ..records import describe_pool, describe_task
-from ..redaction import JsonLines, write_json, write_text
+from ..result_files import JsonLines, write_json, write_text
 
 _EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
@@ -165,9 +165,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
     from ..envs.executors import make_executor
     from ..envs.protocols import make_protocol
+    from ..reports.leaderboard import evaluate, format_leaderboard, parse_estimators, training_sentence, write_report
+    from ..reports.tables import FIELDS, correlation_sentence
     from ..tasks import make as make_task
-    from ..valuation.report import evaluate, parse_estimators, print_leaderboard, training_sentence, write_report
-    from ..valuation.tables import FIELDS, correlation_sentence
 
     estimators = parse_estimators(args.estimator)
     protocol = make_protocol(args.protocol, **_settings(args.set))
@@ -202,7 +202,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     training = game.training_summary()
     if training:
         print(training_sentence(training))
-    print(print_leaderboard(report))
+    print(format_leaderboard(report))
     print(correlation_sentence(report.correlation, FIELDS[report.primary]))
     paths = write_report(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
@@ -211,9 +211,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_robustness(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
+    from ..reports import robustness_files as robustness_report
+    from ..reports.robustness import adversary_seats, check_adversary, check_protocols, robustness
     from ..tasks import make as make_task
-    from ..valuation import robustness_report
-    from ..valuation.robustness import adversary_seats, check_adversary, check_protocols, robustness
 
     protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
     check_adversary(args.adversary)
@@ -265,8 +265,8 @@ def _settings_for(protocol: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ..valuation.report import parse_estimators
-    from ..valuation.sweep import run_sweep
+    from ..reports.leaderboard import parse_estimators
+    from ..reports.sweep import run_sweep
 
     failures = FailureSummary()
     result = run_sweep([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
@@ -281,7 +281,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..valuation import compare
+    from ..reports import compare
 
     result = compare.compare(args.runs)
     text = compare.markdown(result)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..redaction import write_json
+from ..result_files import write_json
 
 #: Options that change where work is kept or how it is reported, never the results.
 RESULT_NEUTRAL = frozenset({"func", "record", "overwrite", "out", "cache", "executor", "address", "num_cpus",

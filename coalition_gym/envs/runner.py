@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..agents.base import Generator, stable_hash
 from ..errors import CoalitionGymError
-from ..redaction import redact
+from ..result_files import redact
 from ..tasks.base import Task
 from ..types import Ask, EpisodeResult, Item, Outcome, Sample
 from .dev_scores import dev_scores_for

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..agents.base import Generator
 from ..errors import EpisodeStateError
-from ..redaction import redact
+from ..result_files import redact
 from ..types import HELPER_ROLES, Ask, Outcome, Sample
 from .dispatch import EpisodeCost, RunStats, dispatch, with_cost
 from .protocols.base import EpisodeContext, ProgramGen

@@ -1,6 +1,7 @@
 """Answer extraction and scoring. Every scorer returns a ``ScoreResult`` (score in [0, 1], whether
 the answer was parsed, and why); execution-based scorers run code in ``sandbox.py``."""
 
+from ..sandbox import Limits, Program, RunResult, run_program, run_programs
 from .answers import extract_final_answer, normalize_answer
 from .choice import extract_choice, score_choice
 from .code import extract_code, score_programs
@@ -8,7 +9,6 @@ from .kernels import KernelConfig, score_kernels
 from .mathematics import boxed_match, extract_boxed, math_equivalent, numeric_match, score_math
 from .ranking import ndcg_at_k, parse_ranking, score_ranking
 from .result import ScoreResult
-from .sandbox import Limits, Program, RunResult, run_program, run_programs
 from .text import score_exact, score_f1, token_f1
 
 __all__ = ["extract_final_answer", "normalize_answer", "extract_choice", "score_choice", "extract_code",

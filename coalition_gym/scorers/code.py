@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ..sandbox.launcher import Limits, RunResult
+from ..sandbox.two_process import SplitProgram, assert_split, humaneval_split, run_splits
 from .result import ScoreResult, as_text, unparsed
-from .sandbox import Limits, RunResult
-from .split import SplitProgram, assert_split, humaneval_split, run_splits
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CODE_LINE = re.compile(r"^(?:[ \t]+\S|(?:def|class|import|from|return|if|for|while|with|try|async|@)\b)", re.M)

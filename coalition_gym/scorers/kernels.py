@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..sandbox.launcher import Limits, RunResult
+from ..sandbox.two_process import SplitProgram, candidate_program, run_split, run_splits, tests_program
 from .result import ScoreResult, as_text, unparsed
-from .sandbox import Limits, RunResult
-from .split import SplitProgram, candidate_program, run_split, run_splits, tests_program
 
 KERNEL_LIMITS_CPU = Limits(wall_seconds=120.0, cpu_seconds=240, memory_bytes=16 << 30, processes=64,
                            output_bytes=256 << 10)

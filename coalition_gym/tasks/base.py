@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
 from ..errors import ConfigError
+from ..prompts import ANSWER_INSTRUCTION, SYSTEM_PROMPT
 from ..scorers.answers import extract_final_answer
 from ..scorers.result import ScoreResult
 from ..types import Item, Message
@@ -18,8 +19,6 @@ from ..types import Item, Message
 SPLITS = ("train", "dev", "test")
 PROMPT_STYLES = ("chat", "compact")
 
-ANSWER_INSTRUCTION = "Think it through, then end your reply with a final line of the form 'Answer: <answer>'."
-SYSTEM_PROMPT = "You are a careful problem solver."
 
 
 class Task(ABC):

@@ -11,10 +11,10 @@ from functools import cached_property
 from typing import Sequence
 
 from ..errors import ConfigError
+from ..sandbox.launcher import Limits
+from ..sandbox.two_process import SplitProgram
 from ..scorers.code import CODE_LIMITS, extract_code, humaneval_split, score_programs
 from ..scorers.result import ScoreResult, as_text, unparsed
-from ..scorers.sandbox import Limits
-from ..scorers.split import SplitProgram
 from ..types import Item, Message
 from .base import SYSTEM_PROMPT, Task, check_style
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..agents.member_settings import MemberSettings, write_member_settings
 from ..errors import ConfigError
-from ..redaction import write_text
+from ..result_files import write_text
 
 STATE_FILE = "trainer_state.pt"
 

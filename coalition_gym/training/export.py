@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
-from ..redaction import write_text
+from ..result_files import write_text
 
 
 def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..redaction import JsonLines, write_json
+from ..result_files import JsonLines, write_json
 from ..valuation.stats import rescue_drag
 
 

@@ -30,7 +30,7 @@ from ..envs.protocols import Protocol, make_protocol
 from ..envs.protocols.collaborative import check_episodic
 from ..errors import ConfigError
 from ..failures import FailureSummary
-from ..redaction import write_json, write_text
+from ..result_files import write_json, write_text
 from ..tasks import make as make_task
 from ..types import Item
 from ..valuation.stats import bootstrap_mean

@@ -6,7 +6,7 @@
 - ``mc``: Shapley from sampled coalitions (:mod:`coalition_gym.valuation.sampling`: the calibrated
   hybrid sampler by default), stopped at a tolerance, a budget in coalitions or generations, or a
   round limit, exact when the budget covers every coalition; its interval includes the sampling error.
-  :func:`monte_carlo_shapley` is the classic antithetic permutation estimator, kept for comparison.
+  The classic permutation estimator is one of its samplers (``sampler="permutation"``).
 - ``solo``: v({i}), the model alone.
 
 Every value is linear in the per-item values, so each estimator also gives per-item
@@ -17,12 +17,10 @@ items for all players). For ``mc`` the permutation-sampling error is reported se
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
 
-from ..errors import ConfigError
 from .exact import EXACT_LIMIT, ValuationResult, exact_banzhaf, exact_shapley, result_of, shapley_weight
 from .game import Game
 from .sampling import Budget, MaxRounds, StopRule, Tolerance, sampled_shapley
@@ -43,62 +41,6 @@ def solo(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
     result = result_of("solo", game, per_item, n_boot, seed)
     result.coalitions_evaluated = base.coalitions_evaluated if base is not game else result.coalitions_evaluated
     return result
-
-
-def monte_carlo_shapley(game: Game, tolerance: float = 0.005, budget: int | None = None,
-                        max_permutations: int = 2000, min_pairs: int = 4, batch_pairs: int = 8,
-                        n_boot: int = 2000, seed: int = 0) -> ValuationResult:
-    """Antithetic permutation sampling (see module doc). ``budget`` caps the number of distinct
-    coalitions evaluated by this game; a batch of pairs is trimmed so as not to exceed it."""
-    if tolerance <= 0 and budget is None and max_permutations <= 0:
-        raise ConfigError("monte_carlo_shapley needs a stopping rule: tolerance > 0, a budget or max_permutations")
-    players = game.players
-    n = len(players)
-    rng = np.random.default_rng(seed)
-    pair_sums: list[np.ndarray] = []  # per pair: players x items, the pair's mean marginal
-    stop_reason = "max_permutations"
-
-    def prefixes(order: np.ndarray) -> list[frozenset]:
-        return [frozenset(players[j] for j in order[:k]) for k in range(n + 1)]
-
-    while 2 * len(pair_sums) < max_permutations:
-        batch = []
-        for _ in range(batch_pairs):
-            order = rng.permutation(n)
-            batch.append((order, order[::-1].copy()))
-        if budget is not None:  # keep only the pairs that fit in the remaining budget
-            known, kept, extra = set(game._values), [], set[frozenset]()
-            for pair in batch:
-                new = {c for o in pair for c in prefixes(o) if c and c not in known} - extra
-                if game.coalitions_evaluated + len(extra) + len(new) > budget:
-                    break
-                kept.append(pair)
-                extra |= new
-            batch = kept
-            if not batch:
-                stop_reason = "budget"
-                break
-        game.evaluate(c for pair in batch for o in pair for c in prefixes(o))
-        for pair in batch:
-            marginal = np.zeros((n, game.n_items))
-            for order in pair:
-                chain = prefixes(order)
-                for k, j in enumerate(order):
-                    marginal[j] += game.per_item(chain[k + 1]) - game.per_item(chain[k])
-            pair_sums.append(marginal / 2.0)
-        if len(pair_sums) >= min_pairs and tolerance > 0:
-            means = np.stack([p.mean(axis=1) for p in pair_sums])
-            if (means.std(axis=0, ddof=1) / math.sqrt(len(pair_sums))).max() <= tolerance:
-                stop_reason = "tolerance"
-                break
-    if not pair_sums:
-        raise ConfigError(f"monte_carlo_shapley: budget={budget} is too small for one permutation pair "
-                          f"({2 * n} coalitions at most)")
-    stacked = np.stack(pair_sums)
-    means = stacked.mean(axis=2)
-    perm_se = means.std(axis=0, ddof=1) / math.sqrt(len(pair_sums)) if len(pair_sums) > 1 else np.full(n, np.nan)
-    return result_of("mc_shapley", game, stacked.mean(axis=0), n_boot, seed, permutations=2 * len(pair_sums),
-                   permutation_stderr=perm_se.tolist(), stop_reason=stop_reason)
 
 
 def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | None = None,
@@ -133,4 +75,4 @@ ESTIMATORS: dict[str, Callable[..., ValuationResult]] = {
 
 # the exact estimators and the result type live in .exact (sampling imports them); re-exported here
 __all__ = ["EXACT_LIMIT", "ESTIMATORS", "ValuationResult", "exact_banzhaf", "exact_shapley", "leave_one_out",
-           "monte_carlo_shapley", "sampled_shapley_values", "shapley_weight", "solo"]
+           "sampled_shapley_values", "shapley_weight", "solo"]

@@ -9,6 +9,8 @@ import sys
 import time
 
 import pytest
+from conftest import TESTS as HERE  # noqa: E402  (resume_job.py lives there)
+from conftest import Scripted
 
 from coalition_gym.agents import load_pool
 from coalition_gym.agents.cache import CachedGenerator, CacheWarning, GenerationCache, ask_key
@@ -17,10 +19,6 @@ from coalition_gym.tasks import make
 from coalition_gym.types import Ask, Message, Sample, SamplingParams
 from coalition_gym.valuation.estimators import exact_shapley
 from coalition_gym.valuation.game import CoalitionGame
-
-from conftest import Scripted
-
-from conftest import TESTS as HERE  # noqa: E402  (resume_job.py lives there)
 
 
 def an_ask(content="hi", seed=1, temperature=0.7):

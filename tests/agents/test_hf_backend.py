@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from coalition_gym.agents.hf import (HFGenerator, NewTokensCappedWarning, PadTokenWarning, plain_prompt,
-                                     resolve_device_dtype, sequence_logprobs)
+from coalition_gym.agents.hf import (
+    HFGenerator,
+    NewTokensCappedWarning,
+    PadTokenWarning,
+    plain_prompt,
+    resolve_device_dtype,
+    sequence_logprobs,
+)
 from coalition_gym.errors import BackendError, ConfigError, PartialBatchError, PromptTooLongError
 from coalition_gym.types import Ask, Message, SamplingParams
 
@@ -165,9 +171,10 @@ def test_a_prompt_that_fills_the_context_fails_alone(model_512):
 
 
 def test_a_too_long_prompt_is_a_failed_episode_the_run_goes_on(model_512):
+    from conftest import ListTask
+
     from coalition_gym import load_pool, make_protocol, run_episodes
     from coalition_gym.types import Item
-    from conftest import ListTask
 
     task = ListTask(("7", "8"))
     task._items[1] = Item(id="q1", question="x" * 600, gold="8", category="test")
@@ -329,9 +336,10 @@ def test_vllm_generator_caps_new_tokens_and_never_cuts_a_prompt():
 
 
 def test_capped_requests_are_counted_in_the_leaderboards_cost(model_512):
-    from coalition_gym import evaluate, load_pool, make_protocol
-    from coalition_gym.valuation.report import summary
     from conftest import ListTask
+
+    from coalition_gym import evaluate, load_pool, make_protocol
+    from coalition_gym.reports.leaderboard import summary
 
     task = ListTask(("7", "8", "9"))
     pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(model_512)},

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from conftest import FIXTURES as _FIXTURES  # noqa: E402
+from conftest import Scripted
 
 from coalition_gym.agents.hf import HFGenerator
 from coalition_gym.agents.openai_api import OpenAIGenerator
@@ -14,10 +16,6 @@ from coalition_gym.agents.simulated import SimulatedAgent
 from coalition_gym.agents.zoo import build_zoo, zoo_task
 from coalition_gym.errors import BackendError, ConfigError, UnknownNameError
 from coalition_gym.types import Ask, Message, SamplingParams
-
-from conftest import Scripted
-
-from conftest import FIXTURES as _FIXTURES  # noqa: E402
 
 FIXTURES = _FIXTURES / "pools"
 
@@ -190,10 +188,10 @@ def test_cgym_eval_runs_the_zoo_pool(home, tmp_path, capsys):
 
 
 def test_replicas_split_a_batch_and_keep_its_order():
+    from conftest import Scripted
+
     from coalition_gym.agents.replicas import ReplicaGenerator
     from coalition_gym.types import Ask, Message
-
-    from conftest import Scripted
 
     first, second = Scripted(lambda a: f"r1:{a.seed}", "m"), Scripted(lambda a: f"r2:{a.seed}", "m")
     gen = ReplicaGenerator([first, second])

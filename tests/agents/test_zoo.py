@@ -8,8 +8,17 @@ import json
 import pytest
 
 from coalition_gym.agents import zoo
-from coalition_gym.agents.zoo import (CHAT_TEMPLATE, RECIPES, ZooModelSpec, ZooRecipe, build_zoo, ensure_zoo,
-                                      render_chat, zoo_dir, zoo_task)
+from coalition_gym.agents.zoo import (
+    CHAT_TEMPLATE,
+    RECIPES,
+    ZooModelSpec,
+    ZooRecipe,
+    build_zoo,
+    ensure_zoo,
+    render_chat,
+    zoo_dir,
+    zoo_task,
+)
 from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.types import Message
 
@@ -58,7 +67,7 @@ def test_training_data_use_the_protocol_formats():
     task = zoo_task("arith", size=5)
     item = task.items("train")[0]
     msgs = zoo.train._debate_messages(task, item, random.Random(0))
-    from coalition_gym.tasks.prompts import debate_followup
+    from coalition_gym.prompts import debate_followup
 
     assert msgs[0] == task.prompt(item, "compact")[0] and msgs[1].role == "assistant"
     assert msgs[2].content.startswith(debate_followup([" x"], "compact").content.split("Agent 1")[0])

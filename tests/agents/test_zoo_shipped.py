@@ -9,8 +9,17 @@ import shutil
 import pytest
 
 from coalition_gym.agents import zoo
-from coalition_gym.agents.zoo import (RECIPES, ZooModelSpec, ZooNotBuiltError, ZooRecipe, build_zoo, ensure_zoo,
-                                      model_fingerprint, provenance, shipped)
+from coalition_gym.agents.zoo import (
+    RECIPES,
+    ZooModelSpec,
+    ZooNotBuiltError,
+    ZooRecipe,
+    build_zoo,
+    ensure_zoo,
+    model_fingerprint,
+    provenance,
+    shipped,
+)
 from coalition_gym.errors import ConfigError
 
 

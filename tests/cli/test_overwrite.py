@@ -84,7 +84,7 @@ def test_train_refuses_a_run_folder_of_another_configuration_before_any_work(tmp
 def test_a_write_that_fails_mid_run_is_one_line_with_what_was_kept(tmp_path, monkeypatch):
     import errno
 
-    import coalition_gym.valuation.report as report
+    import coalition_gym.reports.leaderboard as report
 
     def disk_full(path, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))

@@ -15,10 +15,10 @@ from coalition_gym.envs import dev_scores as dev
 from coalition_gym.envs.dev_scores import DevScoreWarning, dev_scores_for, measure_dev_scores, score_key
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.runner import run_episodes
+from coalition_gym.reports.leaderboard import evaluate, summary
 from coalition_gym.tasks import make as make_task
 from coalition_gym.types import SamplingParams
 from coalition_gym.valuation.game import CoalitionGame
-from coalition_gym.valuation.report import evaluate, summary
 
 
 @pytest.fixture(autouse=True)
@@ -208,7 +208,7 @@ def test_an_adversary_inherits_its_seats_dev_score():
     """Robustness compares a system with its seat honest and turned: the protocol's knowledge (the seat's dev
     score, measured honest) stays the same, so the effect is the adversary's text alone. Measured on its
     own dev answers, a confidently wrong atlas would lose every slm_mux tie and look harmless."""
-    from coalition_gym.valuation.robustness import robustness
+    from coalition_gym.reports.robustness import robustness
 
     task = make_task("rg/basic_arithmetic", size=40)
     report = robustness(["slm_mux"], load_pool("sim:demo"), task, task.items("test"), "confidently_wrong",

@@ -1,12 +1,11 @@
 import gymnasium as gym
 import pytest
+from conftest import answer_text
 from gymnasium.utils.env_checker import check_env
 
 import coalition_gym
 from coalition_gym.envs import CollaborationEnv, protocol_of
 from coalition_gym.errors import ActionError, ConfigError, EpisodeStateError, UnknownNameError
-
-from conftest import answer_text
 
 ENV_IDS = list(coalition_gym.ENV_IDS)
 

@@ -6,12 +6,11 @@ import json
 
 import gymnasium as gym
 import pytest
+from conftest import ListTask, Scripted
 
 import coalition_gym  # noqa: F401  (registers the ids)
 from coalition_gym.agents.pools import Pool
 from coalition_gym.envs.registration import ENV_IDS
-
-from conftest import ListTask, Scripted
 
 CANARY = "CANARY"
 

@@ -1,14 +1,13 @@
 """Hand-built cases for each protocol, driven by the runner with scripted generators."""
 
 import pytest
+from conftest import Scripted, answer_text
 
 from coalition_gym.envs.protocols import EpisodeContext, make_protocol
-from coalition_gym.tasks.prompts import parse_pairwise, parse_ranking
 from coalition_gym.envs.protocols.voting import plurality
 from coalition_gym.envs.runner import run_programs
 from coalition_gym.errors import ConfigError, EmptyCoalitionError, UnknownNameError
-
-from conftest import ListTask, Scripted, answer_text
+from coalition_gym.prompts import parse_pairwise, parse_ranking
 
 
 def run_one(protocol, task, members, backends, dev_scores=None, seed=0, item=0):

@@ -5,6 +5,7 @@ import json
 
 import gymnasium as gym
 import pytest
+from conftest import ListTask, Recorder, Scripted, answer_text
 from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import parallel_api_test
 
@@ -12,13 +13,11 @@ import coalition_gym
 from coalition_gym import load_pool, parallel_env
 from coalition_gym.cli import main
 from coalition_gym.envs.protocols import PROTOCOLS, EpisodeContext, make_protocol
-from coalition_gym.tasks.prompts import parse_route
 from coalition_gym.envs.runner import run_episodes, run_programs, sample_tokens
 from coalition_gym.errors import ConfigError, EmptyCoalitionError
+from coalition_gym.prompts import parse_route
 from coalition_gym.tasks import make as make_task
 from coalition_gym.types import Sample
-
-from conftest import ListTask, Recorder, Scripted, answer_text
 
 NEW_IDS = ["coalition_gym/MixtureOfAgents-v0", "coalition_gym/HeterogeneousSwarms-v0", "coalition_gym/Feedback-v0",
            "coalition_gym/PromptRouting-v0", "coalition_gym/TrainedRouter-v0", "coalition_gym/Cascade-v0"]

@@ -1,11 +1,10 @@
 import pytest
+from conftest import answer_text
 from pettingzoo.test import parallel_api_test
 
 import coalition_gym
 from coalition_gym import parallel_env
 from coalition_gym.errors import ActionError, ConfigError, EpisodeStateError
-
-from conftest import answer_text
 
 
 @pytest.mark.parametrize("env_id", list(coalition_gym.ENV_IDS))

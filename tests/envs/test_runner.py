@@ -1,6 +1,7 @@
 """The runner: batching per backend per wave, coalition-independent seeds, failure isolation."""
 
 import pytest
+from conftest import ListTask, Scripted, answer_text
 
 from coalition_gym.agents import load_pool
 from coalition_gym.envs.protocols import EpisodeContext, make_protocol
@@ -8,8 +9,6 @@ from coalition_gym.envs.runner import ProgramFailed, RunStats, run_episodes, run
 from coalition_gym.errors import EmptyCoalitionError
 from coalition_gym.tasks import make
 from coalition_gym.types import Outcome, Sample
-
-from conftest import ListTask, Scripted, answer_text
 
 
 def contexts(task, members, n=None):

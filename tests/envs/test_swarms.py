@@ -4,17 +4,16 @@ import json
 
 import numpy as np
 import pytest
+from conftest import Scripted, answer_text
 
 from coalition_gym import AgentProfile, Pool, SimulatedAgent, make_task
 from coalition_gym.cli import main
 from coalition_gym.envs.protocols import EpisodeContext, SwarmGraph, make_protocol
-from coalition_gym.learners.pso import PSOConfig, particle_swarm
 from coalition_gym.envs.protocols.swarm_graph import decode, layers, predecessors, top_p_pick
-from coalition_gym.training.swarm_search import optimise_swarm
 from coalition_gym.envs.runner import run_programs
 from coalition_gym.errors import ConfigError
-
-from conftest import Scripted, answer_text
+from coalition_gym.learners.pso import PSOConfig, particle_swarm
+from coalition_gym.training.swarm_search import optimise_swarm
 
 
 def reaches_end(successor, node):

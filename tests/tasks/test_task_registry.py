@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-
 import pytest
+from conftest import FIXTURES as _FIXTURES  # noqa: E402
 
 from coalition_gym.cli import main
 from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.scorers.result import ScoreResult
 from coalition_gym.tasks import SPECS, Task, describe_tasks, make, task_names, train_dev_split
-
-from conftest import FIXTURES as _FIXTURES  # noqa: E402
 
 FIXTURES = _FIXTURES / "datasets"
 

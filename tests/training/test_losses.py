@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from coalition_gym.errors import ConfigError
-from coalition_gym.training.advantages import (broadcast, group_advantages, informative_groups,
-                                               overlong_penalty)
+from coalition_gym.training.advantages import broadcast, group_advantages, informative_groups, overlong_penalty
 from coalition_gym.training.losses import aggregate, clipped_policy_loss, sft_loss, token_logprobs
 
 

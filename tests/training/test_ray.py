@@ -7,6 +7,9 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray executor tests need the 'ray' extra")
 
+from conftest import TESTS as HERE  # noqa: E402  (ray_helpers.py lives there)
+from ray_helpers import DiesOnce  # noqa: E402
+
 from coalition_gym.agents import load_pool  # noqa: E402
 from coalition_gym.agents.cache import GenerationCache  # noqa: E402
 from coalition_gym.agents.pools import Pool  # noqa: E402
@@ -16,9 +19,6 @@ from coalition_gym.errors import BackendError, ConfigError  # noqa: E402
 from coalition_gym.tasks import make  # noqa: E402
 from coalition_gym.valuation import CoalitionGame, exact_shapley  # noqa: E402
 
-from ray_helpers import DiesOnce  # noqa: E402
-
-from conftest import TESTS as HERE  # noqa: E402  (ray_helpers.py lives there)
 pytestmark = pytest.mark.slow
 
 
@@ -63,8 +63,9 @@ def test_a_killed_worker_loses_no_finished_work(executor, tmp_path):
 
 
 def test_cli_eval_with_ray_matches_local(executor, tmp_path):
-    from coalition_gym.cli import main
     import json
+
+    from coalition_gym.cli import main
 
     args = ["eval", "--items", "20", "--estimator", "loo", "--bootstrap", "50"]
     assert main(args + ["--out", str(tmp_path / "local")]) == 0

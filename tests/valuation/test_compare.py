@@ -6,7 +6,7 @@ import pytest
 
 from coalition_gym.cli import main
 from coalition_gym.errors import ConfigError
-from coalition_gym.valuation.compare import compare
+from coalition_gym.reports.compare import compare
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from coalition_gym import load_pool, make_protocol, make_task
-from coalition_gym.valuation.report import evaluate, write_report
+from coalition_gym.reports.leaderboard import evaluate, write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")

@@ -8,7 +8,7 @@ import pytest
 from coalition_gym import make_protocol, make_task, run_episodes
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.errors import ConfigError, UnknownNameError
-from coalition_gym.valuation.robustness import adversarial_pool, adversary_seats, check_adversary, robustness, summarise
+from coalition_gym.reports.robustness import adversarial_pool, adversary_seats, check_adversary, robustness, summarise
 
 TASK = make_task("rg/basic_arithmetic", size=60)
 

@@ -6,12 +6,11 @@ import pytest
 
 from coalition_gym import load_pool, make_protocol, make_task
 from coalition_gym.errors import ConfigError
+from coalition_gym.reports.leaderboard import choose_shapley_estimator, evaluate
 from coalition_gym.valuation import FunctionGame, exact_shapley
 from coalition_gym.valuation.estimators import sampled_shapley_values
-from coalition_gym.valuation.report import choose_shapley_estimator, evaluate
-from coalition_gym.valuation.sampling import (SAMPLERS, Budget, MaxRounds, Tolerance, choose_sampler,
-                                              sampled_shapley)
 from coalition_gym.valuation.game import CoalitionGame
+from coalition_gym.valuation.sampling import SAMPLERS, Budget, MaxRounds, Tolerance, choose_sampler, sampled_shapley
 
 
 def synthetic(n: int, items: int = 30, seed: int = 0) -> FunctionGame:

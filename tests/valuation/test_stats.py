@@ -7,8 +7,17 @@ import numpy as np
 import pytest
 
 from coalition_gym.errors import ConfigError
-from coalition_gym.valuation.stats import (Correlation, RescueDrag, benjamini_hochberg, bootstrap_mean,
-                                           pearson, rankdata, rescue_drag, spearman, summarise_settings)
+from coalition_gym.valuation.stats import (
+    Correlation,
+    RescueDrag,
+    benjamini_hochberg,
+    bootstrap_mean,
+    pearson,
+    rankdata,
+    rescue_drag,
+    spearman,
+    summarise_settings,
+)
 
 
 def ranks_no_ties(a):
@@ -346,7 +355,7 @@ def test_p_values_are_never_printed_as_zero_and_ties_share_a_rank():
 
 
 def test_undefined_correlations_say_so_and_permutations_follow_the_seed():
-    from coalition_gym.valuation.report import correlate
+    from coalition_gym.reports.leaderboard import correlate
 
     flat = correlate([0.5, 0.5, 0.5, 0.5], [0.1, 0.2, 0.3, 0.4])
     assert flat["spearman"] is None and flat["spearman_p"] is None and "solo scores are all equal" in flat["method"]
@@ -360,7 +369,7 @@ def test_undefined_correlations_say_so_and_permutations_follow_the_seed():
 def test_result_files_are_strict_json(tmp_path):
     import json
 
-    from coalition_gym.redaction import JsonLines, write_json
+    from coalition_gym.result_files import JsonLines, write_json
 
     write_json(tmp_path / "a.json", {"r": float("nan"), "xs": [1.0, float("inf")]})
     with JsonLines(tmp_path / "b.jsonl") as lines:
@@ -373,7 +382,7 @@ def test_result_files_are_strict_json(tmp_path):
 
 
 def test_a_sweep_leaves_undefined_settings_out_of_the_count_and_says_so(tmp_path):
-    from coalition_gym.valuation.sweep import run_sweep
+    from coalition_gym.reports.sweep import run_sweep
 
     result = run_sweep(["sim:demo", "sim:random-2"], ["majority_vote"], ["rg/basic_arithmetic"], ["loo"], 20,
                        tmp_path, log=lambda _: None)

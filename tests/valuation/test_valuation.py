@@ -4,17 +4,15 @@ from math import factorial
 
 import numpy as np
 import pytest
+from conftest import ListTask
 
 from coalition_gym.agents import AgentProfile, Pool, SimulatedAgent, load_pool
 from coalition_gym.envs.protocols import Debate, EpisodeContext, make_protocol
 from coalition_gym.envs.protocols.majority_vote import MajorityVote
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make
-from coalition_gym.valuation.estimators import (exact_banzhaf, exact_shapley, leave_one_out,
-                                                monte_carlo_shapley, solo)
+from coalition_gym.valuation.estimators import exact_banzhaf, exact_shapley, leave_one_out, sampled_shapley_values, solo
 from coalition_gym.valuation.game import CoalitionGame, FunctionGame
-
-from conftest import ListTask
 
 
 def weighted_voting(quota, weights):
@@ -106,27 +104,27 @@ def test_symmetry_and_null_player_on_a_protocol_game():
     assert shap["mute"] == pytest.approx(0.0, abs=1e-12) and banz["mute"] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_monte_carlo_converges_to_the_exact_value():
+def test_permutation_sampling_converges_to_the_exact_value():
     game = demo_game("debate", pool="sim:random-6", items=40, rounds=2)
     exact = exact_shapley(game).values
     replay = FunctionGame(game.players, game.per_item, game.n_items)  # the same values, no re-running
-    errors = [np.abs(monte_carlo_shapley(replay, tolerance=0.0, max_permutations=m, min_pairs=2, batch_pairs=2,
-                                         seed=3).values - exact).max() for m in (4, 64, 4000)]
-    assert errors[2] < errors[1] < errors[0] and errors[2] < 0.01
-    big = monte_carlo_shapley(replay, tolerance=0.0, max_permutations=4000, seed=3)
-    assert big.extras["permutations"] == 4000
+    errors = [np.abs(sampled_shapley_values(replay, tolerance=0.0, sampler="permutation", max_rounds=m, n_boot=200,
+                                            seed=3).values - exact).max() for m in (1, 4, 64)]
+    assert errors[2] < errors[0] and errors[2] < 0.05
+    big = sampled_shapley_values(replay, tolerance=0.0, sampler="permutation", max_rounds=64, n_boot=200, seed=3)
     assert big.values.sum() == pytest.approx(exact.sum(), abs=1e-9)  # every permutation is efficient
 
 
-def test_monte_carlo_stops_on_tolerance_and_budget():
+def test_permutation_sampling_stops_on_tolerance_and_budget():
     game = demo_game("majority_vote", pool="sim:random-8", items=30)
-    tol = monte_carlo_shapley(game, tolerance=0.02, seed=0)
-    assert tol.extras["stop_reason"] == "tolerance" and max(tol.extras["permutation_stderr"]) <= 0.02
+    tol = sampled_shapley_values(game, tolerance=0.02, sampler="permutation", n_boot=200, seed=0)
+    assert tol.extras["stop_reason"] == "tolerance" and max(tol.extras["sampling_stderr"]) <= 0.02
     capped = demo_game("majority_vote", pool="sim:random-8", items=30)
-    res = monte_carlo_shapley(capped, tolerance=0.0, budget=40, seed=0)
+    res = sampled_shapley_values(capped, tolerance=0.0, sampler="permutation", budget=40, n_boot=200, seed=0)
     assert res.extras["stop_reason"] == "budget" and capped.coalitions_evaluated <= 40
     with pytest.raises(ConfigError, match="too small"):
-        monte_carlo_shapley(demo_game(pool="sim:random-8", items=5), tolerance=0.0, budget=1)
+        sampled_shapley_values(demo_game(pool="sim:random-8", items=5), tolerance=0.0, sampler="permutation",
+                               budget=1)
 
 
 def test_exact_estimators_refuse_more_than_twelve_players():
@@ -177,13 +175,13 @@ def test_a_pool_with_duplicate_names_is_refused():
 
 
 def test_every_computed_estimator_reaches_the_terminal_markdown_and_csv(tmp_path):
-    from coalition_gym.valuation.report import evaluate, print_leaderboard, write_report
+    from coalition_gym.reports.leaderboard import evaluate, format_leaderboard, write_report
 
     task = make("rg/basic_arithmetic", size=12)
     report = evaluate(make_protocol("majority_vote"), load_pool("sim:demo"), task, task.items("test"),
                       ["loo", "shapley", "banzhaf", "mc"], n_boot=50)
     write_report(report, tmp_path)
-    for text in (print_leaderboard(report), (tmp_path / "leaderboard.md").read_text()):
+    for text in (format_leaderboard(report), (tmp_path / "leaderboard.md").read_text()):
         assert all(name in text for name in ("loo", "shapley", "banzhaf", "mc_shapley"))
     header = (tmp_path / "leaderboard.csv").read_text().splitlines()[0]
     assert "banzhaf_ci_low" in header and "loo_ci_high" in header and "mc_shapley" in header

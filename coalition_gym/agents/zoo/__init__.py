@@ -30,17 +30,17 @@ The package: ``tokenizer`` (vocabulary, tokenizer, chat template), ``recipes`` (
 from ...tasks.zoo_tasks import ZOO_TASKS, ZooTask, zoo_task
 from . import shipped
 from .build import (
-                    BUILD_ON_USE_SECONDS,
-                    HEARTBEAT_SECONDS,
-                    MANIFEST,
-                    ZooBuild,
-                    ZooNotBuiltError,
-                    build_zoo,
-                    default_workers,
-                    ensure_zoo,
-                    estimate_build_seconds,
-                    read_manifest,
-                    recipe_from_dict,
+    BUILD_ON_USE_SECONDS,
+    HEARTBEAT_SECONDS,
+    MANIFEST,
+    ZooBuild,
+    ZooNotBuiltError,
+    build_zoo,
+    default_workers,
+    ensure_zoo,
+    estimate_build_seconds,
+    read_manifest,
+    recipe_from_dict,
 )
 from .recipes import RECIPES, ZooModelSpec, ZooRecipe, get_recipe, zoo_dir, zoo_home
 from .shipped import model_fingerprint, provenance

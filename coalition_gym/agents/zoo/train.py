@@ -32,7 +32,7 @@ def _wrong(item: Item, rng: random.Random) -> str:
 
 def _debate_messages(task: Any, item: Item, rng: random.Random) -> list[Message]:
     """A debate follow-up as the protocol renders it in compact style, peers right about half the time."""
-    from ...tasks.prompts import debate_followup
+    from ...prompts import debate_followup
 
     def reply() -> str:
         return item.gold if rng.random() < 0.5 else _wrong(item, rng)

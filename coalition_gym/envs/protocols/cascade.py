@@ -23,7 +23,7 @@ from typing import ClassVar, Mapping
 from ...errors import ConfigError
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
-from .helpers import ask_with_seed_round
+from .utils import ask_with_seed_round
 from .voting import majority_of
 
 

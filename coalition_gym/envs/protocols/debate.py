@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ...errors import ConfigError
-from ...tasks.prompts import debate_followup
+from ...prompts import debate_followup
 from ...types import Message, Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .voting import check_tie_break, plurality

@@ -24,10 +24,10 @@ from typing import ClassVar
 
 from ...agents.base import stable_hash
 from ...errors import ConfigError
-from ...tasks.prompts import feedback_prompt, references_prompt, refine_prompt
+from ...prompts import feedback_prompt, references_prompt, refine_prompt
 from ...types import Outcome, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
-from .helpers import best_dev_member
+from .utils import best_dev_member
 from .voting import check_tie_break, plurality
 
 

@@ -20,7 +20,7 @@ from itertools import combinations
 from typing import ClassVar
 
 from ...errors import ConfigError
-from ...tasks.prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
+from ...prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
 from ...types import Outcome, SamplingParams, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently
 

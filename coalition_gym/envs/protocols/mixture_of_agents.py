@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ...errors import ConfigError
-from ...tasks.prompts import references_prompt
+from ...prompts import references_prompt
 from ...types import Outcome, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently, answer_turns
-from .helpers import best_dev_member
+from .utils import best_dev_member
 
 
 @dataclass

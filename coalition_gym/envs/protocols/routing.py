@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping, Sequence
 
 from ...errors import ConfigError
-from ...tasks.prompts import parse_route, route_prompt
+from ...prompts import parse_route, route_prompt
 from ...types import Outcome, SamplingParams, Turn
 from .base import EpisodeContext, ProgramGen, Protocol
-from .helpers import best_dev_member, seeded_choice
+from .utils import best_dev_member, seeded_choice
 
 FALLBACKS = ("dev", "random", "first")
 DEFAULT_DESCRIPTION = "a general-purpose assistant"

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import ConfigError
-from ...redaction import write_json
+from ...result_files import write_json
 
 EPS = 1e-6
 

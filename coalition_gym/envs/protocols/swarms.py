@@ -31,11 +31,11 @@ import numpy as np
 
 from ...agents.base import stable_hash
 from ...errors import ConfigError
-from ...tasks.prompts import node_prompt
+from ...prompts import node_prompt
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
-from .helpers import ask_with_seed_round
 from .swarm_graph import SwarmGraph, as_graph, decode, layers, predecessors
+from .utils import ask_with_seed_round
 
 
 @dataclass

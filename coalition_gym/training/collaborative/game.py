@@ -17,7 +17,7 @@ from ...envs.dev_scores import DevScores, dev_scores_for
 from ...envs.protocols import EpisodeContext
 from ...envs.runner import episode_record, episode_seed, score_outcomes
 from ...errors import ConfigError
-from ...redaction import write_json, write_text
+from ...result_files import write_json, write_text
 from ...valuation.game import CoalitionGame
 from .common import CoalitionTraining
 from .finetuning import train_multiagent_finetuning

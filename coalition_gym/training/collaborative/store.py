@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 
 from ...agents.pools import Pool
-from ...redaction import write_json
+from ...result_files import write_json
 from .common import CoalitionTraining
 from .members import load_member
 

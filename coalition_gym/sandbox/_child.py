@@ -1,6 +1,6 @@
 """Sandbox launcher: runs one untrusted Python program and reports how it ended.
 
-Started by ``sandbox.py`` as ``python -I -S _sandbox_child.py`` with the job (``marshal``) on stdin.
+Started by ``launcher.py`` as ``python -I -S _child.py`` with the job (``marshal``) on stdin.
 It uses the standard library only (and imports little: start-up time is per program) and never
 imports coalition_gym, so nothing of the host leaks in.
 

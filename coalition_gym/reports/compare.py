@@ -1,0 +1,139 @@
+"""``cgym compare``: one table across leaderboard runs (a pool under several protocols, several pools).
+
+Each run folder is one ``cgym eval`` output (its ``summary.json``). The long table has a row per
+(run, model) with solo strength and every estimator both runs share, with CIs; the wide table puts
+each model's primary strength side by side across runs. Runs that differ in items, seeds, task or
+ranking estimator are still shown, with a note saying what differs: their numbers do not measure the
+same thing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+from . import html
+from .tables import fmt_ci
+
+
+def load_run(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / "summary.json"
+    if not path.is_file():
+        raise ConfigError(f"{folder}: no summary.json; give folders written by `cgym eval --out`")
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(data, dict) or "models" not in data:
+        raise ConfigError(f"{path}: not a leaderboard summary (no 'models'); give `cgym eval` output folders")
+    data["folder"] = str(folder)
+    return data
+
+
+def _labels(runs: list[dict[str, Any]]) -> list[str]:
+    labels = [f"{r['protocol']} / {r['task']} / {r.get('pool_name', '?')}" for r in runs]
+    if len(set(labels)) < len(labels):  # same setting twice (e.g. two seeds): the folder tells them apart
+        labels = [f"{label} ({Path(r['folder']).name})" for label, r in zip(labels, runs)]
+    return labels
+
+
+def member_weights(run: dict[str, Any]) -> dict[str, str]:
+    """Member name -> sha256 of its weights, from the run record (members without one are left out)."""
+    members = ((run.get("run") or {}).get("pool") or {}).get("members") or {}
+    return {name: d["weights"]["sha256"] for name, d in members.items()
+            if isinstance(d, dict) and isinstance(d.get("weights"), dict) and d["weights"].get("sha256")}
+
+
+def weight_notes(runs: list[dict[str, Any]], labels: list[str]) -> list[str]:
+    """One note per member name that ran with different weights in different runs (e.g. a zoo model
+    rebuilt on another machine, or a checkpoint overwritten): their numbers are not one model's."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for label, run in zip(labels, runs):
+        for name, sha in member_weights(run).items():
+            seen.setdefault(name, {}).setdefault(sha, []).append(label)
+    return [f"{name} ran with different weights: " + "; ".join(f"sha256 {sha[:12]} in {', '.join(where)}"
+                                                                for sha, where in by_sha.items())
+            for name, by_sha in seen.items() if len(by_sha) > 1]
+
+
+def comparability_notes(runs: list[dict[str, Any]], labels: list[str]) -> list[str]:
+    """What differs between the runs besides the setting being compared."""
+    notes = weight_notes(runs, labels)
+    checks = {"items": lambda r: (r.get("run") or {}).get("items"), "seed": lambda r: r.get("seed"),
+              "task": lambda r: r.get("task"), "ranking estimator": lambda r: r.get("primary_estimator"),
+              "number of items": lambda r: r.get("n_items")}
+    for what, get in checks.items():
+        values = [get(r) for r in runs]
+        known = [v for v in values if v is not None]
+        if len({json.dumps(v, sort_keys=True) for v in known}) > 1:
+            groups: dict[str, list[str]] = {}  # value -> the runs that have it
+            for label, v in zip(labels, values):
+                groups.setdefault(json.dumps(v, sort_keys=True), []).append(label)
+            names = {key: (f"item set {k + 1}" if what == "items" else key[:60]) for k, key in enumerate(groups)}
+            notes.append(f"not comparable on {what}: "
+                         + "; ".join(f"{names[key]}: {', '.join(runs_)}" for key, runs_ in groups.items()))
+        elif len(known) < len(values) and what == "items":
+            notes.append("some runs have no item list in their run record (written before run records): "
+                         "cannot check that they used the same items")
+    return notes
+
+
+def compare(folders: Sequence[str | Path]) -> dict[str, Any]:
+    """The comparison of the runs in ``folders``: rows, wide table, notes."""
+    if len(folders) < 2:
+        raise ConfigError("compare needs at least two run folders")
+    runs = [load_run(f) for f in folders]
+    labels = _labels(runs)
+    estimators = [e for e in ("loo", "shapley", "banzhaf", "mc_shapley") if all(e in r["models"][0] for r in runs)]
+    rows = []
+    for label, run in zip(labels, runs):
+        for m in run["models"]:
+            rows.append({"run": label, "model": m["name"], "solo": m["solo"], "solo_ci": m["solo_ci"],
+                         "estimates": {e: {"value": m[e], "ci": m[f"{e}_ci"]} for e in estimators}})
+    models = list(dict.fromkeys(m["name"] for r in runs for m in r["models"]))
+    wide = {m: {label: next(({"value": x[r["primary_estimator"]], "ci": x[f"{r['primary_estimator']}_ci"]}
+                             for x in r["models"] if x["name"] == m), None) for label, r in zip(labels, runs)}
+            for m in models}
+    return {"runs": [{"label": label, "folder": r["folder"], "protocol": r["protocol"], "task": r["task"],
+                      "pool": r.get("pool_name"), "primary_estimator": r["primary_estimator"],
+                      "full_coalition_score": r["full_coalition_score"], "n_items": r["n_items"]}
+                     for label, r in zip(labels, runs)],
+            "estimators": estimators, "rows": rows, "wide": wide,
+            "notes": comparability_notes(runs, labels),
+            "records": {label: r.get("run") for label, r in zip(labels, runs)}}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    est = result["estimators"]
+    lines = ["# Comparison", "", "| run | model | solo | " + " | ".join(est) + " |", "|" + "---|" * (3 + len(est))]
+    for r in result["rows"]:
+        lines.append(f"| {r['run']} | {r['model']} | {fmt_ci(r['solo'], r['solo_ci'])} | "
+                     + " | ".join(fmt_ci(r["estimates"][e]["value"], r["estimates"][e]["ci"]) for e in est) + " |")
+    labels = [run["label"] for run in result["runs"]]
+    lines += ["", "Each run's ranking estimate, side by side:", "", "| model | " + " | ".join(labels) + " |",
+              "|" + "---|" * (1 + len(labels))]
+    for model, cells in result["wide"].items():
+        lines.append(f"| {model} | " + " | ".join("-" if c is None else fmt_ci(c["value"], c["ci"])
+                                                   for c in cells.values()) + " |")
+    lines += [""] + [f"Note: {n}." for n in result["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def page(result: dict[str, Any]) -> str:
+    est = result["estimators"]
+    long_rows = [[html.Cell(r["run"]), html.Cell(r["model"]), html.ci_cell(r["solo"], r["solo_ci"])]
+                 + [html.ci_cell(r["estimates"][e]["value"], r["estimates"][e]["ci"]) for e in est]
+                 for r in result["rows"]]
+    labels = [run["label"] for run in result["runs"]]
+    wide_rows = [[html.Cell(model)] + [html.Cell("-", None) if c is None else html.ci_cell(c["value"], c["ci"])
+                                       for c in cells.values()] for model, cells in result["wide"].items()]
+    return html.render(html.Page(
+        title=f"Comparison of {len(labels)} runs",
+        intro=["95% bootstrap CIs over items, as each run computed them. Click a column header to sort."],
+        tables=[html.Table(["run", "model", "solo [95% CI]"] + [f"{e} [95% CI]" for e in est], long_rows,
+                           "Every model of every run", id="leaderboard"),
+                html.Table(["model"] + labels, wide_rows, "Each run's ranking estimate, side by side", id="wide")],
+        notes=[f"Note: {n}." for n in result["notes"]],
+        records={f"Run record: {label}": record for label, record in result["records"].items() if record}))

@@ -1,0 +1,125 @@
+"""Self-contained HTML pages for leaderboards: one file, no network, no CDN.
+
+A page holds sortable tables (click a column header; numbers sort by value, not by text), an
+embedded PNG, notes and the run record. The sorting script is a few lines of plain JavaScript
+inside the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .tables import fmt_ci
+
+
+@dataclass
+class Cell:
+    text: str
+    sort: float | str | None = None  # what the column sorts by; the text when None
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[Cell]]
+    caption: str = ""
+    id: str = "leaderboard"
+
+
+@dataclass
+class Page:
+    title: str
+    intro: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    png: bytes | None = None  # an image shown under the tables
+    png_alt: str = "solo vs compositional strength"
+    notes: list[str] = field(default_factory=list)
+    records: dict[str, Any] = field(default_factory=dict)  # label -> run record, shown folded
+
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #ddd; text-align: left; white-space: nowrap; }
+th { cursor: pointer; background: #f4f4f4; user-select: none; }
+th[aria-sort="ascending"]::after { content: " \\25B2"; }
+th[aria-sort="descending"]::after { content: " \\25BC"; }
+td.num { font-variant-numeric: tabular-nums; }
+caption { text-align: left; font-weight: 600; padding: 4px 0; }
+pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 12px; }
+img { max-width: 560px; display: block; margin: 1em 0; }
+.note { color: #555; }
+"""
+
+# Sort a table by the clicked column; data-sort holds the number (or text) a cell sorts by.
+SCRIPT = """
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  table.querySelectorAll("th").forEach(function (th, column) {
+    th.addEventListener("click", function () {
+      var descending = th.getAttribute("aria-sort") !== "descending";
+      table.querySelectorAll("th").forEach(function (other) { other.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[column].dataset.sort, y = b.cells[column].dataset.sort;
+        var nx = parseFloat(x), ny = parseFloat(y);
+        var order = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : String(x).localeCompare(String(y));
+        return descending ? -order : order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+"""
+
+
+def _cell(cell: Cell, header: bool = False) -> str:
+    sort = cell.text if cell.sort is None else cell.sort
+    numeric = isinstance(sort, (int, float)) and not isinstance(sort, bool)
+    attrs = f' data-sort="{html.escape(str(sort), quote=True)}"' + (' class="num"' if numeric else "")
+    return f"<td{attrs}>{html.escape(cell.text)}</td>"
+
+
+def _table(table: Table) -> str:
+    head = "".join(f"<th scope=\"col\">{html.escape(h)}</th>" for h in table.headers)
+    body = "\n".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in table.rows)
+    caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
+    return (f'<table class="sortable" id="{html.escape(table.id, quote=True)}">{caption}'
+            f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>")
+
+
+def render(page: Page) -> str:
+    parts = [f"<h1>{html.escape(page.title)}</h1>"]
+    parts += [f"<p>{html.escape(line)}</p>" for line in page.intro]
+    parts += [_table(t) for t in page.tables]
+    if page.png:
+        data = base64.b64encode(page.png).decode("ascii")
+        parts.append(f'<img alt="{html.escape(page.png_alt, quote=True)}" src="data:image/png;base64,{data}">')
+    parts += [f'<p class="note">{html.escape(line)}</p>' for line in page.notes]
+    for label, record in page.records.items():
+        text = json.dumps(record, indent=2, sort_keys=True, default=str)
+        parts.append(f"<details><summary>{html.escape(label)}</summary><pre>{html.escape(text)}</pre></details>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+            "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+            f"<title>{html.escape(page.title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
+
+
+def ci_cell(value: float, ci: Sequence[float]) -> Cell:
+    return Cell(fmt_ci(value, ci), value)
+
+
+def leaderboard_table(rows: list[dict[str, Any]], caption: str = "") -> Table:
+    """The leaderboard rows (see tables.leaderboard_rows) as a sortable table."""
+    columns = list(rows[0]["estimates"]) if rows else []
+    headers = ["rank", "model", "solo [95% CI]"] + [f"{c} [95% CI]" for c in columns] + ["rank change"]
+    body = [[Cell(str(r["rank"]), r["rank"]), Cell(r["model"]), ci_cell(r["solo"], r["solo_ci"])]
+            + [ci_cell(r["estimates"][c]["value"], r["estimates"][c]["ci"]) for c in columns]
+            + [Cell(f"{r['rank_change']:+d}", r["rank_change"])] for r in rows]
+    return Table(headers, body, caption)

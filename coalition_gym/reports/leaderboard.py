@@ -1,0 +1,321 @@
+"""Evaluate a pool under a protocol on a task and write the leaderboard files.
+
+Files written by :func:`write_report` into the output folder: ``results.jsonl`` (one line per item
+and coalition), ``summary.json``, ``run.json`` (the run record), ``leaderboard.md``, ``leaderboard.csv``,
+``leaderboard.html`` (self-contained, sortable) and ``solo_vs_compositional.png``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..agents.cache import GenerationCache
+from ..agents.pools import Pool
+from ..envs.executors import Executor
+from ..envs.protocols import Protocol
+from ..errors import ConfigError, did_you_mean
+from ..records import RunRecord, describe_pool, describe_task
+from ..result_files import JsonLines, write_json, write_text
+from ..tasks.base import Task
+from ..types import Item
+from ..valuation.estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult
+from ..valuation.game import CoalitionGame
+from ..valuation.stats import Correlation, pearson, rescue_drag, spearman
+from . import html
+from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, p_phrase, terminal_table
+
+#: which estimate ranks the leaderboard, best first
+PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
+
+
+def capped_requests(backends: Any) -> int:
+    """Requests whose new tokens a backend capped to fit its context (HF, vLLM), each model counted once."""
+    seen: dict[int, int] = {}
+    for gen in backends:
+        while hasattr(gen, "inner"):  # WithSampling, CachedGenerator
+            gen = gen.inner
+        seen[id(gen)] = int(getattr(gen, "capped_requests", 0))
+    return sum(seen.values())
+
+
+def parse_estimators(spec: str) -> list[str]:
+    names = list(FIELDS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [n for n in names if n not in FIELDS and n != "auto"]
+    if bad or not names:
+        name = bad[0] if bad else spec
+        raise ConfigError(f"unknown estimator {name!r}.{did_you_mean(name, [*FIELDS, 'auto', 'all'])} Use loo, "
+                          "shapley, banzhaf, mc, auto, a comma-separated list of them, or all")
+    return names
+
+
+def choose_shapley_estimator(game: CoalitionGame, budget_generations: int | None = None,
+                             budget: int | None = None, probe: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """``auto``: exact Shapley when all 2^n coalitions are cheap in generations, else the sampling
+    estimator. The full coalition and the singletons (which every report needs) are run first, then a
+    probe of random other coalitions measures what one more coalition costs given what is cached
+    (one-shot protocols: nothing, once every member has answered). Cheap means: within the generation
+    budget when one is given; else within the coalition budget; else free, or no more coalitions than
+    the sampling estimator's usual reach (10n)."""
+    n = len(game.players)
+    if n > EXACT_LIMIT:
+        return {"chose": "mc", "why": f"n={n} > {EXACT_LIMIT}: exact enumeration is refused"}
+    players = frozenset(game.players)
+    game.evaluate([players] + [frozenset({p}) for p in game.players])
+    rng = np.random.default_rng(seed)
+    others = [m for m in range(1, 2 ** n - 1) if bin(m).count("1") > 1]
+    picked = rng.choice(len(others), size=min(probe or n, len(others)), replace=False)
+    coalitions = [frozenset(game.players[k] for k in range(n) if others[int(i)] >> k & 1) for i in picked]
+    before = game.generations
+    game.evaluate(coalitions)
+    per = (game.generations - before) / max(1, len(coalitions))
+    remaining = 2 ** n - 1 - game.coalitions_evaluated
+    predicted = per * remaining
+    facts = {"generations_so_far": game.generations, "generations_per_new_coalition": per,
+             "predicted_generations_for_exact": predicted, "coalitions_left": remaining}
+    need = f"exact needs about {predicted:.0f} more generations ({per:.2f} per coalition for {remaining} coalitions)"
+    if budget_generations is not None:
+        left = max(0, budget_generations - game.generations)
+        cheap, why = predicted <= left, f"{need}; the generation budget leaves {left}"
+    elif budget is not None:
+        cheap, why = remaining <= budget, f"{need}; the coalition budget is {budget}"
+    else:
+        cheap = per == 0 or remaining <= 10 * n
+        why = f"{need}; sampling would usually evaluate about {10 * n} coalitions"
+    return {"chose": "shapley" if cheap else "mc", "why": why, **facts}
+
+
+@dataclass
+class EvalReport:
+    game: CoalitionGame
+    solo: ValuationResult
+    results: dict[str, ValuationResult]
+    requested: str
+    wall_seconds: float
+    correlation: dict[str, float | None] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)  # the run record (see coalition_gym.records)
+    auto: dict[str, Any] | None = None  # what --estimator auto chose, and why
+
+    @property
+    def primary(self) -> str:
+        return next(name for name in PRIMARY_ORDER if name in self.results)
+
+
+def correlate(x: Sequence[float], y: Sequence[float], seed: int = 0) -> dict[str, Any]:
+    """Spearman and Pearson with exact/permutation p-values (permutations drawn with the run's
+    ``seed``); None, with the reason in ``method``, where they are undefined: fewer than 3 models, or a
+    constant column (every model equally strong alone or in the system)."""
+    undefined = {"spearman": None, "spearman_p": None, "pearson": None, "pearson_p": None, "n": len(x)}
+    if len(x) < 3:
+        return {**undefined, "method": "undefined for fewer than 3 models"}
+    s: Correlation = spearman(x, y, seed=seed)
+    p: Correlation = pearson(x, y, seed=seed)
+    if not (math.isfinite(s.statistic) and math.isfinite(p.statistic)):
+        which = "solo scores" if len(set(x)) == 1 else "compositional strengths"
+        return {**undefined, "method": f"undefined: the {which} are all equal"}
+    return {"spearman": s.statistic, "spearman_p": s.p_value, "pearson": p.statistic, "pearson_p": p.p_value,
+            "n": len(x), "method": s.method}
+
+
+def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], estimators: Sequence[str],
+             members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
+             progress: bool = False, n_boot: int = 2000, mc: dict[str, Any] | None = None,
+             requested: str | None = None, executor: Executor | None = None,
+             record_text: bool = True, split: str | None = None, record: RunRecord | None = None,
+             budget_generations: int | None = None, train_dir: Path | None = None) -> EvalReport:
+    """Value ``pool``'s members under ``protocol`` on ``items`` with every estimator asked for.
+    ``record`` (started by the caller; one is started here if None) becomes the report's run record;
+    ``split`` names where ``items`` came from, for that record. A collaborative-training protocol
+    trains every coalition it values, keeping the trained checkpoints in ``train_dir`` (a rerun reuses
+    them) or, when None, in a temporary folder."""
+    record = record or RunRecord()
+    start = time.perf_counter()
+    game: CoalitionGame
+    if protocol.trains_members:
+        from ..training.collaborative import TrainedCoalitionGame
+
+        game = TrainedCoalitionGame(protocol, pool, task, items, train_dir=train_dir, members=members, seed=seed,
+                                    cache=cache, progress=progress, executor=executor, record_text=record_text)
+    else:
+        game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
+                             executor=executor, record_text=record_text)
+    auto = None
+    try:
+        if "auto" in estimators:
+            auto = choose_shapley_estimator(game, budget_generations or (mc or {}).get("budget_generations"),
+                                            budget=(mc or {}).get("budget"), seed=seed)
+            estimators = list(dict.fromkeys(auto["chose"] if e == "auto" else e for e in estimators))
+        game.evaluate(_known_coalitions(game, estimators))  # one batch, one progress bar with its real total
+        results = {}
+        for name in estimators:
+            kwargs = dict(mc or {}) if name == "mc" else {}
+            results[name] = ESTIMATORS[name](game, n_boot=n_boot, seed=seed, **kwargs)
+        solo = ESTIMATORS["solo"](game, n_boot=n_boot, seed=seed)
+    finally:
+        game.close()
+    report = EvalReport(game, solo, results, requested or ",".join(estimators), time.perf_counter() - start)
+    report.correlation = correlate(list(solo.values), list(results[report.primary].values), seed=seed)
+    report.auto = auto
+    report.record = record.finish(pool=describe_pool(pool, game.players), task=describe_task(task, split),
+                                  protocol={"name": game.protocol.name, "settings": game.protocol.settings()},
+                                  seeds={"seed": seed, "bootstrap": n_boot},
+                                  items=[it.id for it in game.items], dev_scores=game.dev.record())
+    return report
+
+
+def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[frozenset]:
+    """The coalitions the exact estimators will ask for (Monte Carlo's depend on its draws)."""
+    players = frozenset(game.players)
+    if {"shapley", "banzhaf"} & set(estimators) and len(players) <= EXACT_LIMIT:  # above it they refuse
+        return [frozenset(c) for k in range(1, len(players) + 1) for c in itertools.combinations(game.players, k)]
+    wanted = [players] + ([players - {p} for p in players] if "loo" in estimators else [])
+    if game.solo_game() is game:
+        wanted += [frozenset({p}) for p in players]
+    return wanted
+
+
+def leaderboard(report: EvalReport) -> list[dict[str, Any]]:
+    """Rows ranked by the primary compositional estimate, with every computed estimator (see tables)."""
+    return leaderboard_rows(report.game.players, report.solo, report.results, report.primary)
+
+
+def summary(report: EvalReport) -> dict[str, Any]:
+    game = report.game
+    training = game.training_summary()
+    full = game.per_item(game.players)
+    models = []
+    for k, p in enumerate(game.players):
+        # rescue: the full system right where the model alone was wrong; drag: the reverse
+        moves = rescue_drag(report.solo.per_item[k], full)
+        row: dict[str, Any] = {"name": p, "solo": float(report.solo.values[k]),
+                               "solo_ci": [float(report.solo.ci_low[k]), float(report.solo.ci_high[k])],
+                               "rescue": moves.rescue, "drag": moves.drag}
+        for name, res in report.results.items():
+            row[FIELDS[name]] = float(res.values[k])
+            row[f"{FIELDS[name]}_ci"] = [float(res.ci_low[k]), float(res.ci_high[k])]
+            row[f"{FIELDS[name]}_stderr"] = float(res.stderr[k])
+        models.append(row)
+    return {
+        "protocol": game.protocol.name, "protocol_settings": game.protocol.settings(), "task": game.task.name,
+        "pool": list(game.players), "pool_name": game.pool.name, "estimator": report.requested,
+        "primary_estimator": FIELDS[report.primary], "n_items": game.n_items, "seed": game.seed,
+        "full_coalition_score": game.value(game.players), "models": models,
+        "correlation": report.correlation,
+        "cost": {"coalitions_evaluated": game.coalitions_evaluated
+                 + (game.solo_game().coalitions_evaluated if game.solo_game() is not game else 0),
+                 "generations": game.generations, "cache_hits": game.cache_hits,
+                 "dev_generations": game.dev.generated,
+                 "capped_new_tokens": capped_requests(game.pool.backends().values()),
+                 "backend_calls": game.stats.backend_calls,
+                 **({k: v for k, v in training.items() if not isinstance(v, list)} if training else {})},
+        "training": training,
+        "dev_scores": game.dev.record(),
+        "cache": game.cache.status, "executor": game.executor.name, "failed_episodes": game.failures,
+        "failures": game.failure_summary().to_dict(),
+        "wall_seconds": report.wall_seconds,
+        "mc": report.results["mc"].extras if "mc" in report.results else None,
+        "auto": report.auto,
+        "run": report.record,
+    }
+
+
+def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
+    game = report.game
+    label = FIELDS[report.primary]
+    lines = [f"# {game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)", "",
+             f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); "
+             "95% bootstrap CIs over items.", ""]
+    training = game.training_summary()
+    if training:
+        lines += [training_sentence(training), ""]
+    lines += markdown_table(rows)
+    lines += ["", correlation_sentence(report.correlation, label)]
+    failures = game.failure_summary()
+    if failures.failed:
+        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: EvalReport, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    main = report.results[report.primary]
+    fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
+    ax.errorbar(report.solo.values, main.values,
+                xerr=[report.solo.values - report.solo.ci_low, report.solo.ci_high - report.solo.values],
+                yerr=[main.values - main.ci_low, main.ci_high - main.values], fmt="o", capsize=3)
+    for k, p in enumerate(report.game.players):
+        ax.annotate(p, (report.solo.values[k], main.values[k]), textcoords="offset points", xytext=(5, 5))
+    ax.axhline(0.0, color="grey", lw=0.5)
+    corr = report.correlation
+    title = f"{report.game.protocol.name} on {report.game.task.name}"
+    if corr.get("spearman") is not None:
+        title += f"\nSpearman {corr['spearman']:.2f} (p {p_phrase(corr['spearman_p'])})"
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("solo strength v({i})")
+    ax.set_ylabel(f"compositional strength ({FIELDS[report.primary]})")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = leaderboard(report)
+    paths = {name: out / name for name in ("results.jsonl", "summary.json", "run.json", "leaderboard.md",
+                                           "leaderboard.csv", "leaderboard.html", "solo_vs_compositional.png")}
+    games = [report.game] + ([report.game.solo_game()] if report.game.solo_game() is not report.game else [])
+    with JsonLines(paths["results.jsonl"], "w") as lines:
+        for game in games:
+            for coalition, records in game.records.items():
+                for record in records:
+                    lines.write({"protocol": game.protocol.name, **record})
+    write_json(paths["summary.json"], summary(report))
+    write_json(paths["run.json"], report.record)
+    write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
+    write_text(paths["leaderboard.csv"], csv_table(rows, report.primary))
+    plot(report, paths["solo_vs_compositional.png"])
+    png = paths["solo_vs_compositional.png"].read_bytes()
+    write_text(paths["leaderboard.html"], leaderboard_html(report, rows, png))
+    return paths
+
+
+def training_sentence(training: dict[str, Any]) -> str:
+    untrained = len(training["valued_without_training"])
+    return (f"Training inside the game: {training['trainings']} coalitions trained "
+            f"({training['reused_trainings']} more read back from the checkpoint store), "
+            f"{training['training_seconds']:.0f} s, {training['training_generations']} generations while training; "
+            f"{untrained} coalitions worth 0 without training (too small to train, or nothing trainable).")
+
+
+def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes | None = None) -> str:
+    """The leaderboard as one self-contained page: sortable table, plot, notes, run record."""
+    game = report.game
+    label = FIELDS[report.primary]
+    failures = game.failure_summary()
+    page = html.Page(
+        title=f"{game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)",
+        intro=[f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); 95% "
+               "bootstrap CIs over items. Click a column header to sort."],
+        tables=[html.leaderboard_table(rows)], png=png,
+        notes=[correlation_sentence(report.correlation, label)]
+        + (["Failed episodes: " + "; ".join(line.strip() for line in failures.lines())] if failures.failed else []),
+        records={"Run record": report.record})
+    return html.render(page)
+
+
+def format_leaderboard(report: EvalReport) -> str:
+    """The leaderboard as a terminal table (a string; the caller prints it)."""
+    return terminal_table(leaderboard(report))
+
+
+print_leaderboard = format_leaderboard  # the old name, kept for one release

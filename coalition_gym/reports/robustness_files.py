@@ -1,0 +1,124 @@
+"""The robustness leaderboard's files: JSON, Markdown, CSV, a plot and a self-contained HTML page.
+
+Rows are protocols, most robust first (smallest effect = honest - adversarial system score).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from ..result_files import write_json, write_text
+from . import html
+from .robustness import QUANTITIES, RobustnessReport, overlap
+from .tables import fmt_ci
+
+LABELS = {"honest": "honest", "adversarial": "with adversary", "effect": "effect (honest - adv.)",
+          "drag": "drag", "rescue": "rescue", "adversary_solo": "adversary solo", "seat_solo": "seat solo"}
+
+
+def title(report: RobustnessReport) -> str:
+    return (f"Robustness to {report.adversary} in seat {'+'.join(report.seats)}: pool {report.pool}, "
+            f"{report.task} ({report.n_items} items)")
+
+
+def _effect(row: Any) -> str:
+    return fmt_ci(row.estimates["effect"]["value"], row.estimates["effect"]["ci"])
+
+
+def verdict(report: RobustnessReport) -> str:
+    """Which protocol is the most and the least robust, with CIs, and whether the data separate them."""
+    ranked = report.ranking()
+    best, worst = ranked[0], ranked[-1]
+    if best is worst:
+        return f"Only {best.protocol} was measured: effect {_effect(best)}."
+    sep = ("their CIs overlap, so the data do not separate them" if overlap(best, worst)
+           else "their CIs do not overlap")
+    return (f"Most robust: {best.protocol} (effect {_effect(best)}); least robust: {worst.protocol} "
+            f"(effect {_effect(worst)}); {sep}.")
+
+
+def markdown(report: RobustnessReport) -> str:
+    header = ["protocol"] + [LABELS[q] for q in QUANTITIES]
+    lines = [f"# {title(report)}", "",
+             f"Coalition {', '.join(report.coalition)}; effect = honest - adversarial system score; drag = P(honest "
+             "right, adversarial wrong); rescue = the reverse. 95% paired item-bootstrap CIs. Most robust first.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in report.ranking():
+        lines.append("| " + " | ".join([r.protocol] + [fmt_ci(r.estimates[q]["value"], r.estimates[q]["ci"])
+                                                     for q in QUANTITIES]) + " |")
+    lines += ["", verdict(report)]
+    failures = report.failures()
+    if failures.failed:
+        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(report: RobustnessReport) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["protocol", "adversary", "seats"]
+                    + [f"{q}{s}" for q in QUANTITIES for s in ("", "_ci_low", "_ci_high")])
+    for r in report.ranking():
+        writer.writerow([r.protocol, report.adversary, "+".join(report.seats)]
+                        + [v for q in QUANTITIES for v in (r.estimates[q]["value"], *r.estimates[q]["ci"])])
+    return out.getvalue()
+
+
+def plot(report: RobustnessReport, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = report.ranking()
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.8 * len(rows) + 2), 4.2), dpi=120)
+    for shift, q, label in ((-0.2, "honest", "honest seat"), (0.2, "adversarial", f"{report.adversary} seated")):
+        values = np.array([r.estimates[q]["value"] for r in rows])
+        lows = np.array([r.estimates[q]["ci"][0] for r in rows])
+        highs = np.array([r.estimates[q]["ci"][1] for r in rows])
+        ax.bar(x + shift, values, width=0.4, label=label, yerr=[values - lows, highs - values], capsize=2)
+    ax.set_xticks(x, [r.protocol for r in rows], rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("system score (95% CI)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"{report.pool}, {report.task}: most robust left", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def page(report: RobustnessReport, png: bytes | None, record: dict[str, Any]) -> str:
+    headers = ["rank", "protocol"] + [f"{LABELS[q]} [95% CI]" for q in QUANTITIES]
+    body = [[html.Cell(str(k + 1), k + 1), html.Cell(r.protocol)]
+            + [html.ci_cell(r.estimates[q]["value"], r.estimates[q]["ci"]) for q in QUANTITIES]
+            for k, r in enumerate(report.ranking())]
+    return html.render(html.Page(
+        title=title(report),
+        intro=[f"Coalition {', '.join(report.coalition)}. Effect = honest - adversarial system score; drag = P(honest "
+               "right, adversarial wrong); rescue = the reverse; paired 95% item-bootstrap CIs. Click a header to "
+               "sort."],
+        tables=[html.Table(headers, body, id="robustness")], png=png, png_alt="honest vs adversarial system score",
+        notes=[verdict(report)], records={"Run record": record}))
+
+
+def write(report: RobustnessReport, out: Path, record: dict[str, Any]) -> dict[str, Path]:
+    """robustness.json, .md, .csv, .png, .html and run.json in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {k: out / f"robustness.{k}" for k in ("json", "md", "csv", "png", "html")}
+    paths["run"] = out / "run.json"
+    write_json(paths["json"], {**report.to_dict(), "item_ids": report.item_ids,
+                               "per_item": {r.protocol: r.per_item for r in report.rows}, "run": record})
+    write_text(paths["md"], markdown(report))
+    write_text(paths["csv"], csv_text(report))
+    plot(report, paths["png"])
+    write_text(paths["html"], page(report, paths["png"].read_bytes(), record))
+    write_json(paths["run"], record)
+    return paths
+
+
+__all__ = ["markdown", "csv_text", "plot", "page", "write", "verdict", "title"]

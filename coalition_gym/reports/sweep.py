@@ -1,0 +1,92 @@
+"""Several pools x protocols x tasks in one run, and the cross-setting summary.
+
+A *setting* is a (pool, protocol) pair, as in the paper's (pool, method-family) analysis; its
+observations are every (model, task) pair, so the solo-vs-compositional correlation of a setting
+pools its tasks. Settings are then corrected together with Benjamini-Hochberg.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..agents.cache import GenerationCache
+from ..agents.pools import check_pool_name, load_pool
+from ..envs.protocols import make_protocol
+from ..failures import FailureSummary
+from ..records import RunRecord
+from ..result_files import write_json, write_text
+from ..tasks import make as make_task
+from ..valuation.stats import format_p, summarise_settings
+from .leaderboard import FIELDS, EvalReport, correlate, evaluate, write_report
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[str], estimators: Sequence[str],
+              n_items: int, out: Path, seed: int = 0, cache_dir: Path | None = None, alpha: float = 0.05,
+              progress: bool = False, log: Callable[[str], None] = print,
+              failures: FailureSummary | None = None, record: RunRecord | None = None,
+              record_text: bool = True) -> dict[str, Any]:
+    record = record or RunRecord()
+    for pool_name in pools:  # every name checked before the first setting runs
+        check_pool_name(pool_name)
+    for protocol_name in protocols:
+        make_protocol(protocol_name)
+    for task_name in tasks:
+        make_task(task_name, size=n_items)
+    out.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, dict[str, Any]] = {}
+    failures = failures if failures is not None else FailureSummary()
+    for pool_name in pools:
+        pool = load_pool(pool_name)
+        cache = GenerationCache(cache_dir / f"{_slug(pool_name)}.sqlite" if cache_dir else None)
+        for protocol_name in protocols:
+            key = f"{pool_name} / {protocol_name}"
+            obs: list[dict[str, Any]] = []
+            for task_name in tasks:
+                task = make_task(task_name, size=n_items)
+                report: EvalReport = evaluate(make_protocol(protocol_name), pool, task, task.items("test")[:n_items],
+                                              estimators, seed=seed, cache=cache, progress=progress,
+                                              record_text=record_text, split="test")
+                write_report(report, out / _slug(pool_name) / protocol_name / _slug(task_name))
+                failures.merge(report.game.failure_summary())
+                main = report.results[report.primary]
+                obs += [{"model": p, "task": task_name, "solo": float(report.solo[p]), "strength": float(main[p])}
+                        for p in report.game.players]
+                log(f"{key} | {task_name}: v(N)={report.game.value(report.game.players):.3f}")
+            corr = correlate([o["solo"] for o in obs], [o["strength"] for o in obs], seed=seed)
+            settings[key] = {"pool": pool_name, "protocol": protocol_name, "observations": obs, "correlation": corr,
+                             "estimator": FIELDS[report.primary]}
+        cache.close()
+    testable = {k: s["correlation"]["spearman_p"] for k, s in settings.items()
+                if s["correlation"]["spearman_p"] is not None}
+    overall = summarise_settings(testable, alpha=alpha) if testable else {}
+    undefined = [k for k in settings if k not in testable]
+    if undefined:  # neither significant nor not: left out of the count, and said so
+        note = (f"{len(undefined)} setting{'s' if len(undefined) != 1 else ''} left out, correlation undefined: "
+                + "; ".join(f"{k} ({settings[k]['correlation']['method']})" for k in undefined))
+        overall = {**overall, "undefined": undefined,
+                   "sentence": "; ".join(s for s in (overall.get("sentence"), note) if s)}
+    result = {"pools": list(pools), "protocols": list(protocols), "tasks": list(tasks), "n_items": n_items,
+              "seed": seed, "alpha": alpha, "settings": settings, "summary": overall,
+              "failures": failures.to_dict()}
+    result["run"] = record.finish(seeds={"seed": seed})
+    write_json(out / "sweep_summary.json", result)
+    write_json(out / "run.json", result["run"])
+    lines = ["| setting | n | Spearman | p | significant after BH |", "|---|---|---|---|---|"]
+    per_setting = overall.get("settings", {}) if overall else {}
+    for key, s in settings.items():
+        c = s["correlation"]
+        sig = per_setting.get(key, {}).get("significant")
+        rho = "undefined" if c["spearman"] is None else f"{c['spearman']:.3f}"
+        lines.append(f"| {key} | {c['n']} | {rho} | {format_p(c['spearman_p'])} | "
+                     f"{'n/a' if sig is None else ('yes' if sig else 'no')} |")
+    if overall:
+        lines += ["", overall["sentence"]]
+    if failures.failed:
+        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    write_text(out / "sweep.md", "\n".join(lines) + "\n")
+    return result
