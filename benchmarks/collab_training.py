@@ -33,8 +33,9 @@ from _common import elapsed_seconds, machine_info, write_json  # noqa: E402
 
 from coalition_gym.agents.pools import Pool, load_pool  # noqa: E402
 from coalition_gym.envs.protocols import make_protocol  # noqa: E402
+from coalition_gym.envs.system import System  # noqa: E402
 from coalition_gym.tasks import make as make_task  # noqa: E402
-from coalition_gym.training.collaborative import TrainedCoalitionGame  # noqa: E402
+from coalition_gym.training.collaborative import TrainedCoalitionGame, make_coalition_settings  # noqa: E402
 from coalition_gym.training.collaborative.common import dev_score  # noqa: E402
 from coalition_gym.training.collaborative.members import copy_member  # noqa: E402
 from coalition_gym.types import SamplingParams  # noqa: E402
@@ -53,7 +54,7 @@ def ci(per_item: np.ndarray, seed: int = 0) -> list[float]:
 def solo_per_item(pool: Pool, task, items, seed: int) -> dict[str, np.ndarray]:
     """Each member's single greedy answer per item."""
     single = make_protocol("majority_vote", temperature=0.0, max_new_tokens=16)
-    game = CoalitionGame(single, pool, task, items, seed=seed)
+    game = CoalitionGame(System(single, task, pool, items=items), seed=seed)
     return {m: game.per_item([m]) for m in pool.member_names}
 
 
@@ -62,15 +63,15 @@ def before(method: str, pool: Pool, task, items, dev, seed: int) -> np.ndarray:
         greedy = SamplingParams(temperature=0.0, max_new_tokens=16)
         scores = {m: dev_score(copy_member(m, pool), task, dev, greedy, seed) for m in pool.member_names}
         best = max(scores, key=lambda m: (scores[m], -pool.member_names.index(m)))
-        return CoalitionGame(make_protocol("majority_vote", max_new_tokens=16), pool, task, items,
+        return CoalitionGame(System(make_protocol("majority_vote", max_new_tokens=16), task, pool, items=items),
                              seed=seed).per_item([best])
     debate = make_protocol("debate", rounds=2, max_new_tokens=16)
-    return CoalitionGame(debate, pool, task, items, seed=seed).per_item(pool.member_names)
+    return CoalitionGame(System(debate, task, pool, items=items), seed=seed).per_item(pool.member_names)
 
 
 def run(method: str, pool: Pool, task, items, settings: dict, seed: int) -> dict:
-    protocol = make_protocol(method, **settings)
-    game = TrainedCoalitionGame(protocol, pool, task, items, seed=seed, progress=True)
+    recipe = make_coalition_settings(method, **settings)
+    game = TrainedCoalitionGame(recipe, System(recipe.evaluation, task, pool, items=items), seed=seed, progress=True)
     start = time.perf_counter()
     loo = ESTIMATORS["loo"](game, n_boot=2000, seed=seed)
     full = frozenset(game.players)
@@ -81,7 +82,7 @@ def run(method: str, pool: Pool, task, items, settings: dict, seed: int) -> dict
     solo_after = solo_per_item(trained_pool, task, items, seed)
     helped = {m: {"before": ci(solo_before[m]), "after": ci(solo_after[m]),
                   "difference": ci(solo_after[m] - solo_before[m])} for m in pool.member_names}
-    return {"method": method, "settings": protocol.settings(),
+    return {"method": method, "settings": recipe.settings(),
             "before": ci(before(method, pool, task, items, game.dev_items, seed)),
             "after": ci(game.per_item(full)), "answered_by": trained.answerers,
             "loo": {m: [float(loo.values[k]), float(loo.ci_low[k]), float(loo.ci_high[k])]

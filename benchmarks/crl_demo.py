@@ -178,7 +178,8 @@ def counterfactuals(setting: str, overrides: dict[str, Any], n_items: int = 1000
     import torch
 
     torch.set_num_threads(1)
-    from coalition_gym.training.rollouts import RecordingPolicy, collect
+    from coalition_gym.envs.system import System
+    from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan, collect
     from coalition_gym.training.trainer import Trainer
 
     config = method_config("base", {}, {**SETTINGS[setting]["train"], **overrides}, 0, eval_items=n_items)
@@ -199,8 +200,9 @@ def counterfactuals(setting: str, overrides: dict[str, Any], n_items: int = 1000
         hf = trainer.backend().backend
         policy = RecordingPolicy(_Rewrite(hf, behaviour) if callable(behaviour) else hf,
                                  temperature=0.0 if behaviour == "greedy" else None)
-        rollouts = collect(trainer.collab_protocol, trainer.task, items, coalition, trainer.pool.backends(), policy,
-                           config.policy_name, 1, 777, trainer.styles, trainer.pool.dev_scores)
+        system = System(trainer.collab_protocol, trainer.task, trainer.pool, coalition,
+                        seats={config.policy_name: config.policy_style}, dev_scores=trainer.pool.dev_scores)
+        rollouts = collect(system, items, policy, RolloutPlan(group_size=1, seed=777))
         scores = np.asarray([r.reward for r in rollouts])
         solo = np.asarray([r.solo_score for r in rollouts])
         out[name] = {"system": float(scores.mean()), "policy_answer_score": float(solo.mean()),

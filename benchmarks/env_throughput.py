@@ -23,11 +23,11 @@ from statistics import median
 
 from _common import machine_info, write_json
 
-from coalition_gym import AgentProfile, CollaborationEnv, SimulatedAgent, load_pool, make_task, run_episodes
+from coalition_gym import AgentProfile, CollaborationEnv, SimulatedAgent, System, load_pool, make_task, run_episodes
 from coalition_gym.envs import PROTOCOLS, RunStats, make_protocol
 
 #: Protocols with episodes (Sparta and multi-agent finetuning train their members first: collab_training.py)
-EPISODIC = [name for name, proto in PROTOCOLS.items() if not getattr(proto, "trains_members", False)]
+EPISODIC = list(PROTOCOLS)  # coalition training (sparta, ...) is a training recipe, not a protocol
 
 POOL, TASK = "sim:demo", "rg/basic_arithmetic"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"
@@ -46,13 +46,14 @@ def bench_runner(name, task, items, pool):
     gc.collect()  # start each timing without the previous one's garbage
     stats = RunStats()
     start = time.perf_counter()
-    batched = run_episodes(protocol, task, items, coalition, backends, stats=stats)
+    batched = run_episodes(System.from_backends(protocol, task, backends, coalition), items, stats=stats)
     wall = time.perf_counter() - start  # end to end, including protocol.start() and scoring
 
     gc.collect()
     one_stats = RunStats()
     start = time.perf_counter()
-    single = [r for it in items for r in run_episodes(protocol, task, [it], coalition, backends, stats=one_stats)]
+    single = [r for it in items for r in run_episodes(System.from_backends(protocol, task, backends, coalition), [it],
+                                                      stats=one_stats)]
     one_wall = time.perf_counter() - start
 
     n = len(items)

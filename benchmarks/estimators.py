@@ -30,8 +30,8 @@ import numpy as np
 
 from coalition_gym import load_pool, make_protocol, make_task
 from coalition_gym.agents.cache import ask_key
-from coalition_gym.envs.protocols.base import EpisodeContext
 from coalition_gym.envs.runner import episode_seed, run_programs, score_outcomes
+from coalition_gym.envs.system import System
 from coalition_gym.valuation.game import Game
 from coalition_gym.valuation.sampling import Budget, choose_sampler, sampled_shapley
 
@@ -62,6 +62,7 @@ def build_table(protocol_name: str, pool_name: str, n_items: int, **settings) ->
     players = pool.member_names
     n = len(players)
     values, keys = {}, {}
+    learned = protocol.fresh_learned()  # one protocol learning across every coalition, as one game would
     for mask in range(1, 1 << n):
         members = tuple(p for k, p in enumerate(players) if mask >> k & 1)
         if len(members) < protocol.min_members:
@@ -69,8 +70,9 @@ def build_table(protocol_name: str, pool_name: str, n_items: int, **settings) ->
             continue
         recorded: set = set()
         backends = {name: KeyRecorder(g, recorded) for name, g in pool.backends().items()}
-        contexts = [EpisodeContext(item=it, task=task, members=members, seed=episode_seed(0, it),
-                                   styles=pool.styles, dev_scores=pool.dev_scores) for it in items]
+        system = System.from_backends(protocol, task, backends, members, styles=pool.styles,
+                                      dev_scores=pool.dev_scores, learned=learned)
+        contexts = [system.context(it, episode_seed(0, it)) for it in items]
         outcomes = run_programs([protocol.start(c) for c in contexts], backends)
         values[mask] = np.array([r.score for r in score_outcomes(task, contexts, outcomes)])
         keys[mask] = recorded

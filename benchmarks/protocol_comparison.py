@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from coalition_gym import System, load_pool, make_task, run_episodes
 from coalition_gym import __version__ as package_version
-from coalition_gym import load_pool, make_task, run_episodes
 from coalition_gym.envs import PROTOCOLS, make_protocol
-from coalition_gym.training.swarm_search import optimise_swarm
+from coalition_gym.training.swarm_search import optimise_swarm, swarm_system
 from coalition_gym.valuation import CoalitionGame, leave_one_out, solo
 from coalition_gym.valuation.stats import spearman
 
@@ -47,31 +47,32 @@ N_BOOT = 200  # the bootstrap CIs are not reported here; keep them cheap
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The collaboration methods with episodes: the training protocols (Sparta, multi-agent finetuning) train
 #: their members first and are compared in collab_training.py.
-EPISODIC = [name for name, proto in PROTOCOLS.items() if not getattr(proto, "trains_members", False)]
+EPISODIC = list(PROTOCOLS)  # coalition training (sparta, ...) is a training recipe, not a protocol
 DEFAULT_OUT = RESULTS / "protocol_comparison.json"
 QUICK_OUT = DEFAULT_OUT.with_name("protocol_comparison.quick.json")  # a smoke run never overwrites real results
 
 
-def prepare(name: str, pool, task, graph_path: Path, seed: int):
-    """The protocol as the benchmark runs it, and the generations spent preparing it."""
-    protocol = make_protocol(name)
+def prepare(name: str, pool, task, items, graph_path: Path, seed: int):
+    """The system as the benchmark runs it, and the generations spent preparing it."""
     if name == "heterogeneous_swarms":
-        search = optimise_swarm(pool, task, seed=seed, out=graph_path)
+        search = optimise_swarm(swarm_system(pool, task), seed=seed, out=graph_path)
         graph_path = Path(os.path.relpath(graph_path))  # results name it as the README does
-        return make_protocol(name, graph=str(graph_path)), search.generations, {
+        return System(make_protocol(name, graph=str(graph_path)), task, pool, items=items), search.generations, {
             "dev_score": search.dev_score, "dev_items": search.dev_items, "end": search.graph.meta["end"],
             "edges": search.graph.meta["decoded_edges"], "pso_history": search.pso.history, "graph": str(graph_path)}
+    system = System(make_protocol(name), task, pool, items=items)
     if name == "trained_router":
-        known = protocol.fit(task, pool.backends(), pool.member_names, pool.styles)
-        return protocol, sum(len(v) for v in known.values()), {
+        known = system.protocol.fit(system.learned, task, pool.backends(), pool.member_names, pool.styles)
+        return system, sum(len(v) for v in known.values()), {
             "dev_accuracy": {m: float(v.mean()) for m, v in known.items()}}
-    return protocol, 0, {}
+    return system, 0, {}
 
 
 def measure(name: str, pool, task, items, graph_path: Path, seed: int) -> dict:
     start = time.perf_counter()
-    protocol, prep_gens, prep = prepare(name, pool, task, graph_path, seed)
-    game = CoalitionGame(protocol, pool, task, items, seed=seed)
+    system, prep_gens, prep = prepare(name, pool, task, items, graph_path, seed)
+    protocol = system.protocol
+    game = CoalitionGame(system, seed=seed)
     loo = leave_one_out(game, n_boot=N_BOOT, seed=seed)
     alone = solo(game, n_boot=N_BOOT, seed=seed)
     valuation_gens = game.generations
@@ -79,8 +80,8 @@ def measure(name: str, pool, task, items, graph_path: Path, seed: int) -> dict:
     full = game.value(players)
     best = max(players, key=lambda p: alone[p])
     # The full coalition once more, outside the game, to read each episode's cost (same seeds).
-    episodes = run_episodes(protocol, task, items, players, pool.backends(), seed=seed, styles=pool.styles,
-                            dev_scores=pool.dev_scores)
+    replay = System(protocol, task, pool, players, dev_scores=pool.dev_scores, learned=system.learned)
+    episodes = run_episodes(replay, items, seed=seed)
     costs = [r.outcome.details["cost"] for r in episodes if r.outcome is not None]
     corr = spearman(alone.values, loo.values)
     return {

@@ -37,15 +37,16 @@ from _common import machine_info, write_json
 
 from coalition_gym.agents.adversaries import ADVERSARIES
 from coalition_gym.agents.pools import load_pool
-from coalition_gym.envs.protocols import PROTOCOLS
-from coalition_gym.reports.robustness import robustness
+from coalition_gym.envs.protocols import PROTOCOLS, make_protocol
+from coalition_gym.envs.system import System
+from coalition_gym.reports.robustness import RobustnessOptions, robustness
 from coalition_gym.result_files import write_text
 from coalition_gym.tasks import make as make_task
 from coalition_gym.valuation.stats import bootstrap_mean
 
 RESULTS = Path(__file__).parent / "results"
 #: Protocols with episodes (the training protocols, Sparta and multi-agent finetuning, have no seat to attack)
-EPISODIC = [name for name, proto in PROTOCOLS.items() if not getattr(proto, "trains_members", False)]
+EPISODIC = list(PROTOCOLS)  # coalition training (sparta, ...) is a training recipe, not a protocol
 
 
 def fmt(e: dict[str, Any]) -> str:
@@ -57,7 +58,8 @@ def part1(items: int, seed: int) -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     effects: dict[str, list[np.ndarray]] = {p: [] for p in EPISODIC}
     for kind in ADVERSARIES:
-        report = robustness(EPISODIC, pool, task, task.items("test"), kind, seed=seed)
+        systems = [System(make_protocol(name), task, pool, items=task.items("test")) for name in EPISODIC]
+        report = robustness(systems, kind, RobustnessOptions(seed=seed))
         for row in report.rows:
             cells.setdefault(row.protocol, {})[kind] = {q: row.estimates[q] for q in
                                                         ("honest", "adversarial", "effect", "drag", "rescue",
@@ -98,8 +100,8 @@ def part2(items: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
     rows = {}
     best = train_root / f"crl-seed{seed}" / "best"
     for adversary in [*ADVERSARIES, str(best)]:
-        report = robustness(["majority_vote"], pool, task, test, adversary, seat="abacus", seed=seed,
-                            settings=settings)
+        systems = [System(make_protocol(name, **cfg), task, pool, items=test) for name, cfg in settings.items()]
+        report = robustness(systems, adversary, RobustnessOptions(seat="abacus", seed=seed))
         label = "trained (crl, reward negate)" if adversary == str(best) else adversary
         rows[label] = {q: report.rows[0].estimates[q] for q in
                        ("honest", "adversarial", "effect", "drag", "rescue", "adversary_solo")}

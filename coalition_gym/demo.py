@@ -14,9 +14,11 @@ import gymnasium as gym
 from .agents.pools import load_pool
 from .envs.protocols import PROTOCOLS, make_protocol
 from .envs.registration import ENV_IDS
+from .envs.system import System
 from .reports.leaderboard import EvalReport, evaluate, summary, write_report
 from .result_files import write_json, write_text
 from .tasks import make as make_task
+from .valuation.game import CoalitionGame
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
@@ -68,8 +70,9 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
           f"task {task.name}, {len(items)} items, seed {seed}\n")
     summaries = []
     markdown: list[str] = []
-    for name in [n for n, cls in PROTOCOLS.items() if not cls.trains_members]:  # training needs HF members
-        report = evaluate(make_protocol(name), pool, task, items, ["loo", "shapley"], seed=seed, progress=True)
+    for name in PROTOCOLS:  # coalition training (sparta, ...) is no protocol: it needs HF members
+        game = CoalitionGame(System(make_protocol(name), task, pool, items=items), seed=seed, progress=True)
+        report = evaluate(game, ["loo", "shapley"])
         write_report(report, out / name)
         summaries.append(summary(report))
         lines = _table(report)

@@ -2,12 +2,13 @@
 
 - :func:`check_protocol`: a protocol's program yields Asks only for coalition members and its fixed
   helpers, returns an ``Outcome``, replays identically from the same context, and draws the same seed
-  for a member's question whatever else is in the coalition (the project's central invariant). A
-  collaborative-training protocol (``trains_members``) is checked by :func:`check_training_protocol`.
+  for a member's question whatever else is in the coalition (the project's central invariant).
+- :func:`check_coalition_recipe`: a coalition-training recipe (sparta, ...) values coalitions in [0, 1],
+  reproducibly, with a record per trained coalition, leaving the pool's models untouched.
 - :func:`check_generator`: one Sample per Ask, in order; a sample depends on its Ask alone, not on the
   rest of the batch; an empty batch is an empty list.
-- :func:`check_task`: unique item ids, disjoint splits, prompts in both styles, scores in [0, 1], an
-  unreadable answer scores 0.
+- :func:`check_task`: unique item ids, disjoint splits, prompts in both styles, ``score_batch`` gives a
+  ScoreResult per answer with a score in [0, 1], an unreadable answer scores 0.
 
 Each raises ``AssertionError`` with what broke.
 """
@@ -18,10 +19,11 @@ from typing import Any, Sequence
 
 from .agents.base import Generator
 from .agents.pools import load_pool
-from .envs.dev_scores import dev_scores_for
 from .envs.protocols import Protocol, make_protocol
 from .envs.protocols.base import EpisodeContext
 from .envs.runner import episode_seed
+from .envs.system import System
+from .scorers.result import ScoreResult
 from .tasks import make as make_task
 from .tasks.base import PROMPT_STYLES, SPLITS, Task, split_overlap
 from .types import Ask, Message, Outcome, SamplingParams
@@ -46,21 +48,17 @@ def run_one_program(protocol: Protocol, ctx: EpisodeContext, backends: dict[str,
 def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Task | str" = "rg/basic_arithmetic",
                    items: int = 3) -> None:
     protocol = make_protocol(protocol)
-    if protocol.trains_members:
-        check_training_protocol(protocol)
-        return
     pool = load_pool(pool)
     task = make_task(task, size=items) if isinstance(task, str) else task
     members = pool.member_names
     assert len(members) >= max(3, protocol.min_members), "check_protocol needs a pool of at least 3 members"
     backends = pool.backends()
-    protocol.prepare(task, backends, members, [], pool.styles)  # what a method learns before episodes
+    system = System(protocol, task, pool, members)  # dev scores as every driver gives them
+    system.prepare()  # what a method learns before episodes
     allowed = set(members) | set(protocol.helper_names()) | set(pool.helpers)
-    dev = dev_scores_for(protocol, task, pool, members).scores  # as every driver gives them
     for item in task.items("test")[:items]:
         def context(coalition: Sequence[str]) -> EpisodeContext:
-            return EpisodeContext(item=item, task=task, members=tuple(coalition), seed=episode_seed(0, item),
-                                  styles=pool.styles, dev_scores=dev)
+            return system.context(item, episode_seed(0, item), coalition)
 
         asks, outcome = run_one_program(protocol, context(members), backends)
         assert isinstance(outcome, Outcome), f"{protocol.name}: the program returned {type(outcome).__name__}"
@@ -89,29 +87,28 @@ TRAINING_POOL = {"name": "contract", "members": [
     {"name": "referee", "backend": "sim", "profile": {"judge_skill": 0.9}}]}
 
 
-def check_training_protocol(protocol: "Protocol | str", pool: Any = None, task: "Task | str" = "zoo:arith",
-                            items: int = 4) -> None:
-    """A collaborative-training protocol on a small pool with few, cheap settings: coalition values are
+def check_coalition_recipe(recipe: str, pool: Any = None, task: "Task | str" = "zoo:arith", items: int = 4) -> None:
+    """A coalition-training recipe on a small pool with few, cheap settings: coalition values are
     scores in [0, 1], the same training twice gives the same values, every trained coalition has a
     record, and the pool's own models are untouched."""
-    from .training.collaborative import TrainedCoalitionGame
+    from .training.collaborative import TrainedCoalitionGame, make_coalition_settings
 
-    protocol = make_protocol(make_protocol(protocol), iterations=1, train_items=4, dev_items=3, max_new_tokens=6,
-                             batch_size=4, learning_rate=1e-3)
+    settings = make_coalition_settings(recipe, iterations=1, train_items=4, dev_items=3, max_new_tokens=6,
+                                       batch_size=4, learning_rate=1e-3)
     pool = load_pool(TRAINING_POOL if pool is None else pool)
     task = make_task(task, size=max(items, 8)) if isinstance(task, str) else task
     weights = {n: [p.detach().clone() for p in g.model.parameters()] for n, g in pool.members.items()
                if hasattr(g, "model")}
     values = []
     for _ in range(2):
-        game = TrainedCoalitionGame(protocol, pool, task, task.items("test")[:items])
+        game = TrainedCoalitionGame(settings, System(settings.evaluation, task, pool, items=task.items("test")[:items]))
         values.append([game.value(c) for c in (game.players, game.players[:2], game.players[:1])])
-        assert all(0.0 <= v <= 1.0 for v in values[-1]), f"{protocol.name}: values {values[-1]} outside [0, 1]"
-        assert game.trained and all(t.record for t in game.trained.values()), f"{protocol.name}: no training record"
-    assert values[0] == values[1], f"{protocol.name}: the same training gave different values {values}"
+        assert all(0.0 <= v <= 1.0 for v in values[-1]), f"{recipe}: values {values[-1]} outside [0, 1]"
+        assert game.trained and all(t.record for t in game.trained.values()), f"{recipe}: no training record"
+    assert values[0] == values[1], f"{recipe}: the same training gave different values {values}"
     for name, before in weights.items():
         after = list(pool.members[name].model.parameters())  # type: ignore[attr-defined]
-        assert all((a == b).all() for a, b in zip(after, before)), f"{protocol.name}: trained the pool's {name!r}"
+        assert all((a == b).all() for a, b in zip(after, before)), f"{recipe}: trained the pool's {name!r}"
 
 
 def check_generator(generator: Generator, task: "Task | str" = "zoo:arith", n: int = 3) -> None:
@@ -148,10 +145,13 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
                 messages = task.prompt(item, style)
                 assert messages and all(isinstance(m, Message) for m in messages), \
                     f"task {task.name!r}: prompt({style!r}) is not a list of Messages"
-            assert task.score(None, item) == 0.0, f"task {task.name!r}: an unreadable answer must score 0"
-            for text in ("Answer: 0", "I do not know.", f"Answer: {item.gold}"[:2000]):
-                score = task.score(task.extract(text, item), item)
-                assert 0.0 <= score <= 1.0, f"task {task.name!r}: score {score} outside [0, 1]"
+            texts = ("Answer: 0", "I do not know.", f"Answer: {item.gold}"[:2000])
+            results = task.score_batch([None] + [task.extract(text, item) for text in texts], [item] * 4)
+            assert len(results) == 4 and all(isinstance(r, ScoreResult) for r in results), \
+                f"task {task.name!r}: score_batch must return a ScoreResult per answer"
+            assert results[0].score == 0.0, f"task {task.name!r}: an unreadable answer must score 0"
+            for result in results[1:]:
+                assert 0.0 <= result.score <= 1.0, f"task {task.name!r}: score {result.score} outside [0, 1]"
     if not task.held_out and "train" in splits and "test" in splits:
         overlap = split_overlap(task, "train", "test")
         assert overlap <= task.max_split_overlap, \
@@ -160,4 +160,6 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
              "state a larger max_split_overlap if the space is that small")
 
 
-__all__ = ["check_protocol", "check_generator", "check_task", "run_one_program"]
+check_training_protocol = check_coalition_recipe  # the old name, kept for one release
+
+__all__ = ["check_protocol", "check_generator", "check_task", "run_one_program", "check_coalition_recipe"]

@@ -16,7 +16,19 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from coalition_gym import Ask, Generator, Sample, evaluate, load_pool, make_protocol, make_task, register_backend
+from coalition_gym import (
+    Ask,
+    CoalitionGame,
+    EvalOptions,
+    Generator,
+    Sample,
+    System,
+    evaluate,
+    load_pool,
+    make_protocol,
+    make_task,
+    register_backend,
+)
 from coalition_gym.demo import calculator_policy
 from coalition_gym.reports.leaderboard import format_leaderboard
 
@@ -38,6 +50,7 @@ if __name__ == "__main__":
         {"name": "atlas", "backend": "sim", "model": "sim:demo/atlas"},
         {"name": "delta", "backend": "sim", "model": "sim:demo/delta"}]})
     task = make_task("rg/basic_arithmetic", size=40)
-    report = evaluate(make_protocol("debate", rounds=2), pool, task, task.items("test"), ["shapley"], n_boot=200)
+    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, pool, items=task.items("test")))
+    report = evaluate(game, ["shapley"], EvalOptions(n_boot=200))
     print(format_leaderboard(report))
     print("recorded as:", report.record["pool"]["members"]["calculator"])

@@ -18,9 +18,12 @@ from typing import ClassVar
 import gymnasium as gym
 
 from coalition_gym import (
+    CoalitionGame,
     EpisodeContext,
+    EvalOptions,
     Outcome,
     Protocol,
+    System,
     evaluate,
     load_pool,
     make_protocol,
@@ -58,10 +61,11 @@ env_id = register_protocol(TwoSamplesVote)
 if __name__ == "__main__":
     pool, task = load_pool("sim:demo"), make_task("rg/basic_arithmetic", size=40)
     protocol = make_protocol("two_samples_vote", temperature=0.7)
-    results = run_episodes(protocol, task, task.items("test"), pool.member_names, pool.backends(), seed=0)
+    results = run_episodes(System(protocol, task, pool), task.items("test"), seed=0)
     print(f"system score: {sum(r.score for r in results) / len(results):.3f} on {len(results)} items")
 
-    report = evaluate(protocol, pool, task, task.items("test"), ["loo", "shapley"], n_boot=200)
+    game = CoalitionGame(System(protocol, task, pool, items=task.items("test")), seed=0)
+    report = evaluate(game, ["loo", "shapley"], EvalOptions(n_boot=200))
     print(format_leaderboard(report))
 
     env = gym.make(env_id, task=task, collaborators=pool, members=["atlas", "delta"])

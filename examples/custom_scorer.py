@@ -1,9 +1,12 @@
 """A new scorer: numeric answers count as right within a relative tolerance (1%), with partial credit
 up to 10%, and say why they scored what they did.
 
-A scorer is a function from (extracted answer, item) to a ``ScoreResult`` (score in 0..1, whether the
-answer could be read, a reason). Plug it into any task by overriding ``score_detail`` (and ``score``,
-which every driver calls); here a reasoning-gym task keeps its items, prompts and extraction.
+A scorer is an answer kind (a parser and a rubric) that writes one method, its rubric ``score``: from a
+readable final answer and the item to a ``ScoreResult`` (score in 0..1, whether the answer could be
+read, a reason). Reading the final "Answer: ..." line, scoring unreadable or hostile answers 0 and the
+batch call every driver makes (``Task.score_batch``) are inherited. ``register_answer_kind`` gives it a
+name; a task takes it by naming it as its ``answer_kind``: here a reasoning-gym task keeps its items
+and prompts and changes only that.
 
     python examples/custom_scorer.py
     cgym --import examples/custom_scorer.py eval --task tolerant_decimal_arithmetic --protocol majority_vote --items 30
@@ -11,8 +14,18 @@ which every driver calls); here a reasoning-gym task keeps its items, prompts an
 
 from __future__ import annotations
 
-from coalition_gym import Item, load_pool, make_protocol, make_task, register_task, run_episodes
-from coalition_gym.scorers.result import ScoreResult
+from coalition_gym import (
+    AnswerKind,
+    Item,
+    ScoreResult,
+    System,
+    load_pool,
+    make_protocol,
+    make_task,
+    register_answer_kind,
+    register_task,
+    run_episodes,
+)
 from coalition_gym.tasks.reasoning_gym import ReasoningGymTask
 
 
@@ -31,15 +44,21 @@ def within_tolerance(answer: str | None, gold: str, exact: float = 0.01, partial
     return ScoreResult(round(1 - (error - exact) / (partial - exact), 4), True, f"off by {error:.1%}: partial credit")
 
 
-class TolerantArithmetic(ReasoningGymTask):
-    def __init__(self, **kwargs):
-        super().__init__("decimal_arithmetic", name="tolerant_decimal_arithmetic", **kwargs)
+class WithinTolerance(AnswerKind):
+    name = "within_tolerance"
 
-    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
+    def score(self, answer: str, item: Item) -> ScoreResult:  # the rubric: the one method a scorer writes
         return within_tolerance(answer, item.gold)
 
-    def score(self, answer: str | None, item: Item) -> float:
-        return self.score_detail(answer, item).score
+
+register_answer_kind("within_tolerance", WithinTolerance())  # now any task can name it as its answer_kind
+
+
+class TolerantArithmetic(ReasoningGymTask):
+    answer_kind = "within_tolerance"  # reasoning-gym's decimal arithmetic, scored with the rubric above
+
+    def __init__(self, **kwargs):
+        super().__init__("decimal_arithmetic", name="tolerant_decimal_arithmetic", **kwargs)
 
 
 register_task("tolerant_decimal_arithmetic", TolerantArithmetic)
@@ -51,6 +70,5 @@ if __name__ == "__main__":
     task, pool = make_task("tolerant_decimal_arithmetic", size=30), load_pool("sim:demo")
     strict = make_task("rg/decimal_arithmetic", size=30)
     for t in (strict, task):
-        results = run_episodes(make_protocol("majority_vote"), t, t.items("test"), pool.member_names,
-                               pool.backends(), seed=0)
+        results = run_episodes(System(make_protocol("majority_vote"), t, pool), t.items("test"), seed=0)
         print(f"{t.name}: {sum(r.score for r in results) / len(results):.3f}")

@@ -1,9 +1,10 @@
-"""A new task: count the vowels of a word. Items per split, a prompt, answer extraction, a score.
+"""A new task: count the vowels of a word. Items per split, and the kind of answer they expect.
 
 A task owns its items (``items(split)``: train, dev and test must not share questions; here each split
-is its own slice of the shuffled question space), how a question is asked (``prompt``, inherited here),
-how a final answer is read from a reply (``extract``, inherited: the last "Answer: ..." line) and how
-it is scored (``score``: 0..1). Every protocol, env and the leaderboard take a Task object wherever
+is its own slice of the shuffled question space) and names its answer kind (``answer_kind``), which
+shows the question, reads the final answer from a reply (the last "Answer: ..." line) and scores it
+(0..1): here the built-in ``numeric`` kind; a new rubric is an answer kind of your own
+(examples/custom_scorer.py). Every protocol, env and the leaderboard take a Task object wherever
 they take a task name, and ``register_task`` gives it a name. A factory gets only the options it
 declares: this one takes ``size``, so ``--task-seed`` is simply not passed to it.
 
@@ -18,7 +19,7 @@ import random
 
 import gymnasium as gym
 
-from coalition_gym import Item, Task, load_pool, make_protocol, make_task, register_task, run_episodes
+from coalition_gym import Item, System, Task, load_pool, make_protocol, make_task, register_task, run_episodes
 from coalition_gym.errors import ConfigError
 
 WORDS = ("collaboration", "shapley", "gymnasium", "protocol", "coalition", "leaderboard", "transformer",
@@ -32,6 +33,7 @@ class VowelCount(Task):
     name = "vowel_count"
     category = "counting"
     source = "generated in examples/custom_task.py"
+    answer_kind = "numeric"  # read the final "Answer:" line, right when it is the gold number
 
     def __init__(self, size: int = 50):
         if not 1 <= size <= len(QUESTIONS) // len(SPLIT_ORDER):
@@ -46,17 +48,13 @@ class VowelCount(Task):
                      f"'{word}'?", gold=str(sum(c in "aeiou" for c in word)), category=self.category)
                 for k, word in enumerate(QUESTIONS[start:start + self.size])]
 
-    def score(self, answer: str | None, item: Item) -> float:
-        return float(answer is not None and answer.strip() == item.gold)
-
 
 register_task("vowel_count", VowelCount)  # now make_task("vowel_count"), --task vowel_count, cgym tasks
 
 
 if __name__ == "__main__":
     task, pool = make_task("vowel_count", size=30), load_pool("sim:independent")
-    results = run_episodes(make_protocol("majority_vote"), task, task.items("test"), pool.member_names,
-                           pool.backends(), seed=0)
+    results = run_episodes(System(make_protocol("majority_vote"), task, pool), task.items("test"), seed=0)
     print(f"majority vote on {task.name}: {sum(r.score for r in results) / len(results):.3f}")
     env = gym.make("coalition_gym/Debate-v0", task="vowel_count", collaborators="sim:independent", rounds=2)
     obs, info = env.reset(seed=0)  # a training split item: environments are for training

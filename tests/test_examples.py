@@ -1,4 +1,5 @@
-"""The extension examples run as written (examples/*.py): a protocol, a task, a scorer, a backend."""
+"""The extension examples run as written (examples/*.py): a protocol, a task, a scorer, a backend, an
+estimator, a sampler, a pool preset, a training recipe."""
 
 import subprocess
 import sys
@@ -12,6 +13,11 @@ EXPECTED = {
     "custom_task.py": ["majority vote on vowel_count:", "vowel_count/train/"],
     "custom_scorer.py": ["'12.5' for gold 12.3 -> ScoreResult(score=0.9304", "tolerant_decimal_arithmetic:"],
     "custom_backend.py": ["calculator  1.000 [1.000, 1.000]", "'identity': 'example:calculator-v1'"],
+    "custom_pool.py": ["outsider  0.675 [0.500, 0.800]  0.188 [0.140, 0.227]"],
+    "custom_estimator.py": ["pair_synergy [95% CI]", "ranked by: loo"],
+    "custom_sampler.py": ["single_permutation   coalitions  40", "permutation          coalitions  39  max error "
+                          "vs exact Shapley 0.000"],
+    "custom_training_recipe.py": ["chose '", "on the test items"],
 }
 
 

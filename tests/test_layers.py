@@ -1,37 +1,89 @@
-"""The import layers: a module never imports from a layer above its own (lazy imports included).
+"""The import layers, at module granularity: a module never imports from a layer above its own (lazy imports
+included), no two modules import each other through any chain, and every module has a layer.
 
-types, errors -> result_files, settings_check, learners, prompts -> sandbox -> scorers -> tasks -> agents -> envs
--> failures, records -> valuation -> training, testing -> reports -> demo -> cli. So a scorer never needs a task, a backend never needs the
-protocol machinery, and the environments never need valuation or training.
+A module's layer is that of the longest prefix naming it in LAYERS (``envs.protocols`` places every protocol
+module; ``envs`` only the modules no longer prefix names). Low to high: leaves (types, errors, the version) ->
+result files, settings, learners, prompt text -> the sandbox -> scorers -> tasks -> agents -> protocols ->
+the runner and registration -> the system, executors and seated episodes -> the environments -> failures,
+records -> valuation -> training, testing -> reports -> demo -> cli. So a scorer never needs a task, a backend
+never needs the protocol machinery, a protocol never needs the runner, the environments never need valuation
+or training, and valuation never needs training. The package root re-exports the public API and sits above
+everything: a module inside the package importing from it (``from coalition_gym import x``) is a breach.
 """
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
-LAYERS = [{"types", "errors", "version", "_compat"}, {"result_files", "redaction", "settings_check", "learners", "plugins", "prompts"},
-          {"sandbox"}, {"scorers"}, {"tasks"}, {"agents"}, {"envs"}, {"failures", "records"}, {"valuation"},
-          {"training", "testing"}, {"reports"}, {"demo"}, {"cli"}]
+LAYERS = [
+    {"types", "errors", "version", "_compat"},
+    {"result_files", "redaction", "settings_check", "learners", "plugins", "prompts"},
+    {"sandbox"},
+    {"scorers"},
+    {"tasks"},
+    {"agents"},
+    {"envs.spaces", "envs.dispatch", "envs.protocols"},
+    {"envs.registration", "envs.dev_scores", "envs.runner"},
+    {"envs.system", "envs.executors", "envs.seated"},
+    {"envs"},  # the environments (gym_env, pz_env, vector_env, wrappers) and the package's __init__
+    {"failures", "records"},
+    {"valuation"},
+    {"training", "testing"},
+    {"reports"},
+    {"demo"},
+    {"cli"},
+]
+ROOT = len(LAYERS)  # the package root, above everything
 
 
 def layer_of(module: str) -> int | None:
+    """The layer of ``coalition_gym.<module>`` (``.__init__`` stripped), by the longest matching prefix."""
     parts = module.split(".")
-    name = parts[1] if len(parts) > 1 else ""
-    return next((k for k, group in enumerate(LAYERS) if name in group), None)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if parts == ["coalition_gym"]:
+        return ROOT
+    name = ".".join(parts[1:])
+    best: tuple[int, int] | None = None
+    for k, group in enumerate(LAYERS):
+        for prefix in group:
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), k)
+    return None if best is None else best[1]
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Nodes under ``if TYPE_CHECKING:`` (annotations only: no run-time import, so no arrow)."""
+    return {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+            for n in ast.walk(node)}
 
 
 def imports(path: Path) -> list[tuple[str, int]]:
+    """(target module, line) for every package import in ``path``, lazy ones included; ``from pkg import name``
+    counts ``pkg.name`` when that is a module, else ``pkg`` (``from coalition_gym import x``: the root)."""
     module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_only(tree)
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = module.split(".")[:-1]  # the module's package (for __init__, the package itself)
-            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-            out.append((".".join(base + ([node.module] if node.module else [])), node.lineno))
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("coalition_gym."):
-            out.append((node.module, node.lineno))
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[:-1]  # the module's package (for __init__, the package itself)
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target != "coalition_gym" and not target.startswith("coalition_gym."):
+                continue
+            for alias in node.names:
+                sub = PACKAGE.parent / Path(*f"{target}.{alias.name}".split("."))
+                named = sub.with_suffix(".py").exists() or (sub / "__init__.py").exists()
+                out.append((f"{target}.{alias.name}" if named else target, node.lineno))
         elif isinstance(node, ast.Import):
-            out += [(a.name, node.lineno) for a in node.names if a.name.startswith("coalition_gym.")]
+            out += [(a.name, node.lineno) for a in node.names if a.name.startswith("coalition_gym")]
     return out
 
 
@@ -40,8 +92,7 @@ def test_no_module_imports_from_a_layer_above_its_own():
     for path in sorted(PACKAGE.rglob("*.py")):
         module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         mine = layer_of(module)
-        if mine is None:
-            continue
+        assert mine is not None, f"{module} has no layer (see test_every_module_has_a_layer)"
         for target, line in imports(path):
             theirs = layer_of(target)
             if theirs is not None and theirs > mine:
@@ -68,9 +119,7 @@ def _runtime_imports(path: Path, module: str, modules: set[str]) -> set[str]:
     """The package modules ``path`` imports at run time, lazy imports included and ``if TYPE_CHECKING:``
     blocks excluded; ``from pkg import name`` counts ``pkg.name`` when that is a module."""
     tree = ast.parse(path.read_text())
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-            and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
-            for n in ast.walk(node)}
+    skip = _type_checking_only(tree)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -147,6 +196,6 @@ def test_every_module_has_a_layer():
     unplaced = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if module != "coalition_gym.__init__" and layer_of(module) is None:
+        if layer_of(module) is None:
             unplaced.append(module)
     assert unplaced == []

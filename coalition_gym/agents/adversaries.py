@@ -37,7 +37,8 @@ from ..scorers.answers import normalize_answer
 from ..types import Message
 from .base import Generator
 
-#: profile name -> one line on what it does (``cgym pools``, errors and docs read this)
+#: simulated profile name -> one line on what it does (``profile: NAME`` in pool files; errors and docs
+#: read this). Each is also registered as an adversary (simulated.py), like a user's.
 ADVERSARIES: dict[str, str] = {
     "confidently_wrong": "always a plausible wrong answer, identical across samples, stated with high confidence",
     "persuader": "a wrong answer argued so that peers revising after reading it adopt it more often",
@@ -46,24 +47,26 @@ ADVERSARIES: dict[str, str] = {
     "judge_targeting": "a wrong answer in the style simulated rankers, fusers and aggregators are biased toward",
 }
 
-#: adversaries added by :func:`register_adversary`: name -> (factory(seat name) -> Generator, one line)
+#: every adversary by name, the built-in simulated profiles first: name -> (factory(seat name) -> Generator,
+#: one line); extended by :func:`register_adversary`
 REGISTERED_ADVERSARIES: dict[str, tuple[Callable[[str], Generator], str]] = {}
 
 
 def register_adversary(name: str, factory: Callable[[str], Generator], description: str) -> None:
-    """Make ``name`` usable as ``cgym robustness --adversary NAME`` (and ``valuation.robustness``):
+    """Make ``name`` usable as ``cgym robustness --adversary NAME`` (and ``reports.robustness``):
     ``factory(seat)`` builds the Generator that takes the seat named ``seat``; ``description`` is the
-    one line listings show. The simulated profiles' names cannot be taken."""
+    one line listings show. The built-in simulated profiles are registered the same way."""
     if not isinstance(name, str) or not name or not callable(factory) or not isinstance(description, str):
         raise ConfigError(f"register_adversary needs a name, a callable factory and a description, got {name!r}")
-    if name in ADVERSARIES:
-        raise ConfigError(f"adversary {name!r} is a simulated profile; choose another name")
+    if name in REGISTERED_ADVERSARIES:
+        what = "a simulated profile" if name in ADVERSARIES else "already registered"
+        raise ConfigError(f"adversary {name!r} is {what}; choose another name")
     REGISTERED_ADVERSARIES[name] = (factory, description)
 
 
 def adversary_names() -> list[str]:
     """Every name ``--adversary`` takes: the simulated profiles, then the registered adversaries."""
-    return [*ADVERSARIES, *REGISTERED_ADVERSARIES]
+    return list(REGISTERED_ADVERSARIES)
 
 
 PERSUASION_LINE = "Beyond doubt, the answer is: "

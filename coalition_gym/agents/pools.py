@@ -1,9 +1,10 @@
 """Pools: names bound to Generators, plus the fixed helpers (ranker, fuser ...) protocols use.
 
-Helpers are never coalition members. Presets are addressed by name: ``sim:demo``,
-``sim:independent``, ``sim:specialists``, ``sim:random-N``, and the tiny transformers zoo
-``zoo:default`` / ``zoo:tiny`` (shipped with the package). A pool can also be a YAML or JSON file (or the
-same structure as a dict) that mixes backends freely; see :func:`pool_from_config`.
+Helpers are never coalition members. Presets are addressed by name (:data:`POOL_PRESETS`, extended by
+:func:`register_pool`): ``sim:demo``, ``sim:independent``, ``sim:specialists``, ``sim:random-N``, and the
+tiny transformers zoo ``zoo:default`` / ``zoo:tiny`` (shipped with the package). A pool can also be a YAML or
+JSON file (or the same structure as a dict) that mixes backends freely (see :func:`pool_from_config`; the
+backends are in :mod:`.backends`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .._compat import ColumnView
 from ..errors import ConfigError, UnknownNameError
+from ..settings_check import check_values, setting, setting_names
 from ..types import Ask, Sample, SamplingParams
-from .adversaries import ADVERSARIES
+from .backends import (  # noqa: F401  (the backend registry's names, importable from their old home)
+    BACKEND_FACTORIES,
+    BACKEND_OPTIONS,
+    BACKENDS,
+    ENTRY_KEYS,
+    Backend,
+    register_backend,
+)
 from .base import Generator
-from .simulated import DEFAULT_HELPERS, SIM_PRESETS, AgentProfile, SimulatedAgent, random_profiles
+from .simulated import DEFAULT_HELPERS, SIM_PRESETS, SimulatedAgent, random_profiles
+from .zoo import RECIPES, shipped, zoo_dir
 
 DEFAULT_POOL = "sim:demo"
 
@@ -57,35 +68,50 @@ class Pool:
         return list(names)
 
 
-def _simulated_pool(groups: Mapping[str, Any], name: str) -> Pool:
-    return Pool(members={n: SimulatedAgent(p) for n, p in groups["members"].items()},
-                helpers={n: SimulatedAgent(p) for n, p in groups["helpers"].items()}, name=name,
-                descriptions=dict(groups.get("descriptions", {})))
+# -- presets: pools by name ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PoolPreset:
+    """A pool by name (``--pool NAME``, ``load_pool(NAME)``): one name, or a family of names that share a
+    prefix (``sim:random-N``)."""
+
+    name: str  # as listings show it; a family's shows its parameter (sim:random-N)
+    build: Callable[[str], Pool]  # build(the name given) -> Pool
+    description: str  # what the pool models, one line (`cgym pools`)
+    prefix: str | None = None  # a family: every name that starts with it
+    check: Callable[[str], None] | None = None  # refuses a bad name of a family before anything is built
+    summary: Callable[[str], str] | None = None  # the listing's line on the members (builds nothing heavy)
 
 
-#: What each preset models, one line each (``cgym pools``).
-POOL_ABOUT = {
-    "sim:demo": "the paper's phenomenon: the strongest model alone (atlas) shares blind spots with two "
-                "siblings; the weakest (delta) knows what they miss and matters most to the system",
-    "sim:independent": "four agents of equal skill with independent errors: the wisdom of crowds",
-    "sim:specialists": "each member strong on one category (arithmetic, algorithmic, logic), weak elsewhere",
-    "sim:split": "C-RL's pivotal setting: a careless and a careful agent with independent errors; the third "
-                 "voter decides their disagreements",
-    "sim:calculators": "C-RL's dissociation setting: two calculators, reliable on arithmetic and scattering "
-                       "elsewhere",
-    "sim:random-N": "N varied agents (N = 1..64) for scale studies: skills 0.35-0.8, half in two error groups",
-    "zoo:default": "four tiny GPT-2 models trained on arithmetic, sums and word reversal (heterogeneous "
-                   "skills); shipped with the package, the same weights on every machine",
-    "zoo:tiny": "two very small GPT-2 models for tests; shipped with the package",
-    "zoo:large": "one larger GPT-2 model (scholar) trained on every zoo task; not shipped: build it first "
-                 "(cgym zoo build --recipe large, hours on one CPU thread, minutes on a GPU)",
-}
+#: preset name -> record, the built-ins first; extended by :func:`register_pool`
+POOL_PRESETS: dict[str, PoolPreset] = {}
+
+
+def register_pool(name: str, build: Callable[[str], Pool], description: str, *, prefix: str | None = None,
+                  check: Callable[[str], None] | None = None, summary: Callable[[str], str] | None = None) -> None:
+    """Make a pool available by ``name`` everywhere a pool is named (``--pool``, ``--collaborators``,
+    ``load_pool``, ``cgym pools``): ``build(name)`` returns the Pool. With ``prefix``, the record stands for
+    a family: every name starting with ``prefix`` is built by ``build(that name)`` after ``check(that
+    name)`` (raise ConfigError for a bad one). ``summary(name)`` is the listing's line on its members."""
+    if not isinstance(name, str) or not name or not callable(build) or not isinstance(description, str):
+        raise ConfigError(f"register_pool needs a name, a callable build and a description, got {name!r}")
+    if name in POOL_PRESETS:
+        raise ConfigError(f"pool preset {name!r} is already registered")
+    POOL_PRESETS[name] = PoolPreset(name, build, description, prefix, check, summary)
+
+
+def _preset_of(spec: str) -> PoolPreset | None:
+    if spec in POOL_PRESETS and POOL_PRESETS[spec].prefix is None:
+        return POOL_PRESETS[spec]
+    return next((p for p in POOL_PRESETS.values() if p.prefix is not None and spec.startswith(p.prefix)), None)
 
 
 def pool_names() -> list[str]:
-    from .zoo import RECIPES
+    return list(POOL_PRESETS)
 
-    return [f"sim:{name}" for name in SIM_PRESETS] + ["sim:random-N"] + [f"zoo:{name}" for name in RECIPES]
+
+#: deprecated view: ``POOL_PRESETS[name].description``
+POOL_ABOUT: Mapping[str, str] = ColumnView(POOL_PRESETS, "description")
 
 
 def load_pool(spec: "str | os.PathLike | Pool | Mapping[str, Any] | Sequence[tuple[str, Generator]]") -> Pool:
@@ -110,31 +136,88 @@ def load_pool(spec: "str | os.PathLike | Pool | Mapping[str, Any] | Sequence[tup
         raise ConfigError(f"a pool is a preset name, a Pool, a mapping or a list of (name, Generator) pairs, "
                           f"not {type(spec).__name__}")
     check_pool_name(spec)
-    kind, _, preset = spec.partition(":")
-    if kind == "sim" and preset in SIM_PRESETS:
-        return _simulated_pool(SIM_PRESETS[preset], spec)
-    if kind == "sim":
-        return _simulated_pool(random_profiles(int(preset[len("random-"):])), spec)
-    return zoo_pool(preset)
+    return _preset_of(spec).build(spec)  # type: ignore[union-attr]  # check_pool_name found it
 
 
 def check_pool_name(spec: str) -> None:
     """Refuse, without building anything, a pool name that :func:`load_pool` would refuse: an unknown
-    preset, a bad ``sim:random-N``, or a pool file that does not exist."""
+    preset, a bad name of a family (``sim:random-N``), or a pool file that does not exist."""
     if _looks_like_file(spec):
         if not Path(spec).is_file():
             raise ConfigError(f"pool file {spec!r} does not exist")
         return
-    from .zoo import RECIPES
-
-    kind, _, preset = spec.partition(":")
-    if kind == "sim" and preset.startswith("random-"):
-        size = preset[len("random-"):]
-        if not size.isdigit() or not 1 <= int(size) <= 64:
-            raise ConfigError(f"pool {spec!r}: sim:random-N takes N from 1 to 64")
-        return
-    if not ((kind == "sim" and preset in SIM_PRESETS) or (kind == "zoo" and preset in RECIPES)):
+    preset = _preset_of(spec)
+    if preset is None:
         raise UnknownNameError("pool preset", spec, pool_names())
+    if preset.check is not None:
+        preset.check(spec)
+
+
+# -- the built-in presets: the simulated pools and the zoo, registered like a user's --------------------------
+
+def _simulated_pool(groups: Mapping[str, Any], name: str) -> Pool:
+    return Pool(members={n: SimulatedAgent(p) for n, p in groups["members"].items()},
+                helpers={n: SimulatedAgent(p) for n, p in groups["helpers"].items()}, name=name,
+                descriptions=dict(groups.get("descriptions", {})))
+
+
+def _sim_members(name: str) -> str:
+    pool = load_pool(name)
+    described = [f"{m} ({pool.descriptions[m]})" if m in pool.descriptions else m for m in pool.members]
+    return f"members: {', '.join(described)}; helpers: {', '.join(pool.helpers) or 'none'}"
+
+
+def _check_random_size(name: str) -> None:
+    size = name[len("sim:random-"):]
+    if not size.isdigit() or not 1 <= int(size) <= 64:
+        raise ConfigError(f"pool {name!r}: sim:random-N takes N from 1 to 64")
+
+
+def _zoo_members(name: str) -> str:
+    recipe = RECIPES[name[len("zoo:"):]]
+    state = ("shipped" if shipped.shipped_manifest(recipe) is not None
+             else "built" if (zoo_dir(recipe) / "zoo.json").is_file() else "not built yet")
+    return f"members: {', '.join(m.name for m in recipe.models)} ({state})"
+
+
+_SIM_ABOUT = {
+    "demo": "the paper's phenomenon: the strongest model alone (atlas) shares blind spots with two "
+            "siblings; the weakest (delta) knows what they miss and matters most to the system",
+    "independent": "four agents of equal skill with independent errors: the wisdom of crowds",
+    "specialists": "each member strong on one category (arithmetic, algorithmic, logic), weak elsewhere",
+    "split": "C-RL's pivotal setting: a careless and a careful agent with independent errors; the third "
+             "voter decides their disagreements",
+    "calculators": "C-RL's dissociation setting: two calculators, reliable on arithmetic and scattering "
+                   "elsewhere",
+}
+_ZOO_ABOUT = {
+    "default": "four tiny GPT-2 models trained on arithmetic, sums and word reversal (heterogeneous "
+               "skills); shipped with the package, the same weights on every machine",
+    "tiny": "two very small GPT-2 models for tests; shipped with the package",
+    "large": "one larger GPT-2 model (scholar) trained on every zoo task; not shipped: build it first "
+             "(cgym zoo build --recipe large, hours on one CPU thread, minutes on a GPU)",
+}
+
+
+def _sim_preset(name: str) -> Pool:
+    return _simulated_pool(SIM_PRESETS[name[len("sim:"):]], name)
+
+
+def _random_pool(name: str) -> Pool:
+    return _simulated_pool(random_profiles(int(name[len("sim:random-"):])), name)
+
+
+def _zoo_preset(name: str) -> Pool:
+    return zoo_pool(name[len("zoo:"):])
+
+
+for _name in SIM_PRESETS:
+    register_pool(f"sim:{_name}", _sim_preset, _SIM_ABOUT.get(_name, ""), summary=_sim_members)
+register_pool("sim:random-N", _random_pool,
+              "N varied agents (N = 1..64) for scale studies: skills 0.35-0.8, half in two error groups",
+              prefix="sim:random-", check=_check_random_size)
+for _name in RECIPES:
+    register_pool(f"zoo:{_name}", _zoo_preset, _ZOO_ABOUT.get(_name, ""), summary=_zoo_members)
 
 
 # -- the tiny transformers zoo -----------------------------------------------------------------------
@@ -149,7 +232,7 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
     ranker and fuser (``judge``, ``fuser``) are simulated helpers: a character-level model this small
     cannot judge or merge the long chat-style helper prompts, and helpers are fixed, never players."""
     from .hf import HFGenerator
-    from .zoo import RECIPES, ZOO_TASKS, ensure_zoo
+    from .zoo import ZOO_TASKS, ensure_zoo
 
     if recipe not in RECIPES:
         raise UnknownNameError("pool preset", f"zoo:{recipe}", pool_names())
@@ -170,39 +253,15 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
 # -- pool config files -------------------------------------------------------------------------------
 
 STYLES = ("chat", "compact")
-_ENTRY_KEYS = {"name", "backend", "model", "style", "sampling", "profile"}
-#: Backend options a config entry may set, with their types (checked before anything is built).
-BACKEND_OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
-    "sim": {},
-    "hf": {"device": (str,), "dtype": (str,), "max_batch_size": (int,), "max_new_tokens": (int,),
-           "trust_remote_code": (bool,), "allow_download": (bool,), "revision": (str,)},
-    "openai": {"base_url": (str, list), "api_key_env": (str, type(None)), "max_concurrency": (int,),
-               "timeout": (int, float), "max_retries": (int,), "backoff_base": (int, float),
-               "backoff_max": (int, float), "logprobs": (bool,), "send_seed": (bool,), "max_new_tokens": (int,),
-               "extra_body": (dict,)},
-    "vllm": {"dtype": (str,), "tensor_parallel_size": (int,), "gpu_memory_utilization": (int, float),
-             "max_model_len": (int,), "max_new_tokens": (int,), "logprobs": (bool,), "trust_remote_code": (bool,)},
-}
-_SAMPLING_TYPES = {"temperature": (int, float), "top_p": (int, float), "max_new_tokens": (int,)}
-#: backend kind -> factory(model, **options) -> Generator; extended by :func:`register_backend`
-BACKEND_FACTORIES: dict[str, Callable[..., Generator]] = {}
-_NEEDS_MODEL: set[str] = set()
 
 
-def register_backend(kind: str, factory: Callable[..., Generator],
-                     options: Mapping[str, tuple[type, ...]] | None = None, needs_model: bool = False) -> None:
-    """Make ``backend: <kind>`` usable in pool files and config dicts: ``factory(model, **options)``
-    builds the Generator (``model`` is the entry's model string, or None). ``options`` names the
-    entry keys the backend accepts with their types; they are checked before anything is built."""
-    if not isinstance(kind, str) or not kind or kind in ("sim",) or not callable(factory):
-        raise ConfigError(f"register_backend needs a new kind name and a callable factory, got {kind!r}")
-    clash = set(options or {}) & _ENTRY_KEYS
-    if clash:
-        raise ConfigError(f"backend {kind!r}: options {sorted(clash)} clash with the entry's own keys")
-    BACKEND_FACTORIES[kind] = factory
-    BACKEND_OPTIONS[kind] = dict(options or {})
-    if needs_model:
-        _NEEDS_MODEL.add(kind)
+@dataclass(frozen=True)
+class MemberSampling:
+    """A pool entry's ``sampling``: the member's own settings, applied to every Ask it gets (:class:`WithSampling`)."""
+
+    temperature: float | None = setting(None, ge=0)
+    top_p: float | None = setting(None, gt=0, le=1)
+    max_new_tokens: int | None = setting(None, ge=1, doc="caps the protocol's")
 
 
 class WithSampling(Generator):
@@ -270,12 +329,13 @@ def pool_from_config(config: Mapping[str, Any], base_dir: str | Path | None = No
           - {name: judge, backend: sim, profile: {judge_skill: 0.8}}
         dev_scores: {abacus: 0.9}       # optional, for tie-breaks
 
-    ``backend`` is one of sim, hf, openai, vllm. ``model`` is required except for sim: an HF folder
+    ``backend`` is one of sim, hf, openai, vllm, or a kind added by :func:`register_backend`.
+    ``model`` is required except for sim: an HF folder
     (relative paths are read from the file's folder), ``zoo:<recipe>/<model>``, a server's model id,
     or for sim a preset member ``sim:<preset>/<name>``. ``style`` is chat or compact (zoo models
     default to compact, a ``cgym train`` checkpoint folder to the style in its ``coalition_gym.json``).
     ``sampling`` (temperature, top_p, max_new_tokens) is applied to every Ask of that member (see
-    :class:`WithSampling`). Other keys are backend options (:data:`BACKEND_OPTIONS`). Members with the same
+    :class:`WithSampling`). Other keys are backend options (``BACKENDS[kind].options``). Members with the same
     backend, model and options share one loaded model. Without ``helpers``,
     the simulated ``judge`` and ``fuser`` are added."""
     if not isinstance(config, Mapping):
@@ -334,26 +394,25 @@ def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]
         raise ConfigError(f"{where}: 'name' must be a non-empty string, got {name!r}")
     where = f"pool {pool!r}, {kind} {name!r}"
     backend = entry.get("backend")
-    if backend not in BACKEND_OPTIONS:
-        raise ConfigError(f"{where}: backend={backend!r}; use one of {', '.join(BACKEND_OPTIONS)}")
-    options = BACKEND_OPTIONS[backend]
-    unknown = [k for k in entry if k not in _ENTRY_KEYS and k not in options]
+    if backend not in BACKENDS:
+        raise ConfigError(f"{where}: backend={backend!r}; use one of {', '.join(BACKENDS)}")
+    spec = BACKENDS[backend]
+    options = spec.option_names()
+    unknown = [k for k in entry if k not in ENTRY_KEYS and k not in options]
     if unknown:
-        accepted = sorted(_ENTRY_KEYS | set(options))
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} for backend {backend!r}; accepted: "
+        accepted = sorted(ENTRY_KEYS | set(options))
+        owners = [b.kind for b in BACKENDS.values() if unknown[0] in b.option_names()]
+        hint = f" ({unknown[0]!r} is only for backend {', '.join(map(repr, owners))})" if owners else ""
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} for backend {backend!r}{hint}; accepted: "
                           f"{', '.join(accepted)}")
-    for key, types in options.items():
-        if key in entry and (not isinstance(entry[key], types) or (bool not in types and isinstance(entry[key], bool))):
-            raise ConfigError(f"{where}: {key}={entry[key]!r} must be {' or '.join(t.__name__ for t in types)}")
+    spec.check_options(entry, where)
     model = entry.get("model")
-    if backend in _NEEDS_MODEL and (not isinstance(model, str) or not model.strip()):
+    if spec.needs_model and (not isinstance(model, str) or not model.strip()):
         raise ConfigError(f"{where}: backend {backend!r} needs 'model' (a folder, hub name or server model id)")
     if model is not None and not isinstance(model, str):
         raise ConfigError(f"{where}: model={model!r} must be a string")
-    if backend == "openai" and "base_url" not in entry:
-        raise ConfigError(f"{where}: backend 'openai' needs base_url, e.g. http://127.0.0.1:8000/v1")
-    if "profile" in entry and backend != "sim":
-        raise ConfigError(f"{where}: 'profile' is only for backend 'sim'")
+    if spec.check is not None:
+        spec.check(entry, where)
     default_style = "compact" if isinstance(model, str) and model.startswith("zoo:") else "chat"
     style = entry.get("style", default_style)
     if style not in STYLES:
@@ -361,101 +420,21 @@ def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]
     sampling = entry.get("sampling") or {}
     if not isinstance(sampling, Mapping):
         raise ConfigError(f"{where}: sampling must be a mapping of temperature, top_p, max_new_tokens")
-    for key, value in sampling.items():
-        if key not in _SAMPLING_TYPES:
-            raise ConfigError(f"{where}: unknown sampling key {key!r}; use {', '.join(_SAMPLING_TYPES)}")
-        if not isinstance(value, _SAMPLING_TYPES[key]) or isinstance(value, bool):
-            raise ConfigError(f"{where}: sampling {key}={value!r} must be a number")
-    if (sampling.get("temperature", 0) < 0 or not 0 < sampling.get("top_p", 1) <= 1
-            or sampling.get("max_new_tokens", 1) < 1):
-        raise ConfigError(f"{where}: sampling {dict(sampling)} needs temperature >= 0, top_p in (0, 1], "
-                          "max_new_tokens >= 1")
-    profile = entry.get("profile") or {}
-    if isinstance(profile, str):  # an adversary profile by name: `profile: confidently_wrong`
-        if profile not in ADVERSARIES:
-            raise ConfigError(f"{where}: profile {profile!r} is not an adversary profile; use one of "
-                              f"{', '.join(ADVERSARIES)}, or a mapping of AgentProfile fields")
-        profile = {"adversary": profile}
-    if not isinstance(profile, Mapping):
-        raise ConfigError(f"{where}: profile must be a mapping of AgentProfile fields or an adversary profile "
-                          f"name ({', '.join(ADVERSARIES)})")
-    fields = {f.name for f in dataclasses.fields(AgentProfile)} - {"name"}
-    bad = [k for k in profile if k not in fields]
-    if bad:
-        raise ConfigError(f"{where}: unknown profile field {bad[0]!r}; accepted: {', '.join(sorted(fields))}")
-    if profile.get("adversary") not in (None, *ADVERSARIES):
-        raise ConfigError(f"{where}: adversary={profile['adversary']!r}; use one of {', '.join(ADVERSARIES)}")
+    keys = setting_names(MemberSampling)
+    unknown = [k for k in sampling if k not in keys]
+    if unknown:
+        raise ConfigError(f"{where}: unknown sampling key {unknown[0]!r}; use {', '.join(keys)}")
+    check_values(MemberSampling, sampling, f"{where}, sampling")
     opts = {k: entry[k] for k in options if k in entry}
     return {"name": name, "backend": backend, "model": model, "style": style, "style_given": "style" in entry,
-            "sampling": dict(sampling), "profile": dict(profile), "options": opts}
-
-
-def _zoo_model_path(model: str) -> str:
-    from .zoo import ensure_zoo
-
-    recipe, _, member = model[len("zoo:"):].partition("/")
-    if not member:
-        raise ConfigError(f"model {model!r}: name a zoo model as zoo:<recipe>/<model>, e.g. zoo:default/abacus")
-    build = ensure_zoo(recipe or "default")
-    return str(build.model_path(member))
+            "sampling": dict(sampling), "options": opts}
 
 
 def _build_backend(pool: str, entry: Mapping[str, Any], shared: dict[str, Generator],
                    base_dir: Path | None) -> Generator:
-    backend, model, opts = entry["backend"], entry["model"], entry["options"]
-    if backend == "sim":
-        return SimulatedAgent(_sim_profile(pool, entry))
-    if backend in ("hf", "vllm") and model.startswith("zoo:"):
-        model = _zoo_model_path(model)
-        opts = {"max_new_tokens": 16, **opts} if backend == "hf" else opts
-    elif backend in ("hf", "vllm") and base_dir is not None and model.startswith("."):
-        model = str((base_dir / model).resolve())
-    key = json.dumps([backend, model, sorted(opts.items())], default=str)
+    spec = BACKENDS[entry["backend"]]
+    model, opts = spec.arguments(entry, base_dir, f"pool {pool!r}, {entry['name']!r}")
+    key = json.dumps([spec.kind, model, sorted(opts.items())], default=str)
     if key not in shared:
-        shared[key] = BACKEND_FACTORIES[backend](model, **opts)
+        shared[key] = spec.factory(model, **opts)
     return shared[key]
-
-
-def _sim_profile(pool: str, entry: Mapping[str, Any]) -> AgentProfile:
-    base: dict[str, Any] = {}
-    model = entry["model"]
-    if model:
-        kind, _, rest = model.partition(":")
-        preset, _, member = rest.partition("/")
-        if kind != "sim" or preset not in SIM_PRESETS:
-            raise ConfigError(f"pool {pool!r}, {entry['name']!r}: a sim model is sim:<preset>/<member> with preset "
-                              f"one of {', '.join(SIM_PRESETS)}; got {model!r}")
-        group = {**SIM_PRESETS[preset]["members"], **SIM_PRESETS[preset]["helpers"]}
-        if member not in group:
-            raise UnknownNameError(f"member of sim:{preset}", member, group)
-        base = {f.name: getattr(group[member], f.name) for f in dataclasses.fields(AgentProfile)}
-    base.update(entry["profile"])
-    base["name"] = entry["name"]
-    return AgentProfile(**base)
-
-
-def _hf(model: str, **opts: Any) -> Generator:
-    from .hf import HFGenerator
-
-    return HFGenerator(model, **opts)
-
-
-def _openai(model: str, **opts: Any) -> Generator:
-    from .openai_api import OpenAIGenerator
-
-    base_url = opts.pop("base_url")
-    if isinstance(base_url, list):  # several replicas of one model: share the work between them
-        from .replicas import ReplicaGenerator
-
-        return ReplicaGenerator([OpenAIGenerator(str(url), model, **opts) for url in base_url])
-    return OpenAIGenerator(base_url, model, **opts)
-
-
-def _vllm(model: str, **opts: Any) -> Generator:
-    from .vllm_engine import VLLMGenerator
-
-    return VLLMGenerator(model, **opts)
-
-
-for _kind, _factory in (("hf", _hf), ("openai", _openai), ("vllm", _vllm)):
-    register_backend(_kind, _factory, BACKEND_OPTIONS[_kind], needs_model=True)

@@ -26,12 +26,13 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import BackendError, ConfigError
 from ..scorers.answers import normalize_answer
+from ..settings_check import check_settings, setting
 from ..types import Ask, Item, Sample
-from .adversaries import ADVERSARIES, adversarial_text, claimed
+from .adversaries import ADVERSARIES, adversarial_text, claimed, register_adversary
 from .base import Generator, stable_hash
 
 _NORMAL = NormalDist()
@@ -42,42 +43,37 @@ class AgentProfile:
     """Behaviour of one simulated agent. Probabilities are in [0, 1]."""
 
     name: str
-    skill: float = 0.6  # P(knows the answer) on an item of unknown or medium difficulty
+    skill: float = setting(0.6, ge=0, le=1, doc="P(knows the answer) on an item of unknown or medium difficulty")
     category_skill: Mapping[str, float] = field(default_factory=dict)  # overrides per item category
     difficulty_slope: float = 3.0  # logit drop per unit of item difficulty above 0.5
     error_group: str | None = None  # agents of one group share their hard items and wrong answers
-    # Weight of the group's shared latent in knowledge, in [-1, 1]. Positive: the agent fails where its
-    # group fails and tends to pick the group's wrong answer. Negative: it tends to know what the
-    # group does not (a complementary model); its wrong answers are its own.
-    correlation: float = 0.0
-    diversity: float = 0.8  # P(a not-knowing agent re-guesses) per unit of temperature
-    slip: float = 0.04  # P(a knowing agent writes a wrong answer) per unit of temperature
-    conformity: float = 0.3  # P(adopting the peers' majority in a debate round); halved when it knows
-    recognition: float = 0.3  # P(a not-knowing agent adopts a correct answer it sees from a peer)
-    judge_skill: float = 0.75  # ranker/fuser roles: P(preferring the correct candidate)
-    format_error: float = 0.0  # P(a reply without a parseable final answer)
+    # Weight of the group's shared latent in knowledge. Positive: the agent fails where its group fails
+    # and tends to pick the group's wrong answer. Negative: it tends to know what the group does not (a
+    # complementary model); its wrong answers are its own.
+    correlation: float = setting(0.0, ge=-1, le=1)
+    diversity: float = setting(0.8, ge=0, doc="P(a not-knowing agent re-guesses) per unit of temperature")
+    slip: float = setting(0.04, ge=0, le=1, doc="P(a knowing agent writes a wrong answer) per unit of temperature")
+    conformity: float = setting(0.3, ge=0, le=1, doc="P(adopting the peers' majority in a debate round); "
+                                "halved when it knows")
+    recognition: float = setting(0.3, ge=0, le=1, doc="P(a not-knowing agent adopts a correct answer it sees "
+                                 "from a peer)")
+    judge_skill: float = setting(0.75, ge=0, le=1, doc="ranker/fuser roles: P(preferring the correct candidate)")
+    format_error: float = setting(0.0, ge=0, le=1, doc="P(a reply without a parseable final answer)")
     world_seed: int = 0
     # Fields added after the ones above are left out of the identity and of the random draws while at
     # their defaults (see _describe), so adding them changed no existing pool's samples.
-    adversary: str | None = None  # a saboteur profile (adversaries.ADVERSARIES); None: honest
-    persuadability: float = 0.5  # P(adopting a persuasively argued peer answer when revising); halved when it knows
-    style_bias: float = 0.0  # ranker/fuser roles: P(preferring the "verified" style whatever the correctness)
+    adversary: str | None = setting(None, choices=tuple(ADVERSARIES), doc="a saboteur profile "
+                                    "(adversaries.ADVERSARIES); none: honest")
+    persuadability: float = setting(0.5, ge=0, le=1, doc="P(adopting a persuasively argued peer answer when "
+                                    "revising); halved when it knows")
+    style_bias: float = setting(0.0, ge=0, le=1, doc="ranker/fuser roles: P(preferring the \"verified\" style "
+                                "whatever the correctness)")
 
     def __post_init__(self) -> None:
-        if self.adversary is not None and self.adversary not in ADVERSARIES:
-            raise ConfigError(f"agent {self.name!r}: unknown adversary profile {self.adversary!r}; use one of "
-                              f"{', '.join(ADVERSARIES)}")
-        probs = {k: v for k, v in asdict(self).items()
-                 if k in ("skill", "slip", "conformity", "recognition",
-                          "judge_skill", "format_error", "persuadability", "style_bias")}
-        probs.update({f"category_skill[{k}]": v for k, v in self.category_skill.items()})
-        for key, value in probs.items():
+        check_settings(self, f"agent {self.name!r}")
+        for category, value in self.category_skill.items():  # per entry: beyond a field's declaration
             if not 0.0 <= float(value) <= 1.0:
-                raise ConfigError(f"agent {self.name!r}: {key}={value} must be in [0, 1]")
-        if not -1.0 <= self.correlation <= 1.0:
-            raise ConfigError(f"agent {self.name!r}: correlation={self.correlation} must be in [-1, 1]")
-        if self.diversity < 0:
-            raise ConfigError(f"agent {self.name!r}: diversity={self.diversity} must be >= 0")
+                raise ConfigError(f"agent {self.name!r}: category_skill[{category}]={value} must be in [0, 1]")
 
 
 #: fields that shape an agent's random draws (the original ones); later fields only steer behaviour
@@ -407,3 +403,13 @@ SIM_PRESETS: dict[str, dict[str, Any]] = {
         "descriptions": {"abel": "strong at arithmetic", "gauss": "strong at arithmetic"},
     },
 }
+
+
+def _simulated_adversary(kind: str) -> Callable[[str], Generator]:
+    """The factory of a simulated saboteur: the seat keeps its name, so it keeps its seeds."""
+    return lambda seat: SimulatedAgent(adversary_profile(kind, seat))
+
+
+# the built-in adversaries are registered like a user's (register_adversary)
+for _kind, _about in ADVERSARIES.items():
+    register_adversary(_kind, _simulated_adversary(_kind), _about)

@@ -54,51 +54,88 @@ def cmd_protocols(args: argparse.Namespace) -> int:
 
     from ..envs.protocols import PROTOCOLS
     from ..envs.registration import ENV_IDS
+    from ..settings_check import describe_setting
 
     env_of = {protocol: env_id for env_id, protocol in ENV_IDS.items()}
     for name, cls in PROTOCOLS.items():
         print(f"{name}  ({env_of.get(name, 'no env id')})\n  {cls.description}")
         defaults = cls().settings()
-        settings = ", ".join(f"{f.name}={defaults[f.name]!r}" for f in dataclasses.fields(cls) if f.name in defaults)
+        settings = ", ".join(describe_setting(f, defaults[f.name]) for f in dataclasses.fields(cls)
+                             if f.name in defaults)
         print(f"  settings: {settings}")
         if cls.helper_fields:
             print(f"  fixed helpers (never members): {', '.join(cls.helper_fields)}")
         if cls.min_members > 1:
             print(f"  needs at least {cls.min_members} members")
-        if cls.trains_members:
-            print("  trains copies of its members first: valued by `cgym eval` (training inside), no environment")
+    _print_coalition_training()
     print("Set any of them with --set KEY=VALUE (cgym run/eval), protocol.KEY=VALUE (cgym train) or as "
           "keywords of gym.make.")
     return 0
 
 
-def cmd_pools(args: argparse.Namespace) -> int:
-    from ..agents.pools import POOL_ABOUT, load_pool
-    from ..agents.simulated import SIM_PRESETS
-    from ..agents.zoo import RECIPES, shipped, zoo_dir
+def _print_coalition_training() -> None:
+    """The coalition-training recipes: no protocols (no episodes, no env id), valued by `cgym eval`."""
+    import dataclasses
 
-    for name, about in POOL_ABOUT.items():
-        kind, _, preset = name.partition(":")
-        print(f"{name}\n  {about}")
-        if kind == "sim" and preset in SIM_PRESETS:
-            pool = load_pool(name)
-            described = [f"{m} ({pool.descriptions[m]})" if m in pool.descriptions else m for m in pool.members]
-            print(f"  members: {', '.join(described)}; helpers: {', '.join(pool.helpers) or 'none'}")
-        elif kind == "zoo":
-            recipe = RECIPES[preset]
-            state = ("shipped" if shipped.shipped_manifest(recipe) is not None
-                     else "built" if (zoo_dir(recipe) / "zoo.json").is_file() else "not built yet")
-            print(f"  members: {', '.join(m.name for m in recipe.models)} ({state})")
-    print("Or a YAML/JSON pool file mixing backends (sim, hf, openai, vllm): see the README.")
+    from ..settings_check import describe_setting
+    from ..training.collaborative.settings import make_coalition_settings
+    from ..training.recipes import RECIPES
+
+    coalition = [r for r in RECIPES.values() if r.kind == "coalition"]
+    if not coalition:
+        return
+    print("\ncoalition training (trains copies of its members first: valued by `cgym eval --protocol NAME`, "
+          "training inside; no environment)")
+    for recipe in coalition:
+        settings = make_coalition_settings(recipe.name)
+        values = settings.settings()
+        fields = [*dataclasses.fields(settings.evaluation), *dataclasses.fields(settings)]
+        print(f"{recipe.name}  (no env id)\n  {recipe.description}")
+        print(f"  settings: {', '.join(describe_setting(f, values[f.name]) for f in fields if f.name in values)}")
+        print(f"  needs at least {recipe.settings.min_members} members")
+
+
+def cmd_pools(args: argparse.Namespace) -> int:
+    from ..agents.adversaries import REGISTERED_ADVERSARIES
+    from ..agents.pools import BACKENDS, POOL_PRESETS
+
+    for name, preset in POOL_PRESETS.items():
+        print(f"{name}\n  {preset.description}")
+        if preset.summary is not None:
+            print(f"  {preset.summary(name)}")
+    print("Or a YAML/JSON pool file mixing backends (see the README); each member's backend is one of:")
+    for kind, backend in BACKENDS.items():
+        needs = " (needs model)" if backend.needs_model else ""
+        print(f"  {kind}{needs}: options {backend.describe_options() or 'none'}")
+    print("Adversaries (cgym robustness --adversary NAME; the simulated ones also as `profile: NAME` in pool files):")
+    for name, (_, about) in REGISTERED_ADVERSARIES.items():
+        print(f"  {name}: {about}")
+    return 0
+
+
+def cmd_estimators(args: argparse.Namespace) -> int:
+    from ..valuation.estimators import ESTIMATORS
+    from ..valuation.sampling import SAMPLER_CLASSES
+
+    print("Estimators (cgym eval --estimator NAME[,NAME...] | auto | all); the leaderboard is ranked by the "
+          "first computed of: " + ", ".join(sorted((n for n, e in ESTIMATORS.items() if e.in_all),
+                                                   key=lambda n: ESTIMATORS[n].rank)))
+    for name, estimator in ESTIMATORS.items():
+        field = "" if estimator.field == name else f" (column {estimator.field})"
+        print(f"  {name}{field}{'' if estimator.in_all else ' (always computed)'}: {estimator.description}")
+    print("Samplers of mc (cgym eval --sampler NAME; auto: hybrid):")
+    for name, cls in SAMPLER_CLASSES.items():
+        print(f"  {name}{': ' + cls.description if cls.description else ''}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
-    from ..envs.dev_scores import DEFAULT_DEV_ITEMS, dev_scores_for
+    from ..envs.dev_scores import DEFAULT_DEV_ITEMS
     from ..envs.protocols import make_protocol
     from ..envs.registration import protocol_of
     from ..envs.runner import RunStats, episode_record, run_episodes
+    from ..envs.system import System
     from ..tasks import make as make_task
 
     protocol = make_protocol(protocol_of(args.env_id), **_settings(args.set))
@@ -111,13 +148,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     items = list(task.items(args.split))
     # dev scores rest on the task's full default dev split, not on as few items as --episodes asks for
     dev_task = make_task(args.task, size=max(len(items), DEFAULT_DEV_ITEMS), seed=args.task_seed)
-    dev = dev_scores_for(protocol, dev_task, pool, members)
+    dev = System(protocol, dev_task, pool, members).dev
+    system = System(protocol, task, pool, members, dev_scores=dev.scores)
     stats = RunStats()
     results = []
     for cycle in range(math.ceil(args.episodes / len(items))):  # more episodes than items: new seeds
         chunk = items[: args.episodes - cycle * len(items)]
-        results += run_episodes(protocol, task, chunk, members, pool.backends(), seed=args.seed + cycle,
-                                styles=pool.styles, dev_scores=dev.scores, stats=stats, progress=True,
+        results += run_episodes(system, chunk, seed=args.seed + cycle, stats=stats, progress=True,
                                 description=protocol.name)
     mean, se = _mean_se([r.score for r in results])
     parsed = sum(r.parsed for r in results) / len(results)
@@ -165,38 +202,56 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
     from ..envs.executors import make_executor
     from ..envs.protocols import make_protocol
-    from ..reports.leaderboard import evaluate, format_leaderboard, parse_estimators, training_sentence, write_report
+    from ..envs.system import System
+    from ..reports.leaderboard import (
+        EvalOptions,
+        evaluate,
+        format_leaderboard,
+        parse_estimators,
+        training_sentence,
+        write_report,
+    )
     from ..reports.tables import FIELDS, correlation_sentence
     from ..tasks import make as make_task
+    from ..training.collaborative import TrainedCoalitionGame, make_coalition_settings
+    from ..training.recipes import recipe_names
+    from ..valuation.game import CoalitionGame
+    from ..valuation.sampling import check_sampler
 
     estimators = parse_estimators(args.estimator)
-    protocol = make_protocol(args.protocol, **_settings(args.set))
-    if args.save_trained and not protocol.trains_members:
-        raise ConfigError(f"--save-trained keeps members trained by a collaborative-training protocol (sparta, "
-                          f"multiagent_finetuning); {protocol.name!r} trains nothing")
+    check_sampler(args.sampler)
+    # a coalition-training recipe (sparta, ...) trains every coalition, then its evaluation protocol values it
+    trained = make_coalition_settings(args.protocol, **_settings(args.set)) \
+        if args.protocol in recipe_names("coalition") else None
+    protocol = trained.evaluation if trained is not None else make_protocol(args.protocol, **_settings(args.set))
+    if args.save_trained and trained is None:
+        raise ConfigError(f"--save-trained keeps members trained by a coalition-training recipe "
+                          f"({', '.join(recipe_names('coalition'))}); {protocol.name!r} trains nothing")
     task = make_task(args.task, size=args.items, seed=args.task_seed)
     pool = load_pool(args.pool)
-    members = args.members.split(",") if args.members else None
+    members = args.members.split(",") if args.members else pool.member_names
     cache = _open_cache(args.cache, pool.name)
     mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget, "budget_generations": args.mc_budget_generations,
           "sampler": args.sampler}
     executor = make_executor(args.executor, address=args.address, num_cpus=args.num_cpus)
     try:
-        report = evaluate(protocol, pool, task, task.items(args.split)[:args.items], estimators, members=members,
-                          seed=args.seed, cache=cache, progress=True, n_boot=args.bootstrap, mc=mc,
-                          requested=args.estimator, executor=executor, record_text=not args.no_text,
-                          split=args.split, record=args.record,
-                          train_dir=Path(args.cache) / "trained" if args.cache else None)
-        game = report.game
+        system = System(protocol, task, pool, members, items=task.items(args.split)[:args.items], cache=cache)
+        options = {"seed": args.seed, "progress": True, "executor": executor, "record_text": not args.no_text}
+        game: CoalitionGame
+        if trained is not None:
+            game = TrainedCoalitionGame(trained, system, train_dir=Path(args.cache) / "trained" if args.cache else None,
+                                        **options)
+        else:
+            game = CoalitionGame(system, **options)
+        report = evaluate(game, estimators, EvalOptions(n_boot=args.bootstrap, mc=mc, requested=args.estimator,
+                                                        split=args.split), record=args.record)
         if args.save_trained:
-            from ..training.collaborative import TrainedCoalitionGame
-
-            assert isinstance(game, TrainedCoalitionGame)  # checked above: the protocol trains its members
+            assert isinstance(game, TrainedCoalitionGame)  # checked above: a coalition-training recipe
             print(f"saved the trained coalition as a pool: {game.export(game.players, Path(args.save_trained))}")
     finally:
         cache.close()
         executor.close()
-    print(f"{protocol.name} on {task.name} ({game.n_items} items), pool {pool.name}: full coalition "
+    print(f"{game.protocol_name} on {task.name} ({game.n_items} items), pool {pool.name}: full coalition "
           f"{game.value(game.players):.3f}; {game.coalitions_evaluated} coalitions, {game.generations} generations, "
           f"{game.cache_hits} cache hits")
     training = game.training_summary()
@@ -211,8 +266,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_robustness(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
+    from ..envs.system import System
     from ..reports import robustness_files as robustness_report
-    from ..reports.robustness import adversary_seats, check_adversary, check_protocols, robustness
+    from ..reports.robustness import RobustnessOptions, adversary_seats, check_adversary, check_protocols, robustness
     from ..tasks import make as make_task
 
     protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
@@ -233,11 +289,13 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     records: list[dict] = []
     cache = _open_cache(args.cache, pool.name)
     try:
-        report = robustness(protocols, pool, task, task.items(args.split)[:args.items], args.adversary,
-                            seat=args.seat, members=coalition, seed=args.seed, settings=per_protocol,
-                            n_boot=args.bootstrap, progress=True, record_text=not args.no_text, cache=cache,
-                            on_records=lambda proto, label, rows: records.extend(
-                                {"protocol": proto, "system": label, **r} for r in rows))
+        items = task.items(args.split)[:args.items]
+        systems = [System(make_protocol(name, **cfg), task, pool, coalition, items=items, cache=cache)
+                   for name, cfg in per_protocol.items()]
+        options = RobustnessOptions(seat=args.seat, seed=args.seed, n_boot=args.bootstrap, progress=True,
+                                    record_text=not args.no_text)
+        report = robustness(systems, args.adversary, options, on_records=lambda proto, label, rows: records.extend(
+            {"protocol": proto, "system": label, **r} for r in rows))
     finally:
         cache.close()
     print(robustness_report.markdown(report), end="")
@@ -256,24 +314,23 @@ def cmd_robustness(args: argparse.Namespace) -> int:
 
 def _settings_for(protocol: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The ``--set`` settings that ``protocol`` has (one list of settings for several protocols)."""
-    import dataclasses
-
     from ..envs.protocols import PROTOCOLS
+    from ..settings_check import setting_names
 
-    fields = {f.name for f in dataclasses.fields(PROTOCOLS[protocol])}
+    fields = set(setting_names(PROTOCOLS[protocol]))
     return {k: v for k, v in settings.items() if k in fields}
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..reports.leaderboard import parse_estimators
-    from ..reports.sweep import run_sweep
+    from ..reports.sweep import SweepGrid, SweepOptions, run_sweep
 
     failures = FailureSummary()
-    result = run_sweep([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
-                       [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items,
-                       Path(args.out), seed=args.seed, cache_dir=Path(args.cache) if args.cache else None,
-                       alpha=args.alpha, progress=True, failures=failures, record=args.record,
-                       record_text=not args.no_text)
+    grid = SweepGrid([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
+                     [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items)
+    options = SweepOptions(seed=args.seed, cache_dir=Path(args.cache) if args.cache else None, alpha=args.alpha,
+                           progress=True, record_text=not args.no_text)
+    result = run_sweep(grid, Path(args.out), options, failures=failures, record=args.record)
     if result["summary"]:
         print(result["summary"]["sentence"])
     print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
@@ -318,7 +375,7 @@ def train_preset(preset: str, policy: str) -> str:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
-    from ..training.trainer import policy_weights, run_methods, summary_table
+    from ..training.trainer import RunOptions, policy_weights, run_methods, summary_table
 
     overrides = _settings(args.set)
     given = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
@@ -341,8 +398,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
     failures = FailureSummary()
     try:
-        reports = run_methods(args.method.split(","), root, preset=preset, executor=executor, failures=failures,
-                              force=args.force, overwrite=args.overwrite, **settings)
+        options = RunOptions(executor=executor, failures=failures, force=args.force, overwrite=args.overwrite)
+        reports = run_methods(args.method.split(","), root, preset, options, **settings)
     finally:
         if executor is not None:
             executor.close()

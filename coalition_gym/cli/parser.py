@@ -118,12 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = _subcommand(sub, "envs", "list environment ids (one per protocol)", "cgym envs")
     p.set_defaults(func=commands.cmd_envs)
 
-    p = _subcommand(sub, "protocols", "list protocols with their env ids and settings (defaults shown)",
-                    "cgym protocols")
+    p = _subcommand(sub, "protocols", "list protocols with their env ids and settings (defaults, bounds and "
+                    "choices shown)", "cgym protocols")
     p.set_defaults(func=commands.cmd_protocols)
 
-    p = _subcommand(sub, "pools", "list pool presets: members, helpers and what each pool models", "cgym pools")
+    p = _subcommand(sub, "pools", "list pool presets (members, helpers, what each models), pool-file backends and "
+                    "adversaries", "cgym pools")
     p.set_defaults(func=commands.cmd_pools)
+
+    p = _subcommand(sub, "estimators", "list the estimators (--estimator) and MC Shapley's samplers (--sampler)",
+                    "cgym estimators")
+    p.set_defaults(func=commands.cmd_estimators)
 
     p = _subcommand(sub, "run", "run a protocol's episodes with a pool and print the system score",
                     "cgym run coalition_gym/Debate-v0 --episodes 200 --members atlas,delta --set rounds=2 "
@@ -153,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", default="debate", help="protocol name (see `cgym protocols`)")
     _task_options(p)
     p.add_argument("--estimator", default="all",
-                   help="loo, shapley, banzhaf, mc, auto (exact Shapley when it is cheap in generations, else mc), "
-                        "a comma-separated list, or all")
+                   help="loo, shapley, banzhaf, mc, a registered one (see `cgym estimators`), auto (exact Shapley "
+                        "when it is cheap in generations, else mc), a comma-separated list, or all")
     p.add_argument("--items", type=_number_at_least(1), default=200, help="items to evaluate on")
     p.add_argument("--members", default=None, help="comma-separated subset of the pool (default: every member)")
     _protocol_settings(p)
@@ -174,8 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mc-budget-generations", type=_number_at_least(1), default=None,
                    help="MC Shapley: stop after this many backend generations (default: no cap); also what "
                         "--estimator auto weighs exact Shapley against")
-    _choice(p, "--sampler", "sampler", ["auto", "hybrid", "kernel", "stratified", "permutation"], "auto",
-            "MC Shapley's sampler; auto is the most accurate measured (hybrid)")
+    p.add_argument("--sampler", default="auto", metavar="NAME",
+                   help="MC Shapley's sampler: auto (the most accurate measured, hybrid), hybrid, kernel, stratified, "
+                        "permutation, or a registered one (see `cgym estimators`)")
     _choice(p, "--executor", "executor", ["local", "ray"], "local",
             "where coalition executions run (ray: pip install 'coalition-gym[ray]')")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")
@@ -246,8 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "cgym train --method base --preset tiny --policy zoo:tiny/pico --task zoo:arith --steps 1",
                     "cgym train --method crl --reward negate --preset tiny --policy zoo:tiny/pico --task zoo:arith "
                     "--protocol majority_vote --steps 50 --out runs/adversary")
-    p.add_argument("--method", default="crl", help="crl, grpo-indiv, dapo-indiv, raft, nudge, base, "
-                                                   "or a comma-separated list")
+    from ..training.recipes import recipe_names
+
+    p.add_argument("--method", default="crl", help=f"{', '.join(recipe_names('policy'))} (the policy-training "
+                                                   "recipes), or a comma-separated list")
     p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: slm_mux "
                                                     "with tie_break=random)")
     p.add_argument("--task", default=None, help="training task (default: mix:zoo:arith,zoo:reverse)")

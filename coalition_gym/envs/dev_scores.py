@@ -7,8 +7,8 @@ skill differs too much across tasks for one number (the zoo's quill spells words
 cannot add). Without dev scores a ``"dev"`` rule falls back to coalition order, so the first member wins
 every tie whatever it knows, and a leaderboard built on that is wrong, not just noisy.
 
-:func:`dev_scores_for` is the one call every driver makes (``run_episodes`` makes it for its coalition
-when given no ``dev_scores``). Precedence: dev scores the pool states
+:func:`dev_scores_for` is the one call every driver makes, through :attr:`System.dev` (once per System, for
+its frozen members, unless the System was given ``dev_scores``). Precedence: dev scores the pool states
 explicitly (a pool file's ``dev_scores``, ``zoo_pool(dev_task=...)``) win as given; otherwise, when the
 protocol needs them (:meth:`Protocol.needs_dev_scores`), each member answers the first ``n_items`` items
 of the dev split alone (greedy, the protocol's ``max_new_tokens``, one batched call per backend through
@@ -31,7 +31,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..agents.base import Generator, derive_seed
 from ..agents.cache import CachedGenerator, GenerationCache
@@ -39,7 +39,9 @@ from ..errors import ConfigError
 from ..tasks.base import Task
 from ..types import Ask, Item, Sample, SamplingParams
 from .dispatch import dispatch
-from .protocols.base import Protocol
+
+if TYPE_CHECKING:  # the System measures its dev scores here
+    from .system import System
 
 #: Dev items measured per member by default (fewer when the task's dev split is smaller).
 DEFAULT_DEV_ITEMS = 200
@@ -60,9 +62,10 @@ class DevScoreWarning(UserWarning):
 class DevScores:
     """The dev scores a driver hands to ``EpisodeContext.dev_scores``, and where they came from.
 
-    ``source``: ``"explicit"`` (stated by the pool), ``"measured"`` (this module; ``cached`` names the
-    members read back from the cache rather than generated now), ``"not needed"`` (the protocol reads
-    none) or ``"unavailable"`` (needed, but ``why`` says why they could not be measured)."""
+    ``source``: ``"explicit"`` (stated by the pool), ``"given"`` (handed to the System by its caller),
+    ``"measured"`` (this module; ``cached`` names the members read back from the cache rather than generated
+    now), ``"not needed"`` (the protocol reads none, or a coalition of one) or ``"unavailable"`` (needed, but
+    ``why`` says why they could not be measured)."""
 
     scores: dict[str, float] = field(default_factory=dict)
     source: str = "not needed"
@@ -261,28 +264,24 @@ def measure_dev_scores(task: Task, backends: Mapping[str, Generator], members: S
                      generated=generated)
 
 
-def dev_scores_for(protocol: Protocol, task: Task, pool: Any = None, members: Sequence[str] | None = None, *,
-                   backends: Mapping[str, Generator] | None = None, styles: Mapping[str, str] | None = None,
+def dev_scores_for(system: "System", members: Sequence[str] | None = None, *,
+                   backends: Mapping[str, Generator] | None = None,
                    cache: "GenerationCache | str | os.PathLike | None" = None,
                    n_items: int = DEFAULT_DEV_ITEMS, split: str = "dev") -> DevScores:
-    """The dev scores for running ``protocol`` on ``task`` with ``members`` of ``pool`` (default: all its
-    members; pass only the members a driver can ask, never a seat answered from outside). ``backends``
-    and ``styles`` default to the pool's (a driver with other generators for those names, e.g. trained
-    copies, passes its own; without a pool they are required). Explicit pool dev scores win; otherwise
-    they are measured when the protocol needs them, and cached (see the module doc)."""
+    """The dev scores for running ``system``'s protocol on its task with ``members`` of its pool (default:
+    all the pool's members; pass only the members a driver can ask, never a seat answered from outside).
+    ``backends`` default to the pool's (a driver with other generators for those names, e.g. trained
+    copies, passes its own); prompt styles are the system's. Explicit pool dev scores win; otherwise they
+    are measured when the protocol needs them, and cached (see the module doc). A System measures its own
+    once (:attr:`System.dev`); call this for other members, backends or dev sets."""
+    protocol, task, pool, styles = system.protocol, system.task, system.pool, system.styles
     explicit = getattr(pool, "dev_scores", None)
     if explicit:
         return DevScores(dict(explicit), "explicit")
     if not protocol.needs_dev_scores():
         return DevScores()
     if backends is None:
-        if pool is None:
-            raise ConfigError("dev_scores_for needs a pool or the backends to measure")
         backends = pool.backends()
-    if styles is None:
-        styles = getattr(pool, "styles", None) or {}
-    if members is None and pool is None:
-        raise ConfigError("dev_scores_for needs the members to measure when no pool is given")
     names = list(pool.member_names if members is None else members)
     if not names:
         return DevScores(source="unavailable", task=task.name, split=split,

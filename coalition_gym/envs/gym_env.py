@@ -31,11 +31,11 @@ from ..errors import ActionError, ConfigError, EpisodeStateError
 from ..tasks import DEFAULT_TASK
 from ..tasks.base import check_style
 from ..types import Ask, Sample
-from .protocols import EpisodeContext
+from .protocols import EpisodeContext, make_protocol
 from .runner import RunStats
 from .seated import SeatedEpisode, final_info, messages_info, own_answer
 from .spaces import UnicodeText
-from .system import build_system
+from .system import SystemSpec, build_system
 
 
 class CollaborationEnv(gym.Env[str, str]):
@@ -49,25 +49,23 @@ class CollaborationEnv(gym.Env[str, str]):
         check_style(policy_style)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r}; use one of {self.metadata['render_modes']} or None")
-        self.system = build_system(protocol, task, collaborators, members, split, task_kwargs,
-                                   protocol_settings, reserved_names=[] if helper_seat else [policy_name])
+        spec = SystemSpec(protocol, task, collaborators, members, split, task_kwargs, protocol_settings)
         if helper_seat is None:
+            self.system = build_system(spec, {policy_name: policy_style})
             self.policy_name = policy_name
-            self.coalition = tuple(self.system.members) + (policy_name,)
         else:  # the policy takes a fixed helper's decisions (router, ranker, fuser ...); members stay frozen
-            fields = self.system.protocol.helper_fields
-            if helper_seat not in fields or not getattr(self.system.protocol, helper_seat):
-                raise ConfigError(f"helper_seat={helper_seat!r}: protocol {self.system.protocol.name!r} has "
-                                  f"helpers {list(fields) or 'none'}")
-            self.policy_name = getattr(self.system.protocol, helper_seat)
-            self.coalition = tuple(self.system.members)
-        self.styles = {**self.system.pool.styles, self.policy_name: policy_style}
-        seats = [] if helper_seat else [self.policy_name]
+            proto = make_protocol(spec.protocol, **dict(protocol_settings))
+            if helper_seat not in proto.helper_fields or not getattr(proto, helper_seat):
+                raise ConfigError(f"helper_seat={helper_seat!r}: protocol {proto.name!r} has "
+                                  f"helpers {list(proto.helper_fields) or 'none'}")
+            self.policy_name = getattr(proto, helper_seat)
+            self.system = build_system(spec, {self.policy_name: policy_style}, in_coalition=False)
+        self.coalition = tuple(self.system.members)
+        self.styles = self.system.styles
         # what a method learns before episodes (a trained router's dev outcomes) is learned now, once
-        frozen = [m for m in self.coalition if m not in seats]
-        self.system.protocol.prepare(self.system.task, self.system.backends, frozen, seats, self.styles)
+        self.system.prepare()
         #: the frozen members' dev scores on this task (measured once when the protocol needs them)
-        self.dev_scores = self.system.dev_scores(frozen)
+        self.dev_scores = self.system.dev
         self.observation_space: UnicodeText = UnicodeText(max_prompt_chars)
         self.action_space: UnicodeText = UnicodeText(max_action_chars)
         self.render_mode = render_mode
@@ -80,14 +78,8 @@ class CollaborationEnv(gym.Env[str, str]):
     # -- gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        if "item_id" in options:
-            item = self.system.item(options["item_id"])
-        else:
-            item = self.system.items[int(self.np_random.integers(len(self.system.items)))]
-        episode_seed = int(options.get("episode_seed", self.np_random.integers(2**31)))
-        self._ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
-                                   styles=self.styles, dev_scores=self.dev_scores.scores)
+        item, episode_seed = self.system.draw(self.np_random, options or {})
+        self._ctx = self.system.context(item, episode_seed)
         program = self.system.protocol.start(self._ctx)
         self._episode = SeatedEpisode(program, [self.policy_name], self.system.backends, self.stats)
         self._finished = False

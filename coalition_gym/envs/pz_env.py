@@ -26,7 +26,7 @@ from .registration import protocol_of
 from .runner import RunStats
 from .seated import SeatedEpisode, final_info, messages_info, own_answer
 from .spaces import UnicodeText
-from .system import build_system
+from .system import SystemSpec, build_system
 
 
 class CollaborationParallelEnv(ParallelEnv):
@@ -36,18 +36,21 @@ class CollaborationParallelEnv(ParallelEnv):
                  members: Sequence[str] | None = None, automated: Sequence[str] = (), split: str = "train",
                  task_kwargs: dict[str, Any] | None = None, max_prompt_chars: int = 1 << 20,
                  max_action_chars: int = 1 << 16, render_mode: str | None = None, **protocol_settings: Any):
-        self.system = build_system(protocol, task, collaborators, members, split, task_kwargs, protocol_settings)
-        unknown = [a for a in automated if a not in self.system.members]
+        system = build_system(SystemSpec(protocol, task, collaborators, members, split, task_kwargs,
+                                         protocol_settings))
+        unknown = [a for a in automated if a not in system.members]
         if unknown:
-            raise ConfigError(f"automated member {unknown[0]!r} is not in the coalition {self.system.members}")
-        self.coalition = tuple(self.system.members)
+            raise ConfigError(f"automated member {unknown[0]!r} is not in the coalition {list(system.members)}")
+        self.coalition = tuple(system.members)
         self.possible_agents = [m for m in self.coalition if m not in set(automated)]
         if not self.possible_agents:
             raise ConfigError("every member is automated: leave at least one member as an agent")
-        self.system.protocol.prepare(self.system.task, self.system.backends, list(automated), self.possible_agents,
-                                     self.system.pool.styles)
+        # the agents are seats: answered from outside, in their pool prompt styles
+        self.system = system.replace(seats={a: system.pool.styles.get(a, "chat")
+                                                         for a in self.possible_agents})
+        self.system.prepare()
         #: the automated members' dev scores on this task (agents are answered from outside: none)
-        self.dev_scores = self.system.dev_scores(list(automated))
+        self.dev_scores = self.system.dev
         self.agents: list[str] = []
         self.render_mode = render_mode
         self._obs_space = UnicodeText(max_prompt_chars)
@@ -71,14 +74,8 @@ class CollaborationParallelEnv(ParallelEnv):
             self._seed_rng = np.random.default_rng(seed)
             for space in (self._obs_space, self._act_space):
                 space.seed(None if seed is None else int(seed))
-        options = options or {}
-        if "item_id" in options:
-            item = self.system.item(options["item_id"])
-        else:
-            item = self.system.items[int(self._seed_rng.integers(len(self.system.items)))]
-        episode_seed = int(options.get("episode_seed", self._seed_rng.integers(2**31)))
-        self._ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
-                                   styles=self.system.pool.styles, dev_scores=self.dev_scores.scores)
+        item, episode_seed = self.system.draw(self._seed_rng, options or {})
+        self._ctx = self.system.context(item, episode_seed)
         self._episode = SeatedEpisode(self.system.protocol.start(self._ctx), self.possible_agents,
                                       self.system.backends, self.stats)
         self.agents = list(self.possible_agents)

@@ -6,7 +6,7 @@ import gymnasium as gym
 
 from ..errors import ConfigError, UnknownNameError
 from .protocols import BUILTIN_PROTOCOLS, PROTOCOLS, Protocol
-from .protocols.collaborative import check_episodic
+from .protocols.collaborative import refuse_not_episodic
 
 NAMESPACE = "coalition_gym"
 ENTRY_POINT = "coalition_gym.envs.gym_env:CollaborationEnv"
@@ -24,8 +24,7 @@ def env_id_of(cls: type) -> str:
 def register_protocol(cls: type[Protocol], env_id: str | None = None) -> str | None:
     """Make a protocol class available everywhere by its ``name``: ``make_protocol``, ``cgym run/eval
     --protocol``, ``cgym protocols``, and an environment id (``gym.make``, ``gym.make_vec``,
-    ``cgym envs``; default ``coalition_gym/<ClassName>-v0``). Returns the env id. A protocol that
-    trains its members (``trains_members``) gets no env id (an episode cannot train) and returns None."""
+    ``cgym envs``; default ``coalition_gym/<ClassName>-v0``). Returns the env id."""
     if not (isinstance(cls, type) and issubclass(cls, Protocol)) or cls is Protocol:
         raise ConfigError(f"register_protocol takes a Protocol subclass, not {cls!r}")
     name = getattr(cls, "name", "")
@@ -33,11 +32,6 @@ def register_protocol(cls: type[Protocol], env_id: str | None = None) -> str | N
         raise ConfigError(f"{cls.__name__} needs its own class attribute name (e.g. name = 'my_protocol')")
     if PROTOCOLS.get(name, cls) is not cls:
         raise ConfigError(f"protocol name {name!r} is taken by {PROTOCOLS[name].__name__}; choose another")
-    if cls.trains_members:
-        if env_id is not None:
-            raise ConfigError(f"{cls.__name__} trains its members, so it cannot have an environment id")
-        PROTOCOLS[name] = cls
-        return None
     env_id = env_id or env_id_of(cls)
     if ENV_IDS.get(env_id, name) != name:
         raise ConfigError(f"environment id {env_id!r} is taken by protocol {ENV_IDS[env_id]!r}")
@@ -64,6 +58,6 @@ def protocol_of(env_id_or_protocol: str) -> str:
     if env_id_or_protocol in ENV_IDS:
         return ENV_IDS[env_id_or_protocol]
     if env_id_or_protocol in PROTOCOLS:
-        check_episodic(PROTOCOLS[env_id_or_protocol])
         return env_id_or_protocol
+    refuse_not_episodic(env_id_or_protocol)  # a coalition-training recipe: say what it is
     raise UnknownNameError("environment id", env_id_or_protocol, list(ENV_IDS))

@@ -13,16 +13,18 @@ served them) and the tokens of those replies (see :func:`.dispatch.sample_tokens
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..agents.base import Generator, stable_hash
 from ..errors import CoalitionGymError
 from ..result_files import redact
 from ..tasks.base import Task
 from ..types import Ask, EpisodeResult, Item, Outcome, Sample
-from .dev_scores import dev_scores_for
 from .dispatch import EpisodeCost, RunStats, dispatch, sample_tokens, with_cost
-from .protocols.base import EpisodeContext, ProgramGen, Protocol
+from .protocols.base import EpisodeContext, ProgramGen
+
+if TYPE_CHECKING:  # the System starts the episodes; it imports this module's neighbours, not this module
+    from .system import System
 
 
 class ProgramFailed(CoalitionGymError):
@@ -97,7 +99,7 @@ def score_outcome(task: Task, item: Item, coalition: Sequence[str], seed: int,
     if isinstance(outcome, ProgramFailed):
         return EpisodeResult(item.id, tuple(coalition), seed, 0.0, None, False, None, str(outcome))
     if score is None:
-        score = task.score(outcome.answer, item)
+        score = task.score_batch([outcome.answer], [item])[0].score
     return EpisodeResult(item.id, tuple(coalition), seed, score, outcome.answer,
                          outcome.answer is not None, outcome)
 
@@ -125,21 +127,13 @@ def score_outcomes(task: Task, contexts: Sequence[EpisodeContext],
             for k, (ctx, o) in enumerate(zip(contexts, outcomes))]
 
 
-def run_episodes(protocol: Protocol, task: Task, items: Iterable[Item], coalition: Sequence[str],
-                 backends: Mapping[str, Generator], seed: int = 0,
-                 styles: Mapping[str, str] | None = None, dev_scores: Mapping[str, float] | None = None,
-                 stats: RunStats | None = None, progress: bool = False,
-                 description: str = "episodes") -> list[EpisodeResult]:
-    """One protocol execution per item for one coalition, scored by the task. ``dev_scores=None``: the
-    coalition's dev scores are measured on the task's dev split when the protocol needs them (see
-    :mod:`~coalition_gym.envs.dev_scores`, cached); pass a mapping (e.g. ``dev_scores_for(...).scores``)
-    to use given ones."""
-    items = list(items)
-    if dev_scores is None and len(coalition) > 1:  # a member alone is ranked against nobody
-        askable = [m for m in coalition if m in backends]  # an unbound name fails in its episodes, not here
-        dev_scores = dev_scores_for(protocol, task, None, askable, backends=backends, styles=styles or {}).scores
-    contexts = [EpisodeContext(item=it, task=task, members=tuple(coalition), seed=episode_seed(seed, it),
-                               styles=styles or {}, dev_scores=dev_scores or {}) for it in items]
+def run_episodes(system: "System", items: Iterable[Item], seed: int = 0, *, stats: RunStats | None = None,
+                 progress: bool = False, description: str = "episodes") -> list[EpisodeResult]:
+    """One execution of ``system`` per item (its coalition, the runner's per-item episode seed), scored by
+    the task. The dev scores are the system's (:attr:`System.dev`: given ones, or measured on the task's
+    dev split when the protocol needs them, cached)."""
+    contexts = [system.context(it, episode_seed(seed, it)) for it in items]
+    protocol, task, backends = system.protocol, system.task, system.backends
     programs = [protocol.start(ctx) for ctx in contexts]
     bar = None
     if progress:

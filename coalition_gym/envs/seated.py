@@ -146,7 +146,7 @@ def own_answer_of(task: Any, item: Any, replies: Iterable[tuple[str, int, str]])
 def seat_answer(task: Any, item: Any, seat_calls: Sequence[tuple[Ask, Sample]]) -> tuple[str | None, float]:
     """A seat's own answer (:func:`own_answer_of`) and its score."""
     answer = own_answer_of(task, item, [(a.role, a.round, s.text) for a, s in seat_calls])
-    return answer, (task.score(answer, item) if answer is not None else 0.0)
+    return answer, (task.score_batch([answer], [item])[0].score if answer is not None else 0.0)
 
 
 def own_answer(system: Any, ctx: EpisodeContext, episode: SeatedEpisode, seat: str) -> tuple[str | None, float]:

@@ -1,45 +1,149 @@
-"""Assembles what an environment needs: protocol, task, items, pool and the coalition."""
+"""The collaborative system as one object: what every driver (envs, runner, games, training) starts episodes from.
+
+A :class:`System` is a protocol, a task, a pool and the coalition that plays it, with the *seats* (names
+answered from outside the pool, e.g. a policy, with their prompt styles), the prompt styles of everyone,
+the frozen members' dev scores (measured once, lazily) and what the protocol has learned (its learned state,
+outside its settings). :meth:`System.context` / :meth:`System.start` are the one way to start an episode.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from ..agents.base import Generator
-from ..agents.pools import Pool, load_pool
+from ..agents.cache import GenerationCache
+from ..agents.pools import DEFAULT_POOL, Pool, load_pool
 from ..errors import ConfigError, UnknownNameError
-from ..tasks import Task
+from ..tasks import DEFAULT_TASK, Task
 from ..tasks import make as make_task
 from ..types import Item
 from .dev_scores import DevScores, dev_scores_for
-from .protocols import Protocol, make_protocol
-from .protocols.collaborative import check_episodic
+from .protocols import EpisodeContext, ProgramGen, Protocol, make_protocol
 
 
-@dataclass
-class CollaborativeSystem:
+@dataclass(eq=False)
+class System:
+    """protocol + task + pool + coalition (+ seats, styles, dev scores, learned state, items).
+
+    ``members``: the coalition in seat order (default: the pool's members); it may name ``seats``, which
+    the pool does not answer (a policy, PettingZoo agents). ``seats`` maps each such name to its prompt
+    style. ``items``: the split the system was built for (environments draw from it). ``dev_scores``:
+    given scores to use as they are (else measured on first use, see :attr:`dev`); ``cache``: the
+    generation cache that measuring shares. ``learned``: the protocol's learned state (default: a fresh
+    one, :meth:`Protocol.fresh_learned`); pass one to share it between systems."""
+
     protocol: Protocol
     task: Task
-    items: list[Item]
     pool: Pool
-    members: list[str]  # frozen collaborators drawn from the pool, in pool order unless given
+    members: Sequence[str] = None  # type: ignore[assignment]  # None: the pool's members (a tuple once built)
+    seats: Mapping[str, str] = field(default_factory=dict)
+    items: Sequence[Item] = ()
+    dev_scores: Mapping[str, float] | None = None
+    cache: GenerationCache | None = None
+    learned: Any = None
 
+    def __post_init__(self) -> None:
+        self.members = tuple(self.pool.member_names if self.members is None else self.members)
+        self.seats = dict(self.seats)
+        self.items = list(self.items)
+        if self.learned is None:
+            self.learned = self.protocol.fresh_learned()
+        self._by_id = {it.id: it for it in self.items}
+        self._dev: DevScores | None = None
+
+    @classmethod
+    def from_backends(cls, protocol: Protocol, task: Task, backends: Mapping[str, Generator],
+                      members: Sequence[str], **options: Any) -> "System":
+        """A system whose names are bound to ``backends`` directly (no pool file); ``options`` are the
+        other fields (``styles`` sets the prompt styles)."""
+        styles = dict(options.pop("styles", None) or {})
+        return cls(protocol, task, Pool(members=dict(backends), styles=styles, name="backends"), members, **options)
+
+    # -- what episodes read --------------------------------------------------------------------------
     @property
     def backends(self) -> dict[str, Generator]:
         return self.pool.backends()
 
-    def __post_init__(self) -> None:
-        self._by_id = {it.id: it for it in self.items}
+    @property
+    def styles(self) -> dict[str, str]:
+        """Every name's prompt style: the pool's, and each seat's own."""
+        return {**self.pool.styles, **self.seats}
 
-    def dev_scores(self, frozen: Sequence[str]) -> DevScores:
-        """The dev scores the protocol reads, for the ``frozen`` members (those the pool answers; a seat
-        answered from outside cannot be asked dev items and gets none). See ``envs.dev_scores``."""
-        return dev_scores_for(self.protocol, self.task, self.pool, list(frozen))
+    @property
+    def frozen(self) -> list[str]:
+        """The coalition's members the pool answers (everyone but the seats), in coalition order."""
+        backends = self.backends
+        return [m for m in self.members if m not in self.seats and m in backends]
+
+    @property
+    def dev(self) -> DevScores:
+        """The frozen members' dev scores on this task: the given ones, else measured on first use when the
+        protocol needs them (next to the generation cache's file when it has one), the same for every
+        episode and sub-coalition. A coalition of one is ranked against nobody: it gets none."""
+        if self._dev is None:
+            if self.dev_scores is not None:
+                self._dev = DevScores(dict(self.dev_scores), "given")
+            elif len(self.members) < 2:
+                self._dev = DevScores()
+            else:
+                self._dev = dev_scores_for(self, self.frozen, cache=self.cache)
+        return self._dev
 
     def item(self, item_id: str) -> Item:
         if item_id not in self._by_id:
             raise UnknownNameError("item id", item_id, self._by_id)
         return self._by_id[item_id]
+
+    def draw(self, rng: np.random.Generator, options: Mapping[str, Any]) -> tuple[Item, int]:
+        """An environment's next item and episode seed: ``options["item_id"]`` / ``options["episode_seed"]``
+        when given, else drawn by ``rng`` (item first, then seed)."""
+        if "item_id" in options:
+            item = self.item(options["item_id"])
+        else:
+            item = self.items[int(rng.integers(len(self.items)))]
+        return item, int(options.get("episode_seed", rng.integers(2**31)))
+
+    def context(self, item: Item, seed: int, members: Sequence[str] | None = None) -> EpisodeContext:
+        """Everything one episode on ``item`` may read; ``members``: a sub-coalition (a game's coalition,
+        an evaluation without the policy), default the system's coalition."""
+        return EpisodeContext(item=item, task=self.task, members=tuple(self.members if members is None else members),
+                              seed=seed, styles=self.styles, dev_scores=self.dev.scores, learned=self.learned)
+
+    def start(self, item: Item, seed: int, members: Sequence[str] | None = None) -> ProgramGen:
+        """The protocol program of one episode (see :meth:`context`)."""
+        return self.protocol.start(self.context(item, seed, members))
+
+    def prepare(self) -> None:
+        """Let the protocol learn, before any episode, what it would otherwise learn inside one (a trained
+        router's dev outcomes of the frozen members); seats in the coalition cannot be asked and are not."""
+        seats = [m for m in self.members if m in self.seats]
+        self.protocol.prepare(self.learned, self.task, self.backends, self.frozen, seats, self.styles)
+
+    def replace(self, **changes: Any) -> "System":
+        """A copy with ``changes`` to its fields, sharing the learned state unless ``learned`` is changed (pass
+        ``learned=None`` for a fresh one). The dev scores measured so far are kept when nothing they depend on
+        changed (protocol, task, pool, coalition, seats, given scores)."""
+        other = dataclasses.replace(self, **changes)
+        if all(changes[k] is getattr(self, k) for k in _DEV_INPUTS & changes.keys()):
+            other._dev = self._dev
+        return other
+
+    def with_protocol(self, protocol: Protocol) -> "System":
+        """The same system under another protocol (its own learned state; the dev scores measured so far kept)."""
+        other = self.replace(protocol=protocol, learned=None)
+        other._dev = self._dev
+        return other
+
+
+#: the fields a System's dev scores depend on
+_DEV_INPUTS = frozenset({"protocol", "task", "pool", "members", "seats", "dev_scores"})
+
+
+CollaborativeSystem = System  # the old name, kept for one release
 
 
 def with_pool_defaults(protocol: Protocol, pool: Pool) -> Protocol:
@@ -50,22 +154,40 @@ def with_pool_defaults(protocol: Protocol, pool: Pool) -> Protocol:
     return protocol
 
 
-def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: Any,
-                 members: Sequence[str] | None, split: str, task_kwargs: Mapping[str, Any] | None,
-                 protocol_settings: Mapping[str, Any], reserved_names: Sequence[str] = ()) -> CollaborativeSystem:
-    proto = make_protocol(protocol, **dict(protocol_settings))
-    check_episodic(proto)
-    the_task = make_task(task, **dict(task_kwargs or {}))
-    if the_task.held_out and split != "test":
+@dataclass(frozen=True)
+class SystemSpec:
+    """What names a system for an environment: protocol and task (names or objects), the pool (a name, file
+    or Pool), the frozen ``members`` (default: all the pool's), the ``split`` to draw items from, the task's
+    keyword arguments and the protocol's settings."""
+
+    protocol: "str | Protocol" = "debate"
+    task: Any = DEFAULT_TASK
+    collaborators: Any = DEFAULT_POOL
+    members: Sequence[str] | None = None
+    split: str = "train"
+    task_kwargs: Mapping[str, Any] | None = None
+    protocol_settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+def build_system(spec: SystemSpec, seats: Mapping[str, str] | None = None, *,
+                 in_coalition: bool = True) -> System:
+    """The system ``spec`` names, checked: an episodic protocol, items in the split, the helpers the protocol
+    needs in the pool and no seat name clashing with the pool's. ``seats`` (name -> prompt style) sit after
+    the frozen members when ``in_coalition`` (else they take a fixed helper's decisions and the coalition is
+    the frozen members alone)."""
+    seats = dict(seats or {})
+    proto = make_protocol(spec.protocol, **dict(spec.protocol_settings))  # refuses a coalition-training recipe
+    the_task = make_task(spec.task, **dict(spec.task_kwargs or {}))
+    if the_task.held_out and spec.split != "test":
         raise ConfigError(f"task {the_task.name!r} is held out (evaluation only: a test split and nothing to "
                           f"train on), and environments default to split='train'; pass split='test' to "
                           "evaluate on it")
-    items = list(the_task.items(split))
+    items = list(the_task.items(spec.split))
     if not items:
-        raise ConfigError(f"task {the_task.name!r} has no items in split {split!r}")
-    pool = load_pool(collaborators)
+        raise ConfigError(f"task {the_task.name!r} has no items in split {spec.split!r}")
+    pool = load_pool(spec.collaborators)
     proto = with_pool_defaults(proto, pool)
-    chosen = pool.select(list(members)) if members is not None else pool.member_names
+    chosen = pool.select(list(spec.members)) if spec.members is not None else pool.member_names
     missing = [h for h in proto.helper_names() if h not in pool.helpers and h not in pool.members]
     if missing:
         raise ConfigError(f"protocol {proto.name!r} needs helper {missing[0]!r}, which pool {pool.name!r} "
@@ -75,7 +197,9 @@ def build_system(protocol: "str | Protocol", task: "str | Task", collaborators: 
     if helpers_in_coalition:
         raise ConfigError(f"{sorted(helpers_in_coalition)} are fixed helpers of {proto.name!r} and cannot "
                           "also be coalition members")
-    for name in reserved_names:
-        if name in pool.members or name in pool.helpers:
-            raise ConfigError(f"seat name {name!r} clashes with a name in pool {pool.name!r}; choose another")
-    return CollaborativeSystem(proto, the_task, items, pool, chosen)
+    if in_coalition:
+        for name in seats:
+            if name in pool.members or name in pool.helpers:
+                raise ConfigError(f"seat name {name!r} clashes with a name in pool {pool.name!r}; choose another")
+    members = list(chosen) + (list(seats) if in_coalition else [])
+    return System(proto, the_task, pool, members, seats=seats, items=items)

@@ -48,16 +48,9 @@ class CollaborationVectorEnv(VectorEnv):
     # -- sub-episode lifecycle ------------------------------------------------------------------
     def _start(self, i: int, options: dict[str, Any]) -> None:
         env = self.template
-        system = env.system
-        if "item_id" in options:
-            item = system.item(options["item_id"])
-        else:
-            item = system.items[int(self.np_random.integers(len(system.items)))]
-        seed = int(options.get("episode_seed", self.np_random.integers(2**31)))
-        ctx = EpisodeContext(item=item, task=system.task, members=env.coalition, seed=seed, styles=env.styles,
-                             dev_scores=env.dev_scores.scores)
+        ctx = env.system.context(*env.system.draw(self.np_random, options))
         self._contexts[i] = ctx
-        self._episodes[i] = SeatedEpisode(system.protocol.start(ctx), [env.policy_name], None, self.stats)
+        self._episodes[i] = SeatedEpisode(env.system.protocol.start(ctx), [env.policy_name], None, self.stats)
 
     def _observation(self, i: int) -> tuple[str, dict[str, Any]]:
         episode, ctx = self._episodes[i], self._contexts[i]

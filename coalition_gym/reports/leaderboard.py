@@ -12,27 +12,18 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..agents.cache import GenerationCache
-from ..agents.pools import Pool
-from ..envs.executors import Executor
-from ..envs.protocols import Protocol
 from ..errors import ConfigError, did_you_mean
 from ..records import RunRecord, describe_pool, describe_task
 from ..result_files import JsonLines, write_json, write_text
-from ..tasks.base import Task
-from ..types import Item
-from ..valuation.estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult
+from ..valuation.estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult, primary_estimator
 from ..valuation.game import CoalitionGame
 from ..valuation.stats import Correlation, pearson, rescue_drag, spearman
 from . import html
 from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, p_phrase, terminal_table
-
-#: which estimate ranks the leaderboard, best first
-PRIMARY_ORDER = ("shapley", "mc", "banzhaf", "loo")
 
 
 def capped_requests(backends: Any) -> int:
@@ -46,12 +37,14 @@ def capped_requests(backends: Any) -> int:
 
 
 def parse_estimators(spec: str) -> list[str]:
+    """``--estimator``: a registered estimator (``register_estimator``), ``auto``, a comma-separated list of
+    them, or ``all`` (every registered one that ``all`` includes)."""
     names = list(FIELDS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in FIELDS and n != "auto"]
     if bad or not names:
         name = bad[0] if bad else spec
-        raise ConfigError(f"unknown estimator {name!r}.{did_you_mean(name, [*FIELDS, 'auto', 'all'])} Use loo, "
-                          "shapley, banzhaf, mc, auto, a comma-separated list of them, or all")
+        raise ConfigError(f"unknown estimator {name!r}.{did_you_mean(name, [*FIELDS, 'auto', 'all'])} Use "
+                          f"{', '.join(FIELDS)}, auto, a comma-separated list of them, or all")
     return names
 
 
@@ -104,7 +97,7 @@ class EvalReport:
 
     @property
     def primary(self) -> str:
-        return next(name for name in PRIMARY_ORDER if name in self.results)
+        return primary_estimator(self.results)
 
 
 def correlate(x: Sequence[float], y: Sequence[float], seed: int = 0) -> dict[str, Any]:
@@ -123,47 +116,51 @@ def correlate(x: Sequence[float], y: Sequence[float], seed: int = 0) -> dict[str
             "n": len(x), "method": s.method}
 
 
-def evaluate(protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item], estimators: Sequence[str],
-             members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
-             progress: bool = False, n_boot: int = 2000, mc: dict[str, Any] | None = None,
-             requested: str | None = None, executor: Executor | None = None,
-             record_text: bool = True, split: str | None = None, record: RunRecord | None = None,
-             budget_generations: int | None = None, train_dir: Path | None = None) -> EvalReport:
-    """Value ``pool``'s members under ``protocol`` on ``items`` with every estimator asked for.
-    ``record`` (started by the caller; one is started here if None) becomes the report's run record;
-    ``split`` names where ``items`` came from, for that record. A collaborative-training protocol
-    trains every coalition it values, keeping the trained checkpoints in ``train_dir`` (a rerun reuses
-    them) or, when None, in a temporary folder."""
+@dataclass(frozen=True)
+class EvalOptions:
+    """How :func:`evaluate` runs the estimators: ``n_boot`` bootstrap resamples for the CIs; ``mc`` the
+    sampling estimator's settings (tolerance, budget, budget_generations, sampler); ``budget_generations``
+    what ``auto`` may spend; ``requested`` the estimator spec as the user gave it (for the report);
+    ``split`` where the game's items came from (for the run record)."""
+
+    n_boot: int = 2000
+    mc: Mapping[str, Any] | None = None
+    budget_generations: int | None = None
+    requested: str | None = None
+    split: str | None = None
+
+
+def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOptions = EvalOptions(),
+             record: RunRecord | None = None) -> EvalReport:
+    """Value the players of ``game`` with every estimator asked for (``"auto"``: exact Shapley or the
+    sampling estimator, whichever is cheap, see :func:`choose_shapley_estimator`), and their solo strength.
+    The game is built by the caller: ``CoalitionGame(system, seed=...)``, or the game of a method that
+    trains its coalitions (``TrainedCoalitionGame``). Its seed seeds the estimators and bootstraps too.
+    ``record`` (started by the caller; one is started here if None) becomes the report's run record. The
+    game is closed when done."""
     record = record or RunRecord()
     start = time.perf_counter()
-    game: CoalitionGame
-    if protocol.trains_members:
-        from ..training.collaborative import TrainedCoalitionGame
-
-        game = TrainedCoalitionGame(protocol, pool, task, items, train_dir=train_dir, members=members, seed=seed,
-                                    cache=cache, progress=progress, executor=executor, record_text=record_text)
-    else:
-        game = CoalitionGame(protocol, pool, task, items, members=members, seed=seed, cache=cache, progress=progress,
-                             executor=executor, record_text=record_text)
+    seed, n_boot, mc = game.seed, options.n_boot, dict(options.mc or {})
     auto = None
     try:
         if "auto" in estimators:
-            auto = choose_shapley_estimator(game, budget_generations or (mc or {}).get("budget_generations"),
-                                            budget=(mc or {}).get("budget"), seed=seed)
+            auto = choose_shapley_estimator(game, options.budget_generations or mc.get("budget_generations"),
+                                            budget=mc.get("budget"), seed=seed)
             estimators = list(dict.fromkeys(auto["chose"] if e == "auto" else e for e in estimators))
         game.evaluate(_known_coalitions(game, estimators))  # one batch, one progress bar with its real total
         results = {}
         for name in estimators:
-            kwargs = dict(mc or {}) if name == "mc" else {}
+            kwargs = dict(mc) if name == "mc" else {}
             results[name] = ESTIMATORS[name](game, n_boot=n_boot, seed=seed, **kwargs)
         solo = ESTIMATORS["solo"](game, n_boot=n_boot, seed=seed)
     finally:
         game.close()
-    report = EvalReport(game, solo, results, requested or ",".join(estimators), time.perf_counter() - start)
+    report = EvalReport(game, solo, results, options.requested or ",".join(estimators), time.perf_counter() - start)
     report.correlation = correlate(list(solo.values), list(results[report.primary].values), seed=seed)
     report.auto = auto
-    report.record = record.finish(pool=describe_pool(pool, game.players), task=describe_task(task, split),
-                                  protocol={"name": game.protocol.name, "settings": game.protocol.settings()},
+    report.record = record.finish(pool=describe_pool(game.pool, game.players),
+                                  task=describe_task(game.task, options.split),
+                                  protocol={"name": game.protocol_name, "settings": game.protocol_settings()},
                                   seeds={"seed": seed, "bootstrap": n_boot},
                                   items=[it.id for it in game.items], dev_scores=game.dev.record())
     return report
@@ -202,7 +199,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
             row[f"{FIELDS[name]}_stderr"] = float(res.stderr[k])
         models.append(row)
     return {
-        "protocol": game.protocol.name, "protocol_settings": game.protocol.settings(), "task": game.task.name,
+        "protocol": game.protocol_name, "protocol_settings": game.protocol_settings(), "task": game.task.name,
         "pool": list(game.players), "pool_name": game.pool.name, "estimator": report.requested,
         "primary_estimator": FIELDS[report.primary], "n_items": game.n_items, "seed": game.seed,
         "full_coalition_score": game.value(game.players), "models": models,
@@ -228,7 +225,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
 def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
     game = report.game
     label = FIELDS[report.primary]
-    lines = [f"# {game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)", "",
+    lines = [f"# {game.protocol_name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)", "",
              f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); "
              "95% bootstrap CIs over items.", ""]
     training = game.training_summary()
@@ -257,7 +254,7 @@ def plot(report: EvalReport, path: Path) -> None:
         ax.annotate(p, (report.solo.values[k], main.values[k]), textcoords="offset points", xytext=(5, 5))
     ax.axhline(0.0, color="grey", lw=0.5)
     corr = report.correlation
-    title = f"{report.game.protocol.name} on {report.game.task.name}"
+    title = f"{report.game.protocol_name} on {report.game.task.name}"
     if corr.get("spearman") is not None:
         title += f"\nSpearman {corr['spearman']:.2f} (p {p_phrase(corr['spearman_p'])})"
     ax.set_title(title, fontsize=10)
@@ -278,7 +275,7 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
         for game in games:
             for coalition, records in game.records.items():
                 for record in records:
-                    lines.write({"protocol": game.protocol.name, **record})
+                    lines.write({"protocol": game.protocol_name, **record})
     write_json(paths["summary.json"], summary(report))
     write_json(paths["run.json"], report.record)
     write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
@@ -303,7 +300,7 @@ def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes 
     label = FIELDS[report.primary]
     failures = game.failure_summary()
     page = html.Page(
-        title=f"{game.protocol.name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)",
+        title=f"{game.protocol_name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)",
         intro=[f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); 95% "
                "bootstrap CIs over items. Click a column header to sort."],
         tables=[html.leaderboard_table(rows)], png=png,

@@ -28,20 +28,18 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..agents.adversaries import REGISTERED_ADVERSARIES, adversary_names
 from ..agents.base import Generator
 from ..agents.pools import Pool
-from ..agents.simulated import SimulatedAgent, adversary_profile
-from ..envs.protocols import PROTOCOLS, make_protocol
-from ..envs.protocols.collaborative import check_episodic
+from ..envs.protocols import PROTOCOLS
+from ..envs.protocols.collaborative import refuse_not_episodic
+from ..envs.system import System
 from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..failures import FailureSummary
-from ..tasks.base import Task
-from ..types import Item
 from ..valuation.game import CoalitionGame
 from ..valuation.stats import bootstrap_mean, rescue_drag
 
@@ -67,8 +65,8 @@ def check_protocols(names: Sequence[str]) -> list[str]:
         raise ConfigError(f"give at least one protocol; known: {', '.join(PROTOCOLS)}")
     for name in names:
         if name not in PROTOCOLS:
+            refuse_not_episodic(name)  # a coalition-training recipe has no episode seat for an adversary
             raise UnknownNameError("protocol", name, PROTOCOLS)
-        check_episodic(PROTOCOLS[name])  # an adversary sits in an episode's seat
     return list(names)
 
 
@@ -103,12 +101,9 @@ def _model_generator(folder: str) -> tuple[Generator, str]:
 def adversarial_pool(pool: Pool, adversary: str, seats: Sequence[str]) -> Pool:
     """``pool`` with each of ``seats`` rebound to the adversary (same names, so the same seeds)."""
     members, styles = dict(pool.members), dict(pool.styles)
-    if adversary in REGISTERED_ADVERSARIES:  # a user's (register_adversary)
+    if check_adversary(adversary) == "profile":  # registered (register_adversary), the simulated ones included
         for s in seats:
             members[s] = REGISTERED_ADVERSARIES[adversary][0](s)
-    elif check_adversary(adversary) == "profile":
-        for s in seats:
-            members[s] = SimulatedAgent(adversary_profile(adversary, s))
     else:
         gen, style = _model_generator(adversary)
         for s in seats:
@@ -182,34 +177,47 @@ def summarise(honest: np.ndarray, adversarial: np.ndarray, adversary_solo: np.nd
     return out
 
 
-def robustness(protocols: Sequence[str], pool: Pool, task: Task, items: Sequence[Item], adversary: str,
-               seat: str | None = None, members: Sequence[str] | None = None, seed: int = 0,
-               settings: Mapping[str, Mapping[str, Any]] | None = None, n_boot: int = 2000,
-               progress: bool = False, record_text: bool = False,
-               on_records: Callable[[str, str, list[dict]], None] | None = None,
-               cache: Any = None) -> RobustnessReport:
-    """Honest vs adversarial system scores per protocol (see the module doc). ``settings`` maps a
-    protocol name to its settings; ``on_records(protocol, "honest"|"adversarial", rows)`` receives
-    the per-episode records as each protocol finishes. With a generation ``cache``, a rerun of an
-    interrupted run recomputes nothing that finished."""
-    names = check_protocols(protocols)
+@dataclass(frozen=True)
+class RobustnessOptions:
+    """How :func:`robustness` runs: ``seat`` the adversary takes (default: the coalition's first member),
+    ``seed`` (episode seeds and bootstraps), ``n_boot`` resamples, ``progress`` bars and ``record_text``
+    (reply texts in the per-episode records)."""
+
+    seat: str | None = None
+    seed: int = 0
+    n_boot: int = 2000
+    progress: bool = False
+    record_text: bool = False
+
+
+def robustness(systems: Sequence[System], adversary: str, options: RobustnessOptions = RobustnessOptions(), *,
+               on_records: Callable[[str, str, list[dict]], None] | None = None) -> RobustnessReport:
+    """Honest vs adversarial system scores per protocol (see the module doc). ``systems``: one per protocol
+    (with its settings), all on the same pool, task, items and coalition. ``on_records(protocol,
+    "honest"|"adversarial", rows)`` receives the per-episode records as each protocol finishes. With a
+    generation cache in the systems, a rerun of an interrupted run recomputes nothing that finished."""
+    if not systems:
+        check_protocols([])  # says which protocols there are
+    names = check_protocols([s.protocol.name for s in systems])
+    first = systems[0]
+    pool, task, coalition, items = first.pool, first.task, list(first.members), list(first.items)
+    if any(s.pool is not pool or s.task is not task or (list(s.members), list(s.items)) != (coalition, items)
+           for s in systems):
+        raise ConfigError("robustness: every protocol's system must have the same pool, task, coalition and items")
     check_adversary(adversary)
-    coalition = pool.select(list(members)) if members is not None else pool.member_names
-    seats = adversary_seats(coalition, adversary, seat)
+    seed = options.seed
+    seats = adversary_seats(coalition, adversary, options.seat)
     bad_pool = adversarial_pool(pool, adversary, seats)
-    items = list(items)
     rows = []
-    for name in names:
-        cfg = dict((settings or {}).get(name, {}))
-        # A fresh protocol per game: a trained router remembers members' dev outcomes by name.
-        honest = CoalitionGame(make_protocol(name, **cfg), pool, task, items, coalition, seed=seed,
-                               progress=progress, record_text=record_text, cache=cache)
+    for name, system in zip(names, systems):
+        honest = CoalitionGame(system, seed=seed, progress=options.progress, record_text=options.record_text)
         # The adversary inherits its seat's dev score (measured on the honest pool): the two runs differ by
-        # the adversary's text only, never by what the protocol knows about its members.
+        # the adversary's text only, never by what the protocol knows about its members. Its own learned
+        # state: a trained router remembers members' dev outcomes by name.
         inherited = dataclasses.replace(bad_pool, dev_scores=dict(honest.dev.scores))
         games = {"honest": honest,
-                 "adversarial": CoalitionGame(make_protocol(name, **cfg), inherited, task, items, coalition,
-                                              seed=seed, progress=progress, record_text=record_text, cache=cache)}
+                 "adversarial": CoalitionGame(system.replace(pool=inherited, learned=None), seed=seed,
+                                              progress=options.progress, record_text=options.record_text)}
         scores = {label: g.per_item(coalition) for label, g in games.items()}
         solo = {"adversary_solo": games["adversarial"].solo_game().per_item([seats[0]]),
                 "seat_solo": games["honest"].solo_game().per_item([seats[0]])}
@@ -220,7 +228,7 @@ def robustness(protocols: Sequence[str], pool: Pool, task: Task, items: Sequence
             if on_records is not None:
                 on_records(name, label, g.records[frozenset(coalition)])
         estimates = summarise(scores["honest"], scores["adversarial"], solo["adversary_solo"], solo["seat_solo"],
-                              n_boot=n_boot, seed=seed)
+                              n_boot=options.n_boot, seed=seed)
         rows.append(ProtocolRobustness(name, estimates, {**{k: v.tolist() for k, v in scores.items()},
                                                          **{k: v.tolist() for k, v in solo.items()}}, failures))
     return RobustnessReport(pool.name, task.name, adversary, seats, list(coalition), len(items), seed, rows,
@@ -228,4 +236,4 @@ def robustness(protocols: Sequence[str], pool: Pool, task: Task, items: Sequence
 
 
 __all__ = ["QUANTITIES", "ProtocolRobustness", "RobustnessReport", "adversarial_pool", "adversary_seats",
-           "check_adversary", "check_protocols", "overlap", "robustness", "summarise"]
+           "check_adversary", "check_protocols", "overlap", "robustness", "RobustnessOptions", "summarise"]

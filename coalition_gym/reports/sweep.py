@@ -7,29 +7,59 @@ pools its tasks. Settings are then corrected together with Benjamini-Hochberg.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..agents.cache import GenerationCache
 from ..agents.pools import check_pool_name, load_pool
 from ..envs.protocols import make_protocol
+from ..envs.system import System
 from ..failures import FailureSummary
 from ..records import RunRecord
 from ..result_files import write_json, write_text
 from ..tasks import make as make_task
+from ..valuation.game import CoalitionGame
 from ..valuation.stats import format_p, summarise_settings
-from .leaderboard import FIELDS, EvalReport, correlate, evaluate, write_report
+from .leaderboard import FIELDS, EvalOptions, EvalReport, correlate, evaluate, write_report
 
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
-def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[str], estimators: Sequence[str],
-              n_items: int, out: Path, seed: int = 0, cache_dir: Path | None = None, alpha: float = 0.05,
-              progress: bool = False, log: Callable[[str], None] = print,
-              failures: FailureSummary | None = None, record: RunRecord | None = None,
-              record_text: bool = True) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SweepGrid:
+    """What a sweep crosses: every pool x protocol x task, each evaluated with ``estimators`` on the first
+    ``n_items`` test items."""
+
+    pools: Sequence[str]
+    protocols: Sequence[str]
+    tasks: Sequence[str]
+    estimators: Sequence[str]
+    n_items: int
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How a sweep runs: ``seed`` (every evaluation's), ``cache_dir`` (one generation cache file per pool),
+    ``alpha`` (the Benjamini-Hochberg level), ``progress`` bars and ``record_text`` (reply texts in the
+    results files)."""
+
+    seed: int = 0
+    cache_dir: Path | None = None
+    alpha: float = 0.05
+    progress: bool = False
+    record_text: bool = True
+
+
+def run_sweep(grid: SweepGrid, out: Path, options: SweepOptions = SweepOptions(), *,
+              log: Callable[[str], None] = print, failures: FailureSummary | None = None,
+              record: RunRecord | None = None) -> dict[str, Any]:
+    """Evaluate every setting of ``grid`` into ``out`` (a folder per pool/protocol/task), then correlate
+    solo and compositional strength per (pool, protocol) setting and correct the settings together."""
+    pools, protocols, tasks, n_items = grid.pools, grid.protocols, grid.tasks, grid.n_items
+    seed, cache_dir, alpha = options.seed, options.cache_dir, options.alpha
     record = record or RunRecord()
     for pool_name in pools:  # every name checked before the first setting runs
         check_pool_name(pool_name)
@@ -48,9 +78,10 @@ def run_sweep(pools: Sequence[str], protocols: Sequence[str], tasks: Sequence[st
             obs: list[dict[str, Any]] = []
             for task_name in tasks:
                 task = make_task(task_name, size=n_items)
-                report: EvalReport = evaluate(make_protocol(protocol_name), pool, task, task.items("test")[:n_items],
-                                              estimators, seed=seed, cache=cache, progress=progress,
-                                              record_text=record_text, split="test")
+                system = System(make_protocol(protocol_name), task, pool, items=task.items("test")[:n_items],
+                                cache=cache)
+                game = CoalitionGame(system, seed=seed, progress=options.progress, record_text=options.record_text)
+                report: EvalReport = evaluate(game, grid.estimators, EvalOptions(split="test"))
                 write_report(report, out / _slug(pool_name) / protocol_name / _slug(task_name))
                 failures.merge(report.game.failure_summary())
                 main = report.results[report.primary]

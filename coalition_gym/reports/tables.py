@@ -5,12 +5,29 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
+from ..valuation.estimators import ESTIMATORS
 from ..valuation.stats import format_p, shared_ranks
 
-#: estimator name -> field name in summary.json and column label, in display order
-FIELDS = {"loo": "loo", "shapley": "shapley", "banzhaf": "banzhaf", "mc": "mc_shapley"}
+
+class _Fields(Mapping[str, str]):
+    """Estimator name -> field name in summary.json and column label, in display order: a live view of
+    the estimator registry (``register_estimator``), so a registered estimator has its column too."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in ESTIMATORS or not ESTIMATORS[name].in_all:
+            raise KeyError(name)
+        return ESTIMATORS[name].field
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, e in ESTIMATORS.items() if e.in_all)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+FIELDS: Mapping[str, str] = _Fields()
 
 
 def leaderboard_rows(players: Sequence[str], solo: Any, results: Mapping[str, Any],

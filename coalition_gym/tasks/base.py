@@ -1,6 +1,7 @@
 """The Task interface: items, prompt rendering, answer extraction and scoring.
 
-A task scores itself (reasoning-gym's convention); protocols only call ``extract`` to compare
+A task is its items plus an answer kind (``answer_kind``: a parser and a rubric, scorers/kinds.py).
+Drivers call one scoring method, :meth:`Task.score_batch`; protocols only call ``extract`` to compare
 answers and never decide what counts as correct.
 """
 
@@ -11,8 +12,8 @@ from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
 from ..errors import ConfigError
-from ..prompts import ANSWER_INSTRUCTION, SYSTEM_PROMPT
-from ..scorers.answers import extract_final_answer
+from ..prompts import SYSTEM_PROMPT
+from ..scorers.kinds import ANSWER_KINDS, NO_CONTEXT, AnswerKind, ScoringContext, resolve_answer_kind
 from ..scorers.result import ScoreResult
 from ..types import Item, Message
 
@@ -20,9 +21,11 @@ SPLITS = ("train", "dev", "test")
 PROMPT_STYLES = ("chat", "compact")
 
 
-
 class Task(ABC):
-    """A dataset of items that knows how to ask for, extract and score answers."""
+    """A dataset of items composed with an answer kind that shows questions and reads and scores answers.
+
+    A new task writes ``items`` and names its ``answer_kind`` (a registered name such as ``"numeric"``,
+    or an :class:`AnswerKind`); a new scorer is an AnswerKind that writes its rubric, ``score``."""
 
     name: str = "task"
     category: str = "general"
@@ -31,38 +34,63 @@ class Task(ABC):
     #: The share of test questions that may also be train questions (:func:`split_overlap`); a task with
     #: a small question space states its own, so ``check_task`` passes it knowingly and no other.
     max_split_overlap: float = 0.05
+    #: How questions are shown and answers read and scored: an AnswerKind or a registered kind's name.
+    answer_kind: AnswerKind | str | None = None
 
     @abstractmethod
     def items(self, split: str = "test") -> Sequence[Item]:
         """The items of ``split`` (one of SPLITS), in a fixed order."""
 
-    @abstractmethod
-    def score(self, answer: str | None, item: Item) -> float:
-        """Score in [0, 1] of one extracted answer; None (unparseable) scores 0. The simple hook a task
-        implements; drivers call :meth:`score_batch`."""
+    @property
+    def kind(self) -> AnswerKind:
+        """The task's answer kind, resolved (a name is looked up in the answer-kind registry)."""
+        if _overrides_old_hooks(type(self)):
+            return ScoreMethodKind(self, None if self.answer_kind is None else resolve_answer_kind(self.answer_kind))
+        return self._declared_kind()
 
-    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
-        """One answer's score with whether it could be read and why it scored what it did."""
-        return ScoreResult(float(self.score(answer, item)), answer is not None,
-                           "no answer" if answer is None else "")
+    def _declared_kind(self) -> AnswerKind:
+        if self.answer_kind is None:
+            raise ConfigError(f"task {self.name!r} has no answer kind: set answer_kind to an AnswerKind or a "
+                              f"registered kind's name ({', '.join(ANSWER_KINDS)})")
+        return resolve_answer_kind(self.answer_kind)
+
+    def scoring_context(self) -> ScoringContext:
+        """What the task lends its kind (sandbox workers and limits, kernel settings, option count)."""
+        return NO_CONTEXT
 
     def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
-        """The one batch scoring method every driver calls: a ScoreResult per answer. Execution-based
-        tasks (code, kernels) override it to run the programs in parallel in the sandbox."""
-        return [self.score_detail(a, i) for a, i in zip(answers, items)]
+        """The one scoring method every driver calls: a ScoreResult per extracted answer (None, an
+        unreadable answer, scores 0). Execution-based kinds run the programs in parallel in the sandbox."""
+        return self.kind.score_batch(answers, items, self.scoring_context())
+
+    def score(self, answer: str | None, item: Item) -> float:
+        """One answer's score in [0, 1]: a convenience over :meth:`score_batch`."""
+        return self._score_one(answer, item, type(self).score is not Task.score).score
+
+    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
+        """One answer's ScoreResult: a convenience over :meth:`score_batch` (kept for one release)."""
+        return self._score_one(answer, item, type(self).score_detail is not Task.score_detail)
+
+    def _score_one(self, answer: str | None, item: Item, overridden: bool) -> ScoreResult:
+        if overridden:  # reached through super() from a subclass's own score/score_detail (written before
+            # answer kinds): the parent's scoring is the declared kind, not that override again
+            return self._declared_kind().score_batch([answer], [item], self.scoring_context())[0]
+        return self.score_batch([answer], [item])[0]
 
     def extract(self, text: str | None, item: Item | None = None) -> str | None:
-        """The canonical final answer of a reply, or None when it has none. ``item`` is the item the
-        reply answers (a mixture extracts with that item's own task)."""
-        return extract_final_answer(text)
+        """The canonical final answer of a reply, or None when it has none: the kind's parser. ``item``
+        is the item the reply answers (a mixture extracts with that item's own task)."""
+        return self.kind.extract(text, item, self.scoring_context())
 
     def prompt(self, item: Item, style: str = "chat") -> list[Message]:
-        """The question as chat messages, in the member's prompt style."""
+        """The question as chat messages, in the member's prompt style: the kind shows the question and
+        says how the reply must end."""
         check_style(style)
+        text = self.kind.question(item)
         if style == "compact":
-            return [Message("user", f"{item.question}\nAnswer:")]
-        return [Message("system", SYSTEM_PROMPT),
-                Message("user", f"{item.question}\n\n{ANSWER_INSTRUCTION}")]
+            return [Message("user", f"{text}\nAnswer:")]
+        instruction = self.kind.instruction
+        return [Message("system", SYSTEM_PROMPT), Message("user", f"{text}\n\n{instruction}" if instruction else text)]
 
     def describe(self) -> dict[str, Any]:
         """What a run record says about the task: its name and the options it was built with."""
@@ -80,6 +108,43 @@ class Task(ABC):
     def check_split(self, split: str) -> None:
         if split not in SPLITS:
             raise ConfigError(f"task {self.name!r}: unknown split {split!r}; use one of {', '.join(SPLITS)}")
+
+
+class ScoreMethodKind(AnswerKind):
+    """The answer kind of a task written before answer kinds, which overrides ``score`` (a float) or
+    ``score_detail``: that method is the rubric, exactly as it scored; the parser and the question
+    are the task's declared kind's (the final-answer line when it declares none). Kept for one
+    release; new tasks set ``answer_kind``."""
+
+    name = "task_score_method"
+
+    def __init__(self, task: Task, declared: AnswerKind | None):
+        self.task, self.declared = task, declared
+        if declared is not None:
+            self.instruction = declared.instruction
+
+    def question(self, item: Item) -> str:
+        return item.question if self.declared is None else self.declared.question(item)
+
+    def extract(self, text: Any, item: Item | None = None, context: ScoringContext = NO_CONTEXT) -> str | None:
+        if self.declared is None:
+            return super().extract(text, item, context)
+        return self.declared.extract(text, item, context)
+
+    def score(self, answer: str, item: Item) -> ScoreResult:
+        return self.score_one(answer, item)
+
+    def score_one(self, answer: str | None, item: Item) -> ScoreResult:
+        if type(self.task).score_detail is not Task.score_detail:
+            return self.task.score_detail(answer, item)
+        return ScoreResult(float(self.task.score(answer, item)), answer is not None,
+                           "no answer" if answer is None else "")
+
+
+def _overrides_old_hooks(cls: type[Task]) -> bool:
+    """Whether a task class scores with its own ``score``/``score_detail`` (the interface before answer
+    kinds): they stay its rubric, also under a built-in task that has an answer kind."""
+    return cls.score is not Task.score or cls.score_detail is not Task.score_detail
 
 
 def check_style(style: str) -> None:

@@ -1,7 +1,8 @@
 """The paper's datasets, read from local files (see ``loaders.py`` for where they are looked for).
 
 Each ``DatasetSpec`` names the Hugging Face dataset to download, the file patterns of its splits,
-how a record becomes an ``Item`` and how answers are extracted and scored (``kind``). Splits:
+how a record becomes an ``Item`` and the name of its answer kind (``kind``: how questions are shown
+and answers read and scored, scorers/kinds.py). Splits:
 ``test`` is the dataset's evaluation split. Datasets that ship a training split give ``train`` and
 ``dev`` as a seeded 8:2 split of it (``splits.train_dev_split``); the others are held-out tasks
 (test only) and asking them for train/dev items raises ``ConfigError``.
@@ -19,22 +20,21 @@ from ..errors import ConfigError
 from ..scorers import choice as mc
 from ..scorers.answers import last_boxed, normalize_answer
 from ..scorers.kernels import KernelConfig
-from ..scorers.kinds import ANSWER_KINDS, AnswerKind, ScoringContext, score_theoremqa
-from ..scorers.result import ScoreResult
-from ..types import Item, Message
-from .base import SYSTEM_PROMPT, Task, check_style
+from ..scorers.kinds import ANSWER_KINDS, ScoringContext, resolve_answer_kind, score_theoremqa
+from ..types import Item
+from .base import Task
 from .loaders import DataFormatError, Record, find_files, read_records
 from .splits import train_dev_split
 
 Converter = Callable[[Record, int], Item]
-KINDS = tuple(ANSWER_KINDS)  # how answers are extracted and scored: scorers/kinds.py
+KINDS = tuple(ANSWER_KINDS)  # the built-in answer kinds (scorers/kinds.py); register_answer_kind adds more
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
     category: str  # QA | reasoning | math | coding | science
-    kind: str  # one of KINDS: how answers are extracted and scored
+    kind: str  # a registered answer kind's name: how answers are extracted and scored
     hf_repo: str | None
     splits: Mapping[str, tuple[str, ...]]  # "test" (and "train"): glob patterns inside the data folder
     convert: Converter
@@ -252,7 +252,7 @@ SPECS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
 
 def render_question(item: Item, kind: str) -> str:
     """The question as the dataset's answer kind shows it (options listed, reference code fenced)."""
-    return ANSWER_KINDS[kind].question(item)
+    return resolve_answer_kind(kind).question(item)
 
 
 class FileTask(Task):
@@ -268,6 +268,8 @@ class FileTask(Task):
             raise ConfigError(f"task {spec.name!r}: unknown option(s) {sorted(unknown)}; accepted: {accepted}")
         if size is not None and int(size) < 1:
             raise ConfigError(f"task {spec.name}: size={size} must be >= 1")
+        if self.answer_kind is None:  # a subclass may name another kind
+            self.answer_kind = resolve_answer_kind(spec.kind)  # an unknown name fails here, not at the first score
         self.spec, self.path, self.seed = spec, path, int(seed)
         self.size = None if size is None else int(size)
         self.options = {**spec.options, **options}
@@ -323,36 +325,9 @@ class FileTask(Task):
         loaded = [len(i.choices) for items in self._cache.values() for i in items if i.choices]
         return max(loaded, default=4)
 
-    def prompt(self, item: Item, style: str = "chat") -> list[Message]:
-        check_style(style)
-        text = self.kind.question(item)
-        instruction = self.kind.instruction
-        if style == "compact":
-            return [Message("user", f"{text}\nAnswer:")]
-        body = f"{text}\n\n{instruction}" if instruction else text
-        return [Message("system", SYSTEM_PROMPT), Message("user", body)]
-
-    @property
-    def kind(self) -> AnswerKind:
-        """The spec's answer kind: how questions are shown and answers read and scored."""
-        return ANSWER_KINDS[self.spec.kind]
-
-    def _context(self) -> ScoringContext:
+    def scoring_context(self) -> ScoringContext:
         return ScoringContext(workers=self.workers, kernel=self.kernel, n_options=self._max_options(),
                               numeric_fallback=self.spec.numeric_fallback)
-
-    def extract(self, text: str | None, item: Item | None = None) -> str | None:
-        return self.kind.extract(text, item, self._context())
-
-    def score(self, answer: str | None, item: Item) -> float:
-        return self.score_detail(answer, item).score
-
-    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
-        return self.score_batch([answer], [item])[0]
-
-    def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
-        """Execution-based kinds run all programs in parallel in the sandbox."""
-        return self.kind.score_batch(answers, items, self._context())
 
 
 __all__ = ["DatasetSpec", "SPECS", "FileTask", "KINDS", "render_question", "score_theoremqa"]

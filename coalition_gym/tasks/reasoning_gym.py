@@ -6,16 +6,18 @@ copies of each other (they did, until this was fixed: 99.9% of test questions we
 the stride keeps the splits' seed ranges disjoint for any size below it. A generator with a small
 question space (one-digit arithmetic has 360 questions) still repeats questions across splits, as
 independent draws from it do: :func:`split_overlap` tells how much.
-Scoring is reasoning-gym's own ``score_answer``.
+The answer kind reads the final ``Answer:`` line and scores with reasoning-gym's own ``score_answer``
+(:class:`ReasoningGymAnswer`).
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError, UnknownNameError
 from ..scorers.answers import normalize_answer
+from ..scorers.kinds import AnswerKind
+from ..scorers.result import ScoreResult, unparsed
 from ..types import Item
 from .base import SPLITS, Task
 
@@ -39,6 +41,26 @@ def rg_category(dataset: str) -> str:
     return cls.__module__.split(".")[1]
 
 
+class ReasoningGymAnswer(AnswerKind):
+    """A reasoning-gym dataset's answer kind: the final-answer parser, and the dataset's own
+    ``score_answer`` as the rubric (clamped to [0, 1]; it judges every answer but None, the empty one
+    too, and a judge that raises on a hostile answer gives 0)."""
+
+    name = "reasoning_gym"
+
+    def __init__(self, judge: Callable[[str, Item], float]):
+        self.judge = judge
+
+    def score(self, answer: str, item: Item) -> ScoreResult:
+        try:
+            return ScoreResult(float(max(0.0, min(1.0, self.judge(answer, item)))), True, "")
+        except Exception:  # a scorer must never crash a run on a hostile answer
+            return ScoreResult(0.0, True, "")
+
+    def score_one(self, answer: str | None, item: Item) -> ScoreResult:
+        return unparsed() if answer is None else self.score(answer, item)
+
+
 class ReasoningGymTask(Task):
     def __init__(self, dataset: str, size: int = 200, seed: int = 0,
                  config: Mapping[str, Any] | None = None, name: str | None = None):
@@ -53,6 +75,8 @@ class ReasoningGymTask(Task):
         self.name = name or f"rg/{dataset}"
         self.category = rg_category(dataset)
         self._splits: dict[str, tuple[Any, list[Item]]] = {}
+        if self.answer_kind is None:  # reasoning-gym's own judge, unless a subclass names another kind
+            self.answer_kind = ReasoningGymAnswer(self.score_answer)
 
     def _load(self, split: str) -> tuple[Any, list[Item]]:
         self.check_split(split)
@@ -77,20 +101,12 @@ class ReasoningGymTask(Task):
     def items(self, split: str = "test") -> list[Item]:
         return self._load(split)[1]
 
-    @cached_property
-    def _scorer(self) -> Any:
-        return self._load("test")[0]
-
-    def score(self, answer: str | None, item: Item) -> float:
-        if answer is None:
-            return 0.0
+    def score_answer(self, answer: str, item: Item) -> float:
+        """The dataset's ``score_answer`` for one readable answer (may raise on a hostile one)."""
         entry = item.meta.get("entry") if item.meta else None
         if entry is None:
             entry = {"question": item.question, "answer": item.gold, "metadata": dict(item.meta)}
-        try:
-            return float(max(0.0, min(1.0, self._scorer.score_answer(answer, entry))))
-        except Exception:  # a scorer must never crash a run on a hostile answer
-            return 0.0
+        return self._load("test")[0].score_answer(answer, entry)
 
 
-__all__ = ["ReasoningGymTask", "rg_dataset_names", "rg_category", "SPLITS"]
+__all__ = ["ReasoningGymTask", "ReasoningGymAnswer", "rg_dataset_names", "rg_category", "SPLITS"]

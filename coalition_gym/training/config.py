@@ -20,12 +20,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ..agents.hf_fast import FAST_DECODE
 from ..errors import ConfigError, did_you_mean
+from ..settings_check import check_settings, setting
+from .recipes import RecipeView, recipe_names, recipe_of
 
 
 def method_names() -> list[str]:
-    """Every registered training method (the built-ins, then :func:`register_method`'s)."""
-    return list(CONFIGS)
+    """Every registered policy-training recipe (the built-ins, then :func:`register_recipe`'s)."""
+    return recipe_names("policy")
+
+
 COLLABORATOR_DRAWS = ("shared", "fresh")
 ROLLOUT_BACKENDS = ("hf", "vllm")
 EVAL_DECODING = ("sampled", "greedy")
@@ -36,7 +41,7 @@ REWARDS = ("system", "negate")  # PolicyGradientConfig.reward
 class TrainConfig:
     """Settings shared by every method."""
 
-    method: str = "crl"
+    method: str = ""  # the recipe's name; "": the recipe registered with this settings class
     protocol: str = "slm_mux"
     protocol_settings: dict[str, Any] = field(default_factory=dict)  # e.g. {"rounds": 2}; see rounds below
     task: str = "rg/basic_arithmetic"
@@ -46,23 +51,25 @@ class TrainConfig:
     policy_style: str = "compact"
     collaborators: str = "sim:demo"
     members: list[str] | None = None
-    steps: int = 100
-    items_per_step: int = 8
-    group_size: int = 8  # G executions of each item; items_per_step * group_size per optimiser step
+    steps: int = setting(100, ge=1)
+    items_per_step: int = setting(8, ge=1)
+    group_size: int = setting(8, ge=1, doc="G executions of each item; items_per_step * G per optimiser step")
     # "shared": the G executions of an item draw the collaborators (and the protocol's own randomness)
     # once, only the policy samples afresh, so a group's reward differences are the policy's doing;
     # "fresh": every execution draws everything anew.
-    collaborator_draws: str = "shared"
-    rollout_temperature: float | None = None  # the policy's sampling temperature in training; None: the protocol's
-    lr: float = 1e-6
+    collaborator_draws: str = setting("shared", choices=COLLABORATOR_DRAWS)
+    # the policy's sampling temperature in training; None: the protocol's
+    rollout_temperature: float | None = setting(None, gt=0)
+    lr: float = setting(1e-6, gt=0)
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    micro_batch: int = 16
+    micro_batch: int = setting(16, ge=1)
     rounds: int = 2  # collaboration rounds during training (debate); ignored by one-round protocols
-    max_new_tokens: int = 64
-    eval_every: int = 3
-    eval_items: int = 16
-    eval_decoding: str = "sampled"  # the policy's decoding at evaluation: the protocol's sampling, or greedy
+    max_new_tokens: int = setting(64, ge=1)
+    eval_every: int = setting(3, ge=1)
+    eval_items: int = setting(16, ge=1)
+    # the policy's decoding at evaluation: the protocol's sampling, or greedy
+    eval_decoding: str = setting("sampled", choices=EVAL_DECODING)
     patience: int = 25  # evaluations without improvement before stopping
     test_items: int | None = None  # None: the full test split
     seed: int = 0
@@ -73,39 +80,19 @@ class TrainConfig:
     # Rollout speed (issue 17). "hf": the trainer's own model generates (fast_decode: static KV cache and
     # CUDA graphs, "auto" = on CUDA); "vllm": an in-process vLLM engine colocated with the trainer, sent
     # the new weights after every optimiser step (falls back to "hf" with a warning when it cannot start).
-    rollout_backend: str = "hf"
-    rollout_batch_size: int | None = None  # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
-    fast_decode: str = "auto"
+    rollout_backend: str = setting("hf", choices=ROLLOUT_BACKENDS)
+    # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
+    rollout_batch_size: int | None = setting(None, ge=1)
+    fast_decode: str = setting("auto", choices=FAST_DECODE)
     vllm_settings: dict[str, Any] = field(default_factory=dict)  # extra vllm.LLM(...) arguments
 
     def __post_init__(self) -> None:
+        if not self.method:
+            owner = recipe_of(self)
+            self.method = owner.name if owner is not None else ""
         if self.method not in CONFIGS:
             raise ConfigError(f"unknown method {self.method!r}; use one of {', '.join(method_names())}")
-        for name in ("steps", "items_per_step", "group_size", "micro_batch", "eval_every", "eval_items",
-                     "max_new_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name}={value!r} must be an integer >= 1")
-        if self.lr <= 0:
-            raise ConfigError(f"lr={self.lr} must be > 0")
-        if self.collaborator_draws not in COLLABORATOR_DRAWS:
-            raise ConfigError(f"collaborator_draws={self.collaborator_draws!r}; use one of "
-                              f"{', '.join(COLLABORATOR_DRAWS)}")
-        if self.eval_decoding not in EVAL_DECODING:
-            raise ConfigError(f"eval_decoding={self.eval_decoding!r}; use one of {', '.join(EVAL_DECODING)}")
-        if self.rollout_backend not in ROLLOUT_BACKENDS:
-            raise ConfigError(f"rollout_backend={self.rollout_backend!r}; use one of {', '.join(ROLLOUT_BACKENDS)}")
-        if self.rollout_batch_size is not None and (not isinstance(self.rollout_batch_size, int)
-                                                    or isinstance(self.rollout_batch_size, bool)
-                                                    or self.rollout_batch_size < 1):
-            raise ConfigError(f"rollout_batch_size={self.rollout_batch_size!r} must be an integer >= 1, or None "
-                              "(sized by free GPU memory)")
-        from ..agents.hf_fast import FAST_DECODE
-
-        if self.fast_decode not in FAST_DECODE:
-            raise ConfigError(f"fast_decode={self.fast_decode!r}; use one of {', '.join(FAST_DECODE)}")
-        if self.rollout_temperature is not None and self.rollout_temperature <= 0:
-            raise ConfigError(f"rollout_temperature={self.rollout_temperature} must be > 0 (training samples)")
+        check_settings(self, self.method)  # types, bounds and choices, declared on the fields (every subclass's)
 
     @property
     def solo(self) -> bool:
@@ -120,34 +107,27 @@ class TrainConfig:
 class PolicyGradientConfig(TrainConfig):
     """What the three RL methods share: group-relative advantages and the clipped policy gradient."""
 
-    eps_low: float = 0.2
-    eps_high: float | None = None  # None: symmetric clipping
+    eps_low: float = setting(0.2, ge=0, doc="clip epsilon below 1")
+    eps_high: float | None = setting(None, ge=0, doc="clip epsilon above 1; None: eps_low (symmetric)")
     aggregation: str = "token-mean"
-    updates_per_batch: int = 1  # optimiser steps on each rollout batch (ratios leave 1 from the second on)
+    # optimiser steps on each rollout batch (ratios leave 1 from the second on)
+    updates_per_batch: int = setting(1, ge=1)
     advantage_eps: float = 1e-4  # (r - mean) / (std + eps), as TRL
     scale_advantages: bool = True  # False: centre only (Dr. GRPO)
     dynamic_sampling: bool = False  # DAPO: drop all-equal groups, refill up to items_per_step
     max_refills: int = 4
     # Before the first update, this many groups are rolled out with the untrained policy: with no
     # informative group among them training stops with the likely cause (training/probe.py). 0: no probe.
-    probe_groups: int = 16
+    probe_groups: int = setting(16, ge=0, doc="groups rolled out before the first update; 0: no probe")
     # "negate": the method's reward with its sign flipped (crl: -system score), and dev checkpoints
     # chosen by the lowest score: trains an adversary (cgym robustness --adversary <run>/best).
-    reward: str = "system"
+    reward: str = setting("system", choices=REWARDS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.reward not in REWARDS:
-            raise ConfigError(f"reward={self.reward!r}; use one of {', '.join(REWARDS)}")
         if self.group_size < 2:
             raise ConfigError(f"group_size={self.group_size}: group-relative advantages need G >= 2 "
                               "(a group of one has no baseline, so every advantage is 0)")
-        if not isinstance(self.probe_groups, int) or isinstance(self.probe_groups, bool) or self.probe_groups < 0:
-            raise ConfigError(f"probe_groups={self.probe_groups!r} must be an integer >= 0 (0: no probe)")
-        if self.updates_per_batch < 1:
-            raise ConfigError(f"updates_per_batch={self.updates_per_batch} must be >= 1")
-        if self.eps_low < 0 or (self.eps_high is not None and self.eps_high < 0):
-            raise ConfigError(f"clip epsilons must be >= 0, got eps_low={self.eps_low}, eps_high={self.eps_high}")
         from .losses import AGGREGATIONS
 
         if self.aggregation not in AGGREGATIONS:
@@ -158,14 +138,12 @@ class PolicyGradientConfig(TrainConfig):
 class CRLConfig(PolicyGradientConfig):
     """C-RL: rollouts inside the protocol, reward = the system's score, token-mean clipped PG."""
 
-    method: str = "crl"
 
 
 @dataclass
 class GRPOIndivConfig(PolicyGradientConfig):
     """GRPO on solo rollouts (reward = the policy's own correctness), sequence-level aggregation."""
 
-    method: str = "grpo-indiv"
     aggregation: str = "seq-mean-token-mean"
 
     @property
@@ -177,7 +155,6 @@ class GRPOIndivConfig(PolicyGradientConfig):
 class DAPOIndivConfig(PolicyGradientConfig):
     """DAPO on solo rollouts: clip-higher 0.28, dynamic sampling, token-level loss, overlong penalty."""
 
-    method: str = "dapo-indiv"
     eps_high: float | None = 0.28
     dynamic_sampling: bool = True
     overlong_max: int | None = None  # None: max_new_tokens (the penalty follows the generation cap)
@@ -202,7 +179,6 @@ class DAPOIndivConfig(PolicyGradientConfig):
 class RAFTConfig(TrainConfig):
     """Collaborative RAFT: SFT on the policy's calls from executions scoring >= raft_threshold."""
 
-    method: str = "raft"
     raft_threshold: float = 1.0
 
 
@@ -219,7 +195,6 @@ NUDGE_PROMPTS = (
 class NudgeConfig(TrainConfig):
     """Prompt nudge: no weight update; the best of nudge_prompts by collaborative dev score."""
 
-    method: str = "nudge"
     nudge_prompts: list[str] = field(default_factory=lambda: list(NUDGE_PROMPTS))
 
 
@@ -227,14 +202,10 @@ class NudgeConfig(TrainConfig):
 class BaseConfig(TrainConfig):
     """Base: the untrained policy, evaluated only."""
 
-    method: str = "base"
 
 
-#: method name -> its config class; extended by ``training.methods.register_method``
-CONFIGS: dict[str, type[TrainConfig]] = {
-    "crl": CRLConfig, "grpo-indiv": GRPOIndivConfig, "dapo-indiv": DAPOIndivConfig, "raft": RAFTConfig,
-    "nudge": NudgeConfig, "base": BaseConfig,
-}
+#: method name -> its settings class: a view of the policy recipes (training.recipes), kept for one release
+CONFIGS = RecipeView("policy", "settings")
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
@@ -250,6 +221,11 @@ def field_names(method: str) -> set[str]:
 def check_methods(methods: Iterable[str]) -> list[str]:
     methods = [m.strip() for m in methods if m.strip()]
     unknown = [m for m in methods if m not in CONFIGS]
+    coalition = [m for m in unknown if m in recipe_names("coalition")]
+    if coalition:
+        raise ConfigError(f"{coalition[0]!r} is a coalition-training recipe (it trains a coalition's members, not a "
+                          f"policy): value it with `cgym eval --protocol {coalition[0]}`; policy recipes: "
+                          f"{', '.join(method_names())}")
     if unknown or not methods:
         bad = unknown[0] if unknown else ""
         raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, method_names())} Use one of "
@@ -276,4 +252,4 @@ def make_config(method: str, preset: str = "paper", strict: bool = True, **overr
     settings = {k: v for k, v in PRESETS[preset].items() if k in mine}
     settings.update({k: v for k, v in overrides.items() if k in mine})
     settings.pop("method", None)
-    return CONFIGS[method](**settings)
+    return CONFIGS[method](method=method, **settings)

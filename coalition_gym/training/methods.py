@@ -1,5 +1,6 @@
-"""Each training method as a small strategy: how it rolls out, what it rewards, how it updates.
-The one loop in :mod:`.trainer` calls them.
+"""Each policy-training recipe's strategy: how it rolls out, what it rewards, how it updates. The
+trainer's loop (:mod:`.trainer`) calls them with a :class:`~.policy_updates.PolicyUpdates`; a strategy
+never calls back into the trainer. Names and settings classes are bound in :mod:`.builtin_recipes`.
 
 | method | rollouts | reward | update |
 |---|---|---|---|
@@ -14,17 +15,19 @@ The one loop in :mod:`.trainer` calls them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError
 from .advantages import broadcast, group_advantages, overlong_penalty
-from .config import CONFIGS, DAPOIndivConfig, NudgeConfig, PolicyGradientConfig, RAFTConfig, TrainConfig
+from .config import DAPOIndivConfig, NudgeConfig, PolicyGradientConfig, RAFTConfig, TrainConfig
+from .recipes import RecipeView, get_recipe, make_strategy, register_recipe
 from .rollouts import Rollout
 
-if TYPE_CHECKING:
-    from .trainer import Trainer
+if TYPE_CHECKING:  # the updates need torch; importing the strategies must not
+    from .policy_updates import PolicyUpdates
 
 
 def _calls_with_tokens(rollouts: Sequence[Rollout]) -> list[Any]:
@@ -32,6 +35,8 @@ def _calls_with_tokens(rollouts: Sequence[Rollout]) -> list[Any]:
 
 
 class Method:
+    #: Only for :func:`register_method` (the old registration, which reads the name here); a recipe
+    #: registered with :func:`register_recipe` is named in that call alone.
     name: ClassVar[str] = ""
     trains: ClassVar[bool] = True  # False: evaluated (and, for nudge, selected) without weight updates
 
@@ -63,15 +68,17 @@ class Method:
     def base_reward(self, rollout: Rollout) -> float:
         return rollout.solo_score if self.solo else rollout.reward
 
-    def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
+    def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
         """One update on a step's batch: (metrics, per-rollout advantages or None). Methods that do not
         train (``trains = False``) never get a batch; one that is asked anyway says so."""
-        raise ConfigError(f"training method {self.name!r} does not update weights (trains={self.trains}); "
-                          "the trainer calls run_untrained for it")
+        raise ConfigError(f"training method {self.config.method!r} does not update weights (trains={self.trains}); "
+                          "the trainer selects among its candidate prompts instead")
 
-    def run_untrained(self, trainer: "Trainer") -> None:
-        """Methods that do not train: whatever they do instead (nothing for Base)."""
+    def candidate_prompts(self) -> list[str] | None:
+        """Methods that do not train: the system prompts the trainer scores on dev, keeping the best
+        (each written to the metrics); None: the current prompt, evaluated once (Base)."""
+        return None
 
 
 class PolicyGradient(Method):
@@ -80,7 +87,7 @@ class PolicyGradient(Method):
 
     config: PolicyGradientConfig
 
-    def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
+    def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
         cfg = self.config
         adv = group_advantages(rewards, [r.group for r in rollouts], eps=cfg.advantage_eps,
@@ -88,20 +95,21 @@ class PolicyGradient(Method):
         index_of = {r.index: k for k, r in enumerate(rollouts)}
         calls = _calls_with_tokens(rollouts)
         per_call = broadcast(adv, [index_of[c.rollout] for c in calls]) if calls else np.zeros(0)
-        return trainer.policy_gradient_update(calls, [float(a) for a in per_call]), [float(a) for a in adv]
+        metrics = updates.policy_gradient(calls, [float(a) for a in per_call], eps_low=cfg.eps_low,
+                                          eps_high=cfg.eps_high, aggregation=cfg.aggregation,
+                                          passes=cfg.updates_per_batch)
+        return metrics, [float(a) for a in adv]
 
 
 class CRL(PolicyGradient):
-    name = "crl"
+    """C-RL: rollouts inside the protocol, reward = the system's score."""
 
 
 class GRPOIndiv(PolicyGradient):
-    name = "grpo-indiv"
+    """GRPO on solo rollouts: reward = the policy's own score."""
 
 
 class DAPOIndiv(PolicyGradient):
-    name = "dapo-indiv"
-
     def base_reward(self, rollout: Rollout) -> float:
         cfg = self.config
         assert isinstance(cfg, DAPOIndivConfig)
@@ -110,67 +118,66 @@ class DAPOIndiv(PolicyGradient):
 
 
 class RAFT(Method):
-    name = "raft"
     config: RAFTConfig
 
-    def update(self, trainer: "Trainer", rollouts: Sequence[Rollout], rewards: Sequence[float]
+    def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
         winners = {r.index for r, w in zip(rollouts, rewards) if w >= self.config.raft_threshold}
         kept = _calls_with_tokens([r for r in rollouts if r.index in winners])
-        metrics = trainer.sft_update(kept)
+        metrics = updates.sft(kept)
         metrics["kept_executions"] = len(winners)
         return metrics, None
 
 
 class Nudge(Method):
-    name = "nudge"
+    """No weight update; the candidate system prompt with the best collaborative dev score."""
+
     trains = False
     config: NudgeConfig
 
-    def run_untrained(self, trainer: "Trainer") -> None:
-        """No weight update; the candidate system prompt with the best collaborative dev score."""
-        best = None
-        for k, prompt in enumerate(self.config.nudge_prompts):
-            result = trainer.evaluate(trainer.dev_items(), "collab", system_prompt=prompt)
-            trainer.metrics.write({"step": k, "candidate": prompt, "dev_score": result.mean})
-            if best is None or result.mean > best[0].mean:
-                best = (result, prompt)
-        assert best is not None
-        trainer.state.system_prompt = best[1]
-        trainer.record_best(best[0], step=0)
+    def candidate_prompts(self) -> list[str] | None:
+        return list(self.config.nudge_prompts)
 
 
 class Base(Method):
-    name = "base"
+    """The untrained policy, evaluated only."""
+
     trains = False
 
-    def run_untrained(self, trainer: "Trainer") -> None:
-        trainer.record_best(trainer.evaluate(trainer.dev_items(), "collab"), step=0)
 
-
-#: method name -> its strategy class; extended by :func:`register_method`
-METHOD_CLASSES: dict[str, type[Method]] = {m.name: m for m in (CRL, GRPOIndiv, DAPOIndiv, RAFT, Nudge, Base)}
+#: method name -> its strategy class: a view of the policy recipes (training.recipes), kept for one release
+METHOD_CLASSES = RecipeView("policy", "strategy")
 
 
 def register_method(method_class: type[Method], config_class: type[TrainConfig]) -> None:
-    """Add a training method: its strategy (how it rolls out, rewards and updates; ``name`` names it)
-    and its config class (a TrainConfig subclass whose ``method`` default is that name). ``cgym train
-    --method NAME`` and ``make_config(NAME, ...)`` then accept it in this process."""
-    name = getattr(method_class, "name", None)
-    if not (isinstance(method_class, type) and issubclass(method_class, Method)) or not name:
+    """The old registration, kept as a thin wrapper of :func:`register_recipe`: a strategy whose ``name``
+    names it (or a registered built-in's strategy) and its settings class. ``cgym train --method NAME``
+    and ``make_config(NAME, ...)`` then accept it in this process."""
+    if not (isinstance(method_class, type) and issubclass(method_class, Method)):
+        raise ConfigError(f"register_method needs a Method subclass with a name, got {method_class!r}")
+    name = method_class.name or next((r.name for r in (get_recipe(n) for n in METHOD_CLASSES)
+                                      if r.strategy is method_class), "")
+    if not name:
         raise ConfigError(f"register_method needs a Method subclass with a name, got {method_class!r}")
     if not (isinstance(config_class, type) and issubclass(config_class, TrainConfig)):
         raise ConfigError(f"register_method needs a TrainConfig subclass, got {config_class!r}")
-    if (CONFIGS.get(name, config_class) is not config_class
-            or METHOD_CLASSES.get(name, method_class) is not method_class):
-        raise ConfigError(f"training method {name!r} is already registered")
-    CONFIGS[name] = config_class
-    METHOD_CLASSES[name] = method_class
+    register_recipe(name, config_class, train_policy, strategy=method_class,
+                    description=(method_class.__doc__ or "").strip().split("\n")[0])
+
+
+def train_policy(config: TrainConfig, out: str | Path | None = None, options: Any = None,
+                 base_per_item: dict[str, list[float]] | None = None) -> Any:
+    """Every built-in policy recipe's ``train``: the trainer's run of ``config`` into ``out`` with
+    ``options`` (a ``trainer.RunOptions``), reported against Base's per-item scores when given (see
+    :func:`.trainer.train_policy`)."""
+    from .trainer import train_policy as run
+
+    return run(config, out, options, base_per_item)
 
 
 def make_method(config: TrainConfig) -> Method:
-    return METHOD_CLASSES[config.method](config)
+    return make_strategy(config)
 
 
 __all__ = ["Method", "PolicyGradient", "CRL", "GRPOIndiv", "DAPOIndiv", "RAFT", "Nudge", "Base", "METHOD_CLASSES",
-           "make_method", "register_method"]
+           "make_method", "register_method", "train_policy"]

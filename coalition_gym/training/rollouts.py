@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from ..agents.base import Generator, stable_hash, with_system_prompt
-from ..envs.protocols import EpisodeContext, ProgramGen, Protocol
+from ..envs.protocols import ProgramGen
 from ..envs.runner import ProgramFailed, RunStats, episode_seed, run_programs, score_outcomes
 from ..envs.seated import own_answer_of
+from ..envs.system import System
 from ..errors import BackendError, ConfigError
 from ..tasks.base import Task
 from ..types import Ask, Item, Sample
@@ -111,28 +112,43 @@ def policy_answer(task: Task, calls: Sequence[PolicyCall], item: Item | None = N
     return own_answer_of(task, item, [(c.role, c.round, c.text) for c in calls])
 
 
-def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Sequence[str],
-            backends: Mapping[str, Generator], policy: RecordingPolicy, policy_name: str, group_size: int,
-            seed: int, styles: Mapping[str, str], dev_scores: Mapping[str, float] | None = None,
-            stats: RunStats | None = None, first_group: int = 0, draws: str = "shared") -> list[Rollout]:
-    """``group_size`` executions of every item (see the module doc for ``draws``; ``"episode"``: one
-    execution per item with the runner's episode seed, as ``cgym eval --seed seed`` runs it)."""
-    if draws not in ("shared", "fresh", "episode") or (draws == "episode" and group_size != 1):
-        raise ConfigError(f"draws={draws!r}; use 'shared' or 'fresh' ('episode' with group_size 1)")
+@dataclass(frozen=True)
+class RolloutPlan:
+    """Which executions :func:`collect` runs: ``group_size`` executions of every item, drawn from ``seed``
+    (see the module doc for ``draws``; ``"episode"``: one execution per item with the runner's episode seed,
+    as ``cgym eval --seed seed`` runs it); group numbers start at ``first_group``."""
+
+    group_size: int
+    seed: int
+    draws: str = "shared"
+    first_group: int = 0
+
+    def __post_init__(self) -> None:
+        if self.draws not in ("shared", "fresh", "episode") or (self.draws == "episode" and self.group_size != 1):
+            raise ConfigError(f"draws={self.draws!r}; use 'shared' or 'fresh' ('episode' with group_size 1)")
+
+
+def collect(system: System, items: Sequence[Item], policy: RecordingPolicy, plan: RolloutPlan, *,
+            members: Sequence[str] | None = None, stats: RunStats | None = None) -> list[Rollout]:
+    """Run ``plan``'s executions of every item in ``system``, whose one seat is the policy (answered by
+    ``policy``); ``members``: a sub-coalition (e.g. the collaborators without the policy), default the
+    system's coalition."""
+    if len(system.seats) != 1:
+        raise ConfigError(f"collect: the system needs exactly one seat, the policy; it has {list(system.seats)}")
+    (policy_name,) = system.seats
+    task, seed = system.task, plan.seed
     contexts, groups, executions = [], [], []
     for g, item in enumerate(items):
-        for k in range(group_size):
-            episode = ("rollout", seed, item.id) if draws == "shared" else ("rollout", seed, item.id, k)
-            contexts.append(EpisodeContext(item=item, task=task, members=tuple(coalition),
-                                           seed=(episode_seed(seed, item) if draws == "episode"
-                                                 else stable_hash(*episode) % 2**31),
-                                           styles=styles, dev_scores=dev_scores or {}))
-            groups.append(first_group + g)
-            executions.append(k if draws == "shared" else None)  # episode: seeds as the runner gives them
+        for k in range(plan.group_size):
+            episode = ("rollout", seed, item.id) if plan.draws == "shared" else ("rollout", seed, item.id, k)
+            contexts.append(system.context(item, episode_seed(seed, item) if plan.draws == "episode"
+                                           else stable_hash(*episode) % 2**31, members))
+            groups.append(plan.first_group + g)
+            executions.append(k if plan.draws == "shared" else None)  # episode: seeds as the runner gives them
     start = len(policy.calls)
-    programs = [tag_policy_asks(protocol.start(ctx), policy_name, i, executions[i])
+    programs = [tag_policy_asks(system.protocol.start(ctx), policy_name, i, executions[i])
                 for i, ctx in enumerate(contexts)]
-    outcomes = run_programs(programs, {**backends, policy_name: policy}, stats)
+    outcomes = run_programs(programs, {**system.backends, policy_name: policy}, stats)
     by_rollout: dict[int, list[PolicyCall]] = {}
     for call in policy.calls[start:]:
         by_rollout.setdefault(call.rollout, []).append(call)
@@ -140,7 +156,8 @@ def collect(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Se
     for i, (ctx, outcome, result) in enumerate(zip(contexts, outcomes, score_outcomes(task, contexts, outcomes))):
         calls = by_rollout.get(i, [])
         answer = policy_answer(task, calls, ctx.item)
-        rollouts.append(Rollout(i, ctx.item, groups[i], result.score, task.score(answer, ctx.item) if calls else 0.0,
+        own_score = task.score_batch([answer], [ctx.item])[0].score if calls else 0.0
+        rollouts.append(Rollout(i, ctx.item, groups[i], result.score, own_score,
                                 calls, result.error if isinstance(outcome, ProgramFailed) else None, answer))
     del policy.calls[start:]  # the rollouts own them now
     return rollouts
@@ -166,14 +183,15 @@ class _ProbeReplies(Generator):
         return out
 
 
-def protocol_asks(protocol: Protocol, task: Task, items: Sequence[Item], coalition: Sequence[str],
-                  names: Sequence[str], member: str, styles: Mapping[str, str] | None = None) -> bool | None:
-    """Whether ``protocol`` can ask ``member`` anything with this coalition: its programs are driven
-    with canned replies (no model runs), once for every route/verdict choice, with certain and with
-    uncertain answers. False when no such run asks ``member``; None when every probe program failed,
-    so the question stays open."""
-    contexts = [EpisodeContext(item=item, task=task, members=tuple(coalition), seed=k, styles=styles or {})
-                for k, item in enumerate(items)]
+def protocol_asks(system: System, items: Sequence[Item], member: str) -> bool | None:
+    """Whether ``system``'s protocol can ask ``member`` anything with the system's coalition: its programs
+    are driven with canned replies for every name of the pool and coalition (no model runs), once for every
+    route/verdict choice, with certain and with uncertain answers. False when no such run asks ``member``;
+    None when every probe program failed, so the question stays open."""
+    # no dev scores (measuring would run models) and a learned state of its own (canned replies teach nothing)
+    probe = system.replace(dev_scores={}, learned=None)
+    protocol, coalition, names = probe.protocol, probe.members, list(probe.backends)
+    contexts = [probe.context(item, k) for k, item in enumerate(items)]
     any_finished = False
     for pick in range(1, len(coalition) + 1):
         for vary in (False, True):
@@ -187,44 +205,55 @@ def protocol_asks(protocol: Protocol, task: Task, items: Sequence[Item], coaliti
     return False if any_finished else None
 
 
-def _rollout_shard(model_config: Any, state: Any, tokenizer: Any, max_new_tokens: int, identity: str,
-                   system_prompt: str, protocol: Protocol, task: Task, coalition: Sequence[str],
-                   backends: Mapping[str, Generator], policy_name: str, group_size: int, seed: int,
-                   styles: Mapping[str, str], dev_scores: Mapping[str, float], items: Sequence[Item],
-                   first_group: int, draws: str = "shared", temperature: float | None = None) -> list[Rollout]:
+@dataclass
+class PolicyWeights:
+    """What a Ray worker needs to rebuild the policy: the HF model's config and weights, its tokenizer and
+    decoding settings, and the recording shim's system prompt and temperature."""
+
+    model_config: Any
+    state: Any
+    tokenizer: Any
+    max_new_tokens: int
+    identity: str
+    system_prompt: str
+    temperature: float | None
+
+    @classmethod
+    def of(cls, policy: RecordingPolicy) -> "PolicyWeights":
+        hf = policy.backend
+        state = {k: v.detach().cpu() for k, v in hf.model.state_dict().items()}
+        return cls(hf.model.config, state, hf.tokenizer, hf.max_new_tokens, hf.identity, policy.system_prompt,
+                   policy.temperature)
+
+    def rebuild(self) -> RecordingPolicy:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from ..agents.hf import HFGenerator
+
+        torch.set_num_threads(1)  # one worker per core
+        model = AutoModelForCausalLM.from_config(self.model_config)
+        model.load_state_dict(self.state)
+        model.eval()
+        return RecordingPolicy(HFGenerator(model, self.tokenizer, max_new_tokens=self.max_new_tokens,
+                                           identity=self.identity), self.system_prompt, self.temperature)
+
+
+def _rollout_shard(weights: PolicyWeights, system: System, items: Sequence[Item], plan: RolloutPlan) -> list[Rollout]:
     """A Ray task: rebuild the policy from its weights and collect this shard's rollouts."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from ..agents.hf import HFGenerator
-
-    torch.set_num_threads(1)  # one worker per core
-    model = AutoModelForCausalLM.from_config(model_config)
-    model.load_state_dict(state)
-    model.eval()
-    policy = RecordingPolicy(HFGenerator(model, tokenizer, max_new_tokens=max_new_tokens, identity=identity),
-                             system_prompt, temperature)
-    return collect(protocol, task, items, coalition, backends, policy, policy_name, group_size, seed, styles,
-                   dev_scores, first_group=first_group, draws=draws)
+    return collect(system, items, weights.rebuild(), plan)
 
 
-def collect_distributed(executor: Any, policy: RecordingPolicy, protocol: Protocol, task: Task,
-                        items: Sequence[Item], coalition: Sequence[str], backends: Mapping[str, Generator],
-                        policy_name: str, group_size: int, seed: int, styles: Mapping[str, str],
-                        dev_scores: Mapping[str, float] | None = None, first_group: int = 0,
-                        draws: str = "shared") -> list[Rollout]:
+def collect_distributed(executor: Any, system: System, items: Sequence[Item], policy: RecordingPolicy,
+                        plan: RolloutPlan) -> list[Rollout]:
     """:func:`collect` spread over a Ray executor, whole items per shard. Seeds depend on the item and
     execution, never on the shard, so the rollouts equal the local ones."""
-    hf = policy.backend
-    state = {k: v.detach().cpu() for k, v in hf.model.state_dict().items()}
-    shared = {"model_config": hf.model.config, "state": state, "tokenizer": hf.tokenizer,
-              "max_new_tokens": hf.max_new_tokens, "identity": hf.identity, "system_prompt": policy.system_prompt,
-              "protocol": protocol, "task": task, "coalition": list(coalition), "backends": dict(backends),
-              "policy_name": policy_name, "group_size": group_size, "seed": seed, "styles": dict(styles),
-              "dev_scores": dict(dev_scores or {}), "draws": draws, "temperature": policy.temperature}
+    _ = system.dev  # measured here, once, and shipped with the system (a worker never measures)
+    shared = {"weights": PolicyWeights.of(policy), "system": system}
     n = min(len(items), executor.workers)
     size = -(-len(items) // n)
-    shards = [{"items": list(items[i:i + size]), "first_group": first_group + i} for i in range(0, len(items), size)]
+    shards = [{"items": list(items[i:i + size]), "plan": dataclasses.replace(plan, first_group=plan.first_group + i)}
+              for i in range(0, len(items), size)]
     rollouts: list[Rollout] = []
     for part in executor.map(_rollout_shard, shards, shared):
         offset = len(rollouts)
@@ -236,5 +265,5 @@ def collect_distributed(executor: Any, policy: RecordingPolicy, protocol: Protoc
     return rollouts
 
 
-__all__ = ["PolicyCall", "Rollout", "RecordingPolicy", "collect", "collect_distributed", "tag_policy_asks",
-           "with_system_prompt", "policy_answer", "protocol_asks"]
+__all__ = ["PolicyCall", "PolicyWeights", "Rollout", "RolloutPlan", "RecordingPolicy", "collect", "collect_distributed",
+           "tag_policy_asks", "with_system_prompt", "policy_answer", "protocol_asks"]

@@ -9,7 +9,7 @@ with ``graph.save(path)`` and reuse it with ``make_protocol("heterogeneous_swarm
 
 Defaults follow the method: population 5, 5 iterations, inertia 0.2, cognitive 0.3, social 0.4,
 repel 0.05, step 0.5 decayed by 0.95 (min 0.1), patience 5, dev fraction 0.25 (the first quarter of
-the dev split), and five-member swarms: without ``members``, the first five members of the pool.
+the dev split), and five-member swarms (:func:`swarm_system`: without ``members``, the pool's first five).
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ import numpy as np
 
 from ..agents.cache import CachedGenerator, GenerationCache
 from ..agents.pools import Pool, load_pool
-from ..envs.dev_scores import dev_scores_for
-from ..envs.protocols.base import EpisodeContext
 from ..envs.protocols.swarm_graph import SwarmGraph
 from ..envs.protocols.swarms import HeterogeneousSwarms
 from ..envs.runner import RunStats, episode_seed, run_programs, score_outcome
+from ..envs.system import System
 from ..errors import ConfigError
 from ..learners.pso import PSOConfig, PSOResult, particle_swarm
 from ..tasks import Task
@@ -47,39 +46,49 @@ class SwarmSearch:
     asks: int  # Asks the search's episodes made (cache hits included)
 
 
-def optimise_swarm(pool: "str | Pool", task: "str | Task", members: Sequence[str] | None = None, *,
-                   protocol: HeterogeneousSwarms | None = None, config: PSOConfig | None = None,
-                   dev_fraction: float = 0.25, split: str = "dev", seed: int = 0,
-                   out: str | Path | None = None) -> SwarmSearch:
-    """Search the adjacency matrix of ``members`` (default: the pool's first five) on dev items."""
+def swarm_system(pool: "str | Pool", task: "str | Task", members: Sequence[str] | None = None,
+                 protocol: HeterogeneousSwarms | None = None) -> System:
+    """The system whose swarm graph :func:`optimise_swarm` searches: ``members`` of ``pool`` (default: its
+    first five) under ``protocol`` (default: Heterogeneous Swarms with its published settings)."""
+    the_pool = load_pool(pool)
+    chosen = the_pool.select(list(members)) if members is not None else the_pool.member_names[:SWARM_SIZE]
+    if not chosen:
+        raise ConfigError(f"optimise_swarm: pool {the_pool.name!r} has no members")
+    return System(protocol or HeterogeneousSwarms(), make_task(task), the_pool, chosen)
+
+
+def optimise_swarm(system: System, config: PSOConfig | None = None, *, dev_fraction: float = 0.25,
+                   split: str = "dev", seed: int = 0, out: str | Path | None = None) -> SwarmSearch:
+    """Search the adjacency matrix of ``system``'s coalition (see :func:`swarm_system`) on the first
+    ``dev_fraction`` of the task's ``split``."""
     if not 0 < dev_fraction <= 1:
         raise ConfigError(f"optimise_swarm: dev_fraction={dev_fraction} must be in (0, 1]")
-    the_pool = load_pool(pool)
-    the_task = make_task(task)
-    chosen = the_pool.select(list(members)) if members is not None else the_pool.member_names[:SWARM_SIZE]
+    if not isinstance(system.protocol, HeterogeneousSwarms):
+        raise ConfigError(f"optimise_swarm searches a heterogeneous_swarms graph, not {system.protocol.name!r}")
+    the_pool, the_task, chosen = system.pool, system.task, list(system.members)
     if not chosen:
         raise ConfigError(f"optimise_swarm: pool {the_pool.name!r} has no members")
     split_items = list(the_task.items(split))
     items = split_items[: max(1, math.ceil(dev_fraction * len(split_items)))]
     if not split_items:
         raise ConfigError(f"optimise_swarm: task {the_task.name!r} has no items in split {split!r}")
-    base = protocol or HeterogeneousSwarms()
+    base = system.protocol
     cfg = config or PSOConfig()
-    cache = GenerationCache(None)
+    cache = system.cache if system.cache is not None else GenerationCache(None)
+    # dev scores (nothing unless the swarm reads them) share the search's cache
+    system = system.replace(cache=cache)
     wrapped: dict[int, CachedGenerator] = {}
     backends = {name: wrapped.setdefault(id(g), CachedGenerator(g, cache))
                 for name, g in the_pool.backends().items()}
     stats = RunStats()
     n = len(chosen)
-    dev = dev_scores_for(base, the_task, the_pool, chosen, cache=cache)  # nothing unless the swarm reads them
 
     def graph_of(vector: np.ndarray) -> SwarmGraph:
         return SwarmGraph.from_matrix(chosen, vector.reshape(n, n))
 
     def objective(particles: np.ndarray) -> list[float]:
         protocols = [dataclasses.replace(base, graph=graph_of(p)) for p in particles]
-        contexts = [EpisodeContext(item=it, task=the_task, members=tuple(chosen), seed=episode_seed(seed, it),
-                                   styles=the_pool.styles, dev_scores=dev.scores) for it in items]
+        contexts = [system.context(it, episode_seed(seed, it)) for it in items]
         programs = [proto.start(ctx) for proto in protocols for ctx in contexts]
         outcomes = run_programs(programs, backends, stats)
         scores = []

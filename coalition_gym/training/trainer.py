@@ -1,6 +1,9 @@
-"""The one training loop shared by C-RL and its baselines; what differs per method lives in
-:mod:`.methods` (rollouts, reward, update), checkpoints in :mod:`.checkpoints`, files in :mod:`.reporting`,
-learning-signal numbers in :mod:`.diagnostics`.
+"""The trainer: a small orchestrator of one policy-training run (C-RL and its baselines). Each job
+lives in its own module: loading the policy and the vLLM engine (:mod:`.policy_model`), rollouts
+(:mod:`.rollouts`), the updates (:mod:`.policy_updates` over the one :mod:`.update_loop`), evaluation
+and selection (:mod:`.evaluation`), checkpoints (:mod:`.checkpoints`), files (:mod:`.reporting`),
+learning-signal numbers (:mod:`.diagnostics`). What differs per recipe is its strategy
+(:mod:`.methods`: rollouts, reward, update), which gets the updates object, never the trainer.
 
 Checkpoint selection: every ``eval_every`` steps the policy is scored on ``eval_items`` dev items in
 the mode its method optimises (collaborative for crl/raft, solo for the indiv methods); the best is
@@ -11,87 +14,46 @@ The report scores both the best and the last checkpoint on the test split, which
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..agents.base import stable_hash
 from ..agents.member_settings import MemberSettings
 from ..agents.pools import load_pool
-from ..envs.dev_scores import DevScores, dev_scores_for
+from ..envs.dev_scores import DevScores
 from ..envs.protocols import Protocol, make_protocol
-from ..envs.protocols.collaborative import check_episodic
+from ..envs.system import System
 from ..errors import ConfigError
 from ..failures import FailureSummary
 from ..result_files import write_json, write_text
 from ..tasks import make as make_task
 from ..types import Item
-from ..valuation.stats import bootstrap_mean
 from . import checkpoints
-from .advantages import informative_groups
+from .batches import gather_batch
 from .config import PolicyGradientConfig, TrainConfig, check_methods, make_config
 from .diagnostics import signal_metrics, summarise_signal
-from .losses import batch_normalizer, clipped_policy_loss, sft_loss
-from .methods import make_method
+from .evaluation import MODES, EvalResult, eval_seed, improves, run_evaluation
+from .policy_model import (
+    RolloutFallbackWarning,
+    load_policy,
+    policy_weights,
+    push_weights,
+    resolve_policy,
+    start_engine,
+)
+from .policy_updates import PolicyUpdates
 from .probe import NoSignalError, ProbeResult, diagnose, run_probe
+from .recipes import get_recipe, make_strategy
 from .reporting import MetricsLog, summary_table, vs_base, write_report
-from .rollouts import PolicyCall, RecordingPolicy, Rollout, collect, collect_distributed, protocol_asks
-
-
-def resolve_policy(spec: str) -> str:
-    """A model folder: ``zoo:<recipe>/<member>`` (the package's shipped copy where it ships the recipe)
-    or a local path."""
-    if spec.startswith("zoo:"):
-        from ..agents.zoo import ensure_zoo
-
-        recipe, _, name = spec[4:].partition("/")
-        build = ensure_zoo(recipe or "default", progress=False)  # the shipped copy where there is one
-        names = list(build.models)
-        if name.isdigit() and int(name) < len(names):
-            name = names[int(name)]
-        return str(build.model_path(name or names[0]))
-    if not Path(spec).is_dir():
-        raise ConfigError(f"policy {spec!r} is neither a zoo model (zoo:<recipe>/<member>) nor a model folder")
-    return spec
-
-
-def policy_weights(spec: str) -> dict[str, Any]:
-    """A policy's starting weights as run records name them (zoo provenance, or a sha256)."""
-    from ..agents.hf import weights_record
-
-    return weights_record(resolve_policy(spec))
-
-
-def load_policy(spec: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ..agents.hf import resolve_device_dtype
-
-    path = resolve_policy(spec)
-    device, dtype = resolve_device_dtype(device, dtype)
-    import torch
-
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype))
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return model.to(device), tokenizer  # type: ignore[arg-type]  # transformers' stubs type .to() oddly
-
-
-@dataclass
-class EvalResult:
-    mode: str  # "collab" or "solo"
-    per_item: list[float]
-    mean: float
-    ci: tuple[float, float]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "mean": self.mean, "ci": list(self.ci), "n": len(self.per_item)}
+from .rollouts import PolicyCall, RecordingPolicy, Rollout, RolloutPlan, collect, collect_distributed, protocol_asks
+from .update_loop import UpdateLoop
 
 
 @dataclass
@@ -106,14 +68,6 @@ class TrainState:
     probe: dict[str, Any] | None = None  # the pre-training probe (see training/probe.py)
 
 
-class RolloutFallbackWarning(UserWarning):
-    """The configured rollout backend (vLLM) could not start; rollouts use the HF backend."""
-
-
-def _chunks(seq: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [seq[i:i + size] for i in range(0, len(seq), size)]
-
-
 class Trainer:
     def __init__(self, config: TrainConfig, out: str | Path | None = None,
                  log: Callable[[str], None] = print, executor: Any = None):
@@ -123,7 +77,7 @@ class Trainer:
         hf_logging.disable_progress_bar()  # weight loading/saving bars would drown the training bar
 
         self.config, self.log = config, log
-        self.method = make_method(config)
+        self.method = make_strategy(config)  # the recipe's rollouts, reward and update
         self.out = Path(out or config.out)
         self.torch = torch
         self._seed_everything(config.seed)
@@ -136,12 +90,20 @@ class Trainer:
         self.collab_protocol = self._protocol(config.protocol, settings)
         self.solo_protocol = make_protocol("majority_vote", max_new_tokens=config.max_new_tokens,
                                            temperature=self.collab_protocol.temperature)
+        seat = {config.policy_name: config.policy_style}
+        # the policy is a seat: the pool answers the frozen collaborators, the trainer's model the policy
+        self.collab_system = System(self.collab_protocol, self.task, self.pool, [*self.members, config.policy_name],
+                                    seats=seat)
+        self._solo_system: System | None = None
         self.check_signal()
         self.model, self.tokenizer = load_policy(config.policy, config.device, config.dtype)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.updates = PolicyUpdates(self.model, self.tokenizer,
+                                     UpdateLoop(self.model, self.optimizer, config.max_grad_norm,
+                                                after_step=self.sync_weights),  # vLLM samples the new weights
+                                     config.micro_batch)
         self.state = TrainState()
-        self.styles = {**self.pool.styles, config.policy_name: config.policy_style}
-        self._dev: DevScores | None = None
+        self.styles = self.collab_system.styles
         self._base_weights: dict[str, Any] | None = None
         self.rng = random.Random(config.seed)
         self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
@@ -161,12 +123,20 @@ class Trainer:
         self.torch.manual_seed(seed)
 
     def _protocol(self, name: str, settings: dict[str, Any]) -> Protocol:
-        proto = make_protocol(name, **settings)
-        check_episodic(proto)
+        proto = make_protocol(name, **settings)  # a coalition-training recipe is refused here
         overrides: dict[str, Any] = {"max_new_tokens": self.config.max_new_tokens}
         if hasattr(proto, "rounds") and "rounds" not in settings:
             overrides["rounds"] = self.config.rounds
         return make_protocol(proto, **overrides)
+
+    @property
+    def solo_system(self) -> System:
+        """The policy alone under a plain single answer; it reads the collaborative system's dev scores,
+        as every rollout and evaluation of the run does."""
+        if self._solo_system is None:
+            self._solo_system = System(self.solo_protocol, self.task, self.pool, [self.config.policy_name],
+                                       seats=self.collab_system.seats, dev_scores=self.dev_scores.scores)
+        return self._solo_system
 
     def check_signal(self) -> None:
         """Refuse, before any rollout, settings in which the collaborative methods can get no signal
@@ -182,35 +152,24 @@ class Trainer:
             raise ConfigError(f"{proto.name} needs at least {proto.min_members} members; the training coalition "
                               f"is {self.training_coalition}")
         probe = list(self.task.items("train"))[:4]
-        asked = protocol_asks(proto, self.task, probe, self.training_coalition, list(self.pool.backends()),
-                              cfg.policy_name)
-        if asked is False:
+        if protocol_asks(self.collab_system, probe, cfg.policy_name) is False:
             raise ConfigError(f"{proto.name} never asks the policy anything with coalition "
                               f"{self.training_coalition}: {cfg.method} would get no signal; seat the policy in a "
                               "protocol where it answers (e.g. majority_vote, debate, slm_mux)")
 
     def _start_engine(self) -> Any:
-        """The vLLM rollout engine, or None (with a :class:`RolloutFallbackWarning`) when vllm is
-        missing or cannot load the policy's folder: rollouts then run on the HF backend."""
-        from ..agents import vllm_engine
-
         cfg = self.config
-        try:
-            engine = vllm_engine.VLLMEngine(resolve_policy(cfg.policy), dtype=cfg.dtype, **cfg.vllm_settings)
-        except Exception as exc:  # vllm raises many kinds; any of them means "not this backend"
-            warnings.warn(f"rollout_backend='vllm' is unavailable for policy {cfg.policy!r} "
-                          f"({type(exc).__name__}: {exc}); rolling out with the HF backend instead",
-                          RolloutFallbackWarning, stacklevel=3)
-            return None
-        self.sync_weights(engine)  # a resumed or best checkpoint differs from the folder vLLM read
+        engine = start_engine(cfg.policy, cfg.dtype, cfg.vllm_settings)
+        if engine is not None:
+            self.sync_weights(engine)  # a resumed or best checkpoint differs from the folder vLLM read
         return engine
 
     def sync_weights(self, engine: Any = None) -> None:
         """Push the trainer's current weights into the rollout engine (a no-op without one)."""
-        engine = engine if engine is not None else self.engine
+        engine = engine if engine is not None else getattr(self, "engine", None)
         if engine is None:
             return
-        engine.load_weights([(name, p.detach()) for name, p in self.model.named_parameters()])
+        push_weights(engine, self.model)
         self.weight_syncs += 1
 
     def backend(self, system_prompt: str | None = None, temperature: float | None = None) -> RecordingPolicy:
@@ -229,33 +188,14 @@ class Trainer:
                                temperature)
 
     def recompute_logprobs(self, rollouts: Sequence[Rollout]) -> float:
-        """Replace every call's sampler log-probs by the trainer's own (no grad), keeping the sampler's in
-        ``sampler_logprobs``; returns the mean absolute gap per token. Used when another engine (vLLM)
-        sampled: the loss's old log-probs must come from the model being trained."""
-        from ..agents.hf import sequence_logprobs
-
-        calls = [c for r in rollouts for c in r.calls if c.completion_ids]
-        gap, tokens = 0.0, 0
-        by_temp: dict[float, list[PolicyCall]] = {}
-        for c in calls:
-            by_temp.setdefault(c.temperature if c.temperature > 0 else 1.0, []).append(c)
-        for temp, group in by_temp.items():
-            for chunk in _chunks(group, self.config.micro_batch):
-                lps = sequence_logprobs(self.model, [c.prompt_ids for c in chunk], [c.completion_ids for c in chunk],
-                                        temp, self._pad_id)
-                for c, lp in zip(chunk, lps):
-                    c.sampler_logprobs, c.logprobs = list(c.logprobs), lp
-                    gap += sum(abs(a - b) for a, b in zip(c.sampler_logprobs, lp))
-                    tokens += len(lp)
-        return gap / tokens if tokens else 0.0
+        """The trainer's own log-probs of calls another engine (vLLM) sampled (see PolicyUpdates)."""
+        return self.updates.recompute_logprobs(rollouts)
 
     @property
     def dev_scores(self) -> DevScores:
         """The frozen collaborators' dev scores on the task (measured once, on first use, when the
         collaborative protocol needs them); the policy is a seat and has none."""
-        if self._dev is None:
-            self._dev = dev_scores_for(self.collab_protocol, self.task, self.pool, self.members)
-        return self._dev
+        return self.collab_system.dev
 
     @property
     def training_coalition(self) -> list[str]:
@@ -264,16 +204,13 @@ class Trainer:
     # -- rollouts -------------------------------------------------------------------------------------
     def rollouts(self, items: Sequence[Item], step_seed: int, first_group: int = 0) -> list[Rollout]:
         cfg = self.config
-        proto = self.solo_protocol if self.method.solo else self.collab_protocol
-        args = (proto, self.task, items, self.training_coalition, self.pool.backends())
+        system = self.solo_system if self.method.solo else self.collab_system
         policy = self.backend(temperature=cfg.rollout_temperature)
+        plan = RolloutPlan(cfg.group_size, step_seed, draws=cfg.collaborator_draws, first_group=first_group)
         if getattr(self.executor, "name", "local") == "ray":
-            rollouts = collect_distributed(self.executor, policy, *args, cfg.policy_name, cfg.group_size,
-                                           step_seed, self.styles, self.dev_scores.scores, first_group=first_group,
-                                           draws=cfg.collaborator_draws)
+            rollouts = collect_distributed(self.executor, system, items, policy, plan)
         else:
-            rollouts = collect(*args, policy, cfg.policy_name, cfg.group_size, step_seed, self.styles,
-                               self.dev_scores.scores, first_group=first_group, draws=cfg.collaborator_draws)
+            rollouts = collect(system, items, policy, plan)
         if self.engine is not None:
             self.last_logprob_gap = self.recompute_logprobs(rollouts)
         self._count_failures(self.training_coalition, rollouts)
@@ -293,124 +230,32 @@ class Trainer:
         return [self.method.reward(r) for r in rollouts]
 
     def gather_batch(self, step: int) -> tuple[list[Rollout], list[float], dict[str, Any]]:
-        """Rollouts for one step. Dynamic sampling (DAPO; any PG method may turn it on) drops all-equal
-        groups and refills with new items, keeping at most ``items_per_step`` informative groups."""
-        cfg = self.config
-        rollouts = self.rollouts(self.draw_items(cfg.items_per_step), stable_hash("step", cfg.seed, step))
-        rewards = self.rewards(rollouts)
-        groups = [r.group for r in rollouts]
-        first_share = len(informative_groups(rewards, groups)) / max(len(set(groups)), 1)
-        refills = 0
-        if isinstance(cfg, PolicyGradientConfig) and cfg.dynamic_sampling:
-            kept_groups: list[int] = []
-            pairs: list[tuple[Rollout, float]] = []
+        """Rollouts for one step, rewarded (see :func:`.batches.gather_batch`: dynamic sampling)."""
+        return gather_batch(self.config, step, self.draw_items, self.rollouts, self.rewards)
 
-            def keep(batch: list[Rollout], scores: list[float]) -> None:
-                ok = informative_groups(scores, [r.group for r in batch])
-                for g in sorted(ok, key=lambda g: min(r.index for r in batch if r.group == g)):
-                    if len(kept_groups) < cfg.items_per_step:
-                        kept_groups.append(g)
-                pairs.extend((r, w) for r, w in zip(batch, scores) if r.group in kept_groups)
-
-            keep(rollouts, rewards)
-            while len(kept_groups) < cfg.items_per_step and refills < cfg.max_refills:
-                refills += 1
-                more = self.rollouts(self.draw_items(cfg.items_per_step),
-                                     stable_hash("refill", cfg.seed, step, refills), first_group=refills * 10_000)
-                for r in more:  # indices stay unique across refills (calls point at their rollout)
-                    r.index += refills * 10_000 * cfg.group_size
-                    for c in r.calls:
-                        c.rollout = r.index
-                keep(more, self.rewards(more))
-            rollouts, rewards = [r for r, _ in pairs], [w for _, w in pairs]
-        return rollouts, rewards, {"first_informative_groups": first_share, "refills": refills}
-
-    # -- updates ----------------------------------------------------------------------------------
+    # -- updates (the strategies call self.updates; these names are kept for one release) ---------------
     def _token_batch(self, calls: Sequence[PolicyCall]) -> tuple[Any, Any, Any]:
-        """New log-probs (with grad), old log-probs and the mask, padded to (calls x tokens)."""
-        from ..agents.hf import sequence_logprobs
-
-        torch = self.torch
-        width = max(len(c.completion_ids) for c in calls)
-        old = torch.zeros(len(calls), width)
-        mask = torch.zeros(len(calls), width)
-        by_temp: dict[float, list[int]] = {}
-        for k, c in enumerate(calls):
-            by_temp.setdefault(c.temperature if c.temperature > 0 else 1.0, []).append(k)
-        rows: list[Any] = [None] * len(calls)
-        for temp, idx in by_temp.items():
-            lps = sequence_logprobs(self.model, [calls[k].prompt_ids for k in idx],
-                                    [calls[k].completion_ids for k in idx], temp, self._pad_id, grad=True)
-            for k, lp in zip(idx, lps):
-                rows[k] = lp
-        new = torch.stack([torch.nn.functional.pad(r, (0, width - r.shape[0])) for r in rows])
-        for k, c in enumerate(calls):
-            n = len(c.completion_ids)
-            old[k, :n] = torch.tensor(c.logprobs)
-            mask[k, :n] = 1.0
-        return new.cpu(), old, mask
+        return self.updates.token_batch(calls)
 
     @property
     def _pad_id(self) -> int:
-        tok = self.tokenizer
-        return int(tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0))
-
-    def _optimise(self, calls: Sequence[PolicyCall], active: Sequence[int], passes: int,
-                  micro_loss: Callable[[Any, Any, Any, Sequence[int]], tuple[Any, float, float]]) -> dict[str, float]:
-        """``passes`` optimiser steps, each over ``active`` calls in micro-batches. ``micro_loss`` returns
-        the micro-batch's *share* of the full-batch loss (normalised by the whole batch), so the
-        gradients add up to the one-shot gradient whatever the micro-batch size."""
-        torch = self.torch
-        metrics = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "grad_norm": 0.0}
-        if not active:
-            return metrics  # nothing carries signal: the weights (and Adam's moments) stay as they are
-        all_tokens = sum(len(c.completion_ids) for c in calls)  # clip shares of the whole batch, as TRL logs them
-        for _ in range(passes):
-            self.optimizer.zero_grad(set_to_none=True)
-            loss_sum, low, high = 0.0, 0.0, 0.0
-            for idx in _chunks(list(active), self.config.micro_batch):
-                new, old, mask = self._token_batch([calls[k] for k in idx])
-                loss, lo, hi = micro_loss(new, old, mask, idx)
-                loss.backward()
-                loss_sum += float(loss.detach())
-                share = float(mask.sum()) / all_tokens
-                low, high = low + lo * share, high + hi * share
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-            self.optimizer.step()
-            self.sync_weights()  # the rollout engine (vLLM) samples from the weights just made
-            metrics.update(loss=loss_sum, clip_low=low, clip_high=high, grad_norm=float(norm))
-        return metrics
+        return self.updates.pad_id
 
     def policy_gradient_update(self, calls: Sequence[PolicyCall], advantages: Sequence[float]) -> dict[str, float]:
-        """The clipped policy gradient on ``calls``, normalised over *all* of them (TRL's semantics):
-        calls with advantage 0 add nothing to the loss but count in its denominator, so the step size does
-        not swell when many groups carry no signal. Only the non-zero ones are forwarded."""
-        cfg, torch = cast(PolicyGradientConfig, self.config), self.torch  # only policy-gradient methods get here
-        normalizer = batch_normalizer([len(c.completion_ids) for c in calls], cfg.aggregation)
-        active = [k for k, a in enumerate(advantages) if a != 0.0]
-
-        def micro_loss(new: Any, old: Any, mask: Any, idx: Sequence[int]) -> tuple[Any, float, float]:
-            adv = torch.tensor([advantages[k] for k in idx], dtype=torch.float32)
-            out = clipped_policy_loss(new, old, adv, mask, cfg.eps_low, cfg.eps_high, cfg.aggregation, normalizer)
-            return out.loss, out.clip_fraction_low, out.clip_fraction_high
-
-        metrics = self._optimise(calls, active, cfg.updates_per_batch, micro_loss)
-        metrics["tokens"] = sum(len(c.completion_ids) for c in calls)
-        return metrics
+        """The clipped policy gradient with this run's settings (see :meth:`PolicyUpdates.policy_gradient`)."""
+        cfg = self.config
+        assert isinstance(cfg, PolicyGradientConfig)  # only policy-gradient methods have the settings
+        return self.updates.policy_gradient(calls, advantages, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+                                            aggregation=cfg.aggregation, passes=cfg.updates_per_batch)
 
     def sft_update(self, calls: Sequence[PolicyCall]) -> dict[str, float]:
-        """One SFT step (token-mean negative log-likelihood) on ``calls`` (Collaborative RAFT)."""
-        normalizer = batch_normalizer([len(c.completion_ids) for c in calls], "token-mean")
-        metrics = self._optimise(calls, list(range(len(calls))), 1,
-                                 lambda new, old, mask, idx: (sft_loss(new, mask, normalizer=normalizer), 0.0, 0.0))
-        metrics["tokens"] = sum(len(c.completion_ids) for c in calls)
-        return metrics
+        return self.updates.sft(calls)
 
     def train_step(self, step: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         rollouts, rewards, extra = self.gather_batch(step)
         t1 = time.perf_counter()
-        metrics, advantages = self.method.update(self, rollouts, rewards)
+        metrics, advantages = self.method.update(self.updates, rollouts, rewards)
         t2 = time.perf_counter()
         arr = np.asarray(rewards, dtype=float)
 
@@ -430,31 +275,25 @@ class Trainer:
         """One execution per item, deterministic for the run's seed: ``collab`` inside the protocol with
         the frozen collaborators, ``solo`` the policy alone, ``without`` the collaborators alone (the
         leave-one-out coalition; the policy is not asked). The policy decodes as ``eval_decoding`` says.
-        The seed depends on the run's seed only, so every method of one seed meets the same collaborator
-        draws on every item (paired comparisons), and different seeds draw independently."""
-        if mode not in ("collab", "solo", "without"):
+        See :func:`.evaluation.eval_seed` for the seed."""
+        if mode not in MODES:
             raise ConfigError(f"evaluation mode {mode!r}; use collab, solo or without")
         seed = self.eval_seed if seed is None else seed
-        coalition = {"collab": self.members + [self.config.policy_name], "solo": [self.config.policy_name],
-                     "without": list(self.members)}[mode]
-        proto = self.solo_protocol if mode == "solo" else self.collab_protocol
+        system = self.solo_system if mode == "solo" else self.collab_system
+        members = list(self.members) if mode == "without" else None
         backend = self.backend(system_prompt, 0.0 if self.config.eval_decoding == "greedy" else None)
         self.model.eval()
         try:
-            rollouts = collect(proto, self.task, items, coalition, self.pool.backends(), backend,
-                               self.config.policy_name, 1, seed, self.styles, self.dev_scores.scores,
-                               draws="episode")  # the runner's episode seeds: `cgym eval --seed` replays it
+            result, rollouts = run_evaluation(system, items, backend, mode, seed, members)
         finally:
             self.model.train()
-        self._count_failures(coalition, rollouts)
-        scores = [r.solo_score if mode == "solo" else r.reward for r in rollouts]
-        _, _, lo, hi = bootstrap_mean(np.asarray([scores]), n_boot=1000, seed=seed)
-        return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
+        self._count_failures(members if members is not None else list(system.members), rollouts)
+        return result
 
     @property
     def eval_seed(self) -> int:
         """The episode seed of every evaluation of this run (``cgym eval --seed`` with it replays them)."""
-        return stable_hash("eval", self.config.seed) % 2**31
+        return eval_seed(self.config.seed)
 
     def dev_items(self) -> list[Item]:
         return list(self.task.items("dev"))[: self.config.eval_items]
@@ -504,6 +343,24 @@ class Trainer:
         if prompt is not None:
             self.state.system_prompt = prompt
 
+    def select_untrained(self) -> None:
+        """A method that does not train: the best of its candidate system prompts by collaborative dev
+        score (Nudge), or the current prompt evaluated once (Base)."""
+        candidates = self.method.candidate_prompts()
+        if candidates is None:
+            self.record_best(self.evaluate(self.dev_items(), "collab"), step=0)
+            return
+        best: tuple[EvalResult, str] | None = None
+        for k, prompt in enumerate(candidates):
+            result = self.evaluate(self.dev_items(), "collab", system_prompt=prompt)
+            self.metrics.write({"step": k, "candidate": prompt, "dev_score": result.mean})
+            if best is None or result.mean > best[0].mean:
+                best = (result, prompt)
+        if best is None:
+            raise ConfigError(f"{self.config.method}: no candidate system prompt to choose from")
+        self.state.system_prompt = best[1]
+        self.record_best(best[0], step=0)
+
     # -- the whole run -----------------------------------------------------------------------------------
     def probe(self, force: bool = False) -> ProbeResult | None:
         """The pre-training probe of a policy-gradient method (``probe_groups`` groups; 0: none): logged,
@@ -533,7 +390,7 @@ class Trainer:
         resumed = self.try_resume()
         if not self.method.trains:
             if not resumed:
-                self.method.run_untrained(self)
+                self.select_untrained()
                 self.save_state()
             return self.state
         if not resumed:
@@ -551,8 +408,8 @@ class Trainer:
             if self.state.step % cfg.eval_every == 0 or self.state.step == cfg.steps:  # a short run can pick its end
                 result = self.evaluate(self.dev_items(), self.method.selection_mode)
                 row["dev_score"], row["dev_ci"] = result.mean, list(result.ci)
-                sign = self.method.selection_sign  # an adversary (reward="negate") keeps its lowest dev score
-                if sign * result.mean > sign * self.state.best_score:
+                # an adversary (reward="negate") keeps its lowest dev score
+                if improves(result.mean, self.state.best_score, self.method.selection_sign):
                     self.record_best(result, self.state.step)
                     row["best"] = True
                 else:
@@ -599,14 +456,41 @@ class Trainer:
         return result
 
 
-def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", progress: bool = True,
-                executor: Any = None, failures: FailureSummary | None = None, force: bool = False,
-                overwrite: bool = False, **settings: Any) -> list[dict[str, Any]]:
+@dataclass
+class RunOptions:
+    """How policy runs go: a progress bar, a Ray ``executor`` for rollouts (None: this process), a
+    ``failures`` summary that every run's failed episodes are added to, ``force`` (train past a probe that
+    found no signal) and ``overwrite`` (start over a run folder holding another configuration)."""
+
+    progress: bool = True
+    executor: Any = None
+    failures: FailureSummary | None = None
+    force: bool = False
+    overwrite: bool = False
+
+
+def train_policy(config: TrainConfig, out: str | Path | None = None, options: RunOptions | None = None,
+                 base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """A policy recipe's run: train (or just evaluate) ``config`` into ``out`` and report it (against
+    Base's per-item scores when given)."""
+    options = options or RunOptions()
+    trainer = Trainer(config, out=out, executor=options.executor)
+    trainer.fit(progress=options.progress, force=options.force)
+    report = trainer.report(base_per_item)
+    if options.failures is not None:
+        options.failures.merge(trainer.failures)
+    return report
+
+
+def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", options: RunOptions | None = None,
+                **settings: Any) -> list[dict[str, Any]]:
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
     which runs first when ``root`` has no Base for this seed yet. A run folder that holds a run with
-    another configuration (its ``config.json``) is refused before any work, unless ``overwrite``
-    (then it starts over); the same configuration resumes. Failed episodes of every run are added to
-    ``failures`` when given; ``force`` trains past a probe that found no signal."""
+    another configuration (its ``config.json``) is refused before any work, unless ``options.overwrite``
+    (then it starts over); the same configuration resumes. ``settings`` are the recipes' settings; the
+    :class:`RunOptions` fields given as keywords (the old signature) are taken as options, for one release."""
+    old = {f.name: settings.pop(f.name) for f in dataclasses.fields(RunOptions) if f.name in settings}
+    options = dataclasses.replace(options or RunOptions(), **old)
     root = Path(root)
     methods = check_methods(methods)
     for method in methods:  # every setting checked before the first run starts
@@ -614,18 +498,15 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     seed = settings.get("seed", 0)
     base_file = root / f"base-seed{seed}" / "per_item.json"
     for method in dict.fromkeys([*methods, "base"]):  # a Base of another configuration must not be compared against
-        claim_run_folder(root, make_config(method, preset=preset, strict=False, **settings), overwrite)
+        claim_run_folder(root, make_config(method, preset=preset, strict=False, **settings), options.overwrite)
     if methods != ["base"] and not base_file.is_file():
         methods = ["base"] + [m for m in methods if m != "base"]  # rescue/drag need Base first
     reports = []
     for method in methods:
         config = make_config(method, preset=preset, strict=False, **settings)
-        trainer = Trainer(config, out=root / f"{config.method}-seed{config.seed}", executor=executor)
-        trainer.fit(progress=progress, force=force)
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
-        reports.append(trainer.report(base))
-        if failures is not None:
-            failures.merge(trainer.failures)
+        train = get_recipe(config.method, "policy").train
+        reports.append(train(config, root / f"{config.method}-seed{config.seed}", options, base))
     write_text(root / "summary.md", summary_table(root))
     return reports
 
@@ -652,5 +533,5 @@ def claim_run_folder(root: Path, config: TrainConfig, overwrite: bool) -> None:
     shutil.rmtree(folder)
 
 
-__all__ = ["Trainer", "NoSignalError", "policy_weights", "RolloutFallbackWarning", "EvalResult", "TrainState",
-           "load_policy", "resolve_policy", "run_methods", "summary_table"]
+__all__ = ["Trainer", "RunOptions", "NoSignalError", "policy_weights", "RolloutFallbackWarning", "EvalResult",
+           "TrainState", "load_policy", "resolve_policy", "run_methods", "train_policy", "summary_table", "ProbeResult"]

@@ -24,10 +24,9 @@ from ..agents.base import stable_hash
 from ..agents.cache import GenerationCache
 from ..agents.pools import DEFAULT_POOL
 from ..envs.executors import wrap_with_cache
-from ..envs.protocols import EpisodeContext
 from ..envs.runner import ProgramFailed
 from ..envs.seated import SeatedEpisode, own_answer_of
-from ..envs.system import build_system
+from ..envs.system import SystemSpec, build_system
 from ..errors import ConfigError
 from ..tasks import DEFAULT_TASK
 from ..tasks.base import SPLITS
@@ -49,13 +48,13 @@ class SystemOutcomeReward:
     def __init__(self, protocol: str = "majority_vote", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
                  members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
                  seed: int = 0, task_kwargs: dict[str, Any] | None = None, **protocol_settings: Any):
-        self.system = build_system(protocol, task, collaborators, members, "test", task_kwargs, protocol_settings,
-                                   reserved_names=[policy_name])
+        self.system = build_system(SystemSpec(protocol, task, collaborators, members, "test", task_kwargs,
+                                              protocol_settings), {policy_name: policy_style})
         self.policy_name, self.policy_style, self.seed = policy_name, policy_style, seed
-        self.coalition = tuple(self.system.members) + (policy_name,)
-        self.styles = {**self.system.pool.styles, policy_name: policy_style}
+        self.coalition = tuple(self.system.members)
+        self.styles = self.system.styles
         self.backends = wrap_with_cache(self.system.backends, GenerationCache(None))
-        self.dev_scores = self.system.dev_scores(self.system.members)  # the frozen members' (not the policy's)
+        self.dev_scores = self.system.dev  # the frozen members' (not the policy's)
         self.calls = 0
         self._index: dict | None = None
         self.__name__ = f"system_outcome_{self.system.protocol.name}"  # TRL names reward columns by it
@@ -82,9 +81,7 @@ class SystemOutcomeReward:
     def score_completion(self, item_id: str, completion: Any, episode_seed: int) -> tuple[float, float]:
         """(system score, the policy's own score) with ``completion`` seated as the policy's reply."""
         item = self._item(item_id)
-        ctx = EpisodeContext(item=item, task=self.system.task, members=self.coalition, seed=episode_seed,
-                             styles=self.styles, dev_scores=self.dev_scores.scores)
-        episode = SeatedEpisode(self.system.protocol.start(ctx), [self.policy_name], self.backends)
+        episode = SeatedEpisode(self.system.start(item, episode_seed), [self.policy_name], self.backends)
         text = completion_text(completion)
         if episode.pending(self.policy_name) is not None:
             episode.answer(self.policy_name, Sample(text=text))
@@ -95,7 +92,8 @@ class SystemOutcomeReward:
         if outcome is None or isinstance(outcome, ProgramFailed):
             return 0.0, 0.0
         own = own_answer_of(self.system.task, item, [(a.role, a.round, s.text) for a, s in episode.seat_calls])
-        return self.system.task.score(outcome.answer, item), self.system.task.score(own, item)
+        system_result, own_result = self.system.task.score_batch([outcome.answer, own], [item, item])
+        return system_result.score, own_result.score
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], item_id: Sequence[str],
                  **kwargs: Any) -> list[float]:

@@ -17,10 +17,13 @@ items for all players). For ``mc`` the permutation-sampling error is reported se
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..errors import ConfigError
 from .exact import EXACT_LIMIT, ValuationResult, exact_banzhaf, exact_shapley, result_of, shapley_weight
 from .game import Game
 from .sampling import Budget, MaxRounds, StopRule, Tolerance, sampled_shapley
@@ -67,12 +70,66 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
                             "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist()})
 
 
-ESTIMATORS: dict[str, Callable[..., ValuationResult]] = {
-    "loo": leave_one_out, "shapley": exact_shapley, "banzhaf": exact_banzhaf, "mc": sampled_shapley_values,
-    "solo": solo,
-}
+@dataclass(frozen=True)
+class Estimator:
+    """One estimator's record: how it is called and how reports show it. Calling the record calls
+    ``estimate(game, n_boot=..., seed=..., **options)``."""
+
+    name: str  # what --estimator takes
+    estimate: Callable[..., ValuationResult]
+    field: str  # its field in summary.json and its column label
+    rank: float  # which estimate ranks a leaderboard: the lowest rank among those computed
+    in_all: bool = True  # part of `--estimator all` (solo is always computed, so it is not)
+    description: str = ""  # one line, for listings (`cgym estimators`)
+
+    def __call__(self, game: Game, **options: Any) -> ValuationResult:
+        return self.estimate(game, **options)
+
+
+#: estimator name -> record, in display order; extended by :func:`register_estimator`
+ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_estimator(name: str, estimate: Callable[..., ValuationResult], *, field: str | None = None,
+                       rank: float = 100.0, in_all: bool = True, description: str = "") -> Estimator:
+    """Make ``estimate(game, n_boot=2000, seed=0) -> ValuationResult`` usable by ``name``: ``cgym eval
+    --estimator name`` (and ``all`` unless ``in_all=False``), :func:`~coalition_gym.evaluate`, the
+    leaderboard tables (column and summary field ``field``, default the name). ``rank`` orders which
+    computed estimate ranks the leaderboard, lowest first (built-ins: shapley 0, mc 1, banzhaf 2, loo 3);
+    ``description`` is the line listings show (default: the first line of ``estimate``'s docstring)."""
+    if not isinstance(name, str) or not name or name in ("all", "auto") or not callable(estimate):
+        raise ConfigError(f"register_estimator needs a new name (not all or auto) and a callable, got {name!r}")
+    if name in ESTIMATORS:
+        raise ConfigError(f"estimator {name!r} is already registered")
+    field = field or name
+    taken = next((e.name for e in ESTIMATORS.values() if e.field == field), None)
+    if taken is not None:
+        raise ConfigError(f"estimator {name!r}: field {field!r} is taken by estimator {taken!r}")
+    description = description or (estimate.__doc__ or "").strip().split("\n")[0]
+    ESTIMATORS[name] = record = Estimator(name, estimate, field, float(rank), in_all, description)
+    return record
+
+
+register_estimator("loo", leave_one_out, rank=3, description="leave-one-out: v(N) - v(N minus i); n + 1 coalitions")
+register_estimator("shapley", exact_shapley, rank=0, description="exact Shapley values, all 2^n coalitions")
+register_estimator("banzhaf", exact_banzhaf, rank=2, description="exact Banzhaf values, all 2^n coalitions")
+register_estimator("mc", sampled_shapley_values, field="mc_shapley", rank=1,
+                   description="Shapley values from sampled coalitions (--sampler), stopped at a tolerance or budget")
+register_estimator("solo", solo, rank=math.inf, in_all=False, description="v({i}): each model alone")
+
+
+def valued_estimators() -> list[str]:
+    """The estimators ``--estimator all`` computes, in display order."""
+    return [name for name, e in ESTIMATORS.items() if e.in_all]
+
+
+def primary_estimator(computed: Iterable[str]) -> str:
+    """Which of the ``computed`` estimators ranks the leaderboard: the lowest rank (ties: display order)."""
+    order = list(ESTIMATORS)
+    return min(computed, key=lambda name: (ESTIMATORS[name].rank, order.index(name)))
 
 
 # the exact estimators and the result type live in .exact (sampling imports them); re-exported here
-__all__ = ["EXACT_LIMIT", "ESTIMATORS", "ValuationResult", "exact_banzhaf", "exact_shapley", "leave_one_out",
-           "sampled_shapley_values", "shapley_weight", "solo"]
+__all__ = ["EXACT_LIMIT", "ESTIMATORS", "Estimator", "ValuationResult", "exact_banzhaf", "exact_shapley",
+           "leave_one_out", "primary_estimator", "register_estimator", "sampled_shapley_values", "shapley_weight",
+           "solo", "valued_estimators"]

@@ -19,16 +19,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..agents.cache import GenerationCache
-from ..agents.pools import Pool
-from ..envs.dev_scores import DevScores, dev_scores_for
+from ..envs.dev_scores import DevScores
 from ..envs.executors import ExecutionCounts, Executor, LocalExecutor
-from ..envs.protocols import EpisodeContext, Protocol, make_protocol
+from ..envs.protocols import EpisodeContext, make_protocol
 from ..envs.runner import RunStats, episode_record, episode_seed, run_programs, score_outcomes
-from ..envs.system import with_pool_defaults
+from ..envs.system import System, with_pool_defaults
 from ..errors import ConfigError
 from ..failures import FailureSummary
-from ..tasks.base import Task
-from ..types import Item
 
 Coalition = frozenset
 
@@ -101,26 +98,34 @@ class FunctionGame(Game):
 
 
 class CoalitionGame(Game):
-    """protocol + pool + task + items: v(S) is the mean system score of coalition S."""
+    """A System valued as a game: its coalition's members are the players, its items the items, and v(S)
+    is the mean system score of coalition S (run with the same per-item episode seeds for every S).
 
-    def __init__(self, protocol: Protocol, pool: Pool, task: Task, items: Sequence[Item],
-                 members: Sequence[str] | None = None, seed: int = 0, cache: GenerationCache | None = None,
-                 share_generations: bool = True, progress: bool = False, max_programs: int = 20000,
-                 executor: Executor | None = None, record_text: bool = True):
+    Options: ``seed`` (the episode seeds), ``share_generations`` (False runs every coalition afresh, the
+    baseline that measures what the shared generation cache saves), ``progress``, ``max_programs`` (the
+    most episodes run at once), ``executor`` (local or Ray) and ``record_text`` (False keeps answers only
+    in the records). The generation cache is the system's (an in-memory one when it has none)."""
+
+    def __init__(self, system: System, *, seed: int = 0, share_generations: bool = True, progress: bool = False,
+                 max_programs: int = 20000, executor: Executor | None = None, record_text: bool = True):
         super().__init__()
         self.record_text = record_text  # reply texts in records (results.jsonl); False keeps answers only
-        self.protocol, self.pool, self.task, self.seed = with_pool_defaults(protocol, pool), pool, task, seed
-        self.items = list(items)
+        pool, task = system.pool, system.task
+        # the dev scores measured for the players share the game's cache, so one is made here when absent
+        cache = system.cache if system.cache is not None else GenerationCache(None)
+        self.system = system.replace(protocol=with_pool_defaults(system.protocol, pool), cache=cache)
+        self.protocol, self.pool, self.task, self.seed = self.system.protocol, pool, task, seed
+        self.items = list(system.items)
         if not self.items:
             raise ConfigError(f"task {task.name!r} gave zero items: a coalition game needs at least one")
-        self.players = tuple(pool.select(list(members)) if members is not None else pool.member_names)
+        self.players = tuple(pool.select(list(system.members)))
         if not self.players:
             raise ConfigError(f"pool {pool.name!r} has no members to value")
-        missing = [h for h in protocol.helper_names() if h not in pool.backends()]
+        missing = [h for h in self.protocol.helper_names() if h not in pool.backends()]
         if missing:
-            raise ConfigError(f"protocol {protocol.name!r} needs helper {missing[0]!r}, not in pool {pool.name!r}")
+            raise ConfigError(f"protocol {self.protocol.name!r} needs helper {missing[0]!r}, not in pool {pool.name!r}")
         self.n_items = len(self.items)
-        self.cache = cache if cache is not None else GenerationCache(None)
+        self.cache: GenerationCache = cache
         self.share_generations = share_generations
         self.stats = RunStats()
         self.records: dict[frozenset, list[dict]] = {}
@@ -131,15 +136,22 @@ class CoalitionGame(Game):
         self._backends = pool.backends()
         self._counts = ExecutionCounts(stats=self.stats)
         self._solo: CoalitionGame | None = None
-        self._dev: DevScores | None = None
 
     @property
     def dev(self) -> DevScores:
         """The players' dev scores on this task, measured on first use when the protocol needs them (next
         to the generation cache's file when it has one); the same for every coalition."""
-        if self._dev is None:
-            self._dev = dev_scores_for(self.protocol, self.task, self.pool, self.players, cache=self.cache)
-        return self._dev
+        return self.system.dev
+
+    @property
+    def protocol_name(self) -> str:
+        """What results call the valued method: the protocol's name (a game that trains its coalitions
+        first names its training recipe)."""
+        return self.protocol.name
+
+    def protocol_settings(self) -> dict[str, Any]:
+        """The valued method's settings as results record them (see :attr:`protocol_name`)."""
+        return self.protocol.settings()
 
     @property
     def generations(self) -> int:
@@ -177,9 +189,7 @@ class CoalitionGame(Game):
         per_chunk = max(1, self.max_programs // self.n_items)
         for start in range(0, len(runnable), per_chunk):
             chunk = runnable[start:start + per_chunk]
-            contexts = [EpisodeContext(item=it, task=self.task, members=self.ordered(c),
-                                       seed=episode_seed(self.seed, it), styles=self.pool.styles,
-                                       dev_scores=self.dev.scores)
+            contexts = [self.system.context(it, episode_seed(self.seed, it), self.ordered(c))
                         for c in chunk for it in self.items]
             outcomes = self._run(contexts)
             scored = score_outcomes(self.task, contexts, outcomes)
@@ -204,13 +214,16 @@ class CoalitionGame(Game):
         return summary
 
     def solo_game(self) -> "CoalitionGame":
-        if self.protocol.min_members <= 1:
-            return self
-        if self._solo is None:  # a plain single answer, sharing this game's cache
+        return self if self.protocol.min_members <= 1 else self.plain_solo_game()
+
+    def plain_solo_game(self) -> "CoalitionGame":
+        """Each player answering alone, plainly (majority vote of one), sharing this game's cache."""
+        if self._solo is None:
             single = make_protocol("majority_vote", temperature=self.protocol.temperature,
                                    max_new_tokens=self.protocol.max_new_tokens, tie_break="first")  # alone: no ties
-            self._solo = CoalitionGame(single, self.pool, self.task, self.items, self.players, self.seed,
-                                       self.cache, self.share_generations, executor=self.executor,
+            self._solo = CoalitionGame(System(single, self.task, self.pool, self.players, items=self.items,
+                                              cache=self.cache), seed=self.seed,
+                                       share_generations=self.share_generations, executor=self.executor,
                                        record_text=self.record_text)
         return self._solo
 

@@ -40,10 +40,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from .exact import exact_shapley
 from .game import Game
 
+#: the built-in samplers; :data:`SAMPLER_CLASSES` holds every sampler, :func:`register_sampler` adds one
 SAMPLERS = ("hybrid", "kernel", "stratified", "permutation")
 
 
@@ -160,7 +161,11 @@ class Design:
 
 
 class Sampler(ABC):
+    """Proposes coalitions in rounds and estimates from them; a new one is made usable by name
+    (``sampled_shapley(sampler=...)``, ``cgym eval --sampler``) with :func:`register_sampler`."""
+
     name = "sampler"
+    description = ""  # one line, for listings (`cgym estimators`)
     min_coalitions = 1
 
     def __init__(self, n: int, rng: np.random.Generator):
@@ -175,6 +180,12 @@ class Sampler(ABC):
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
         """players x items estimate from the design (``units`` replaces the sampled units: bootstrap)."""
+
+    def observe(self, masks: set[int], value: Callable[[int], np.ndarray]) -> None:
+        """Told the coalitions of each round once they are evaluated (default: nothing)."""
+
+    def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
+        """Called once sampling stopped, before the final estimate (default: nothing)."""
 
     def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
               exhausted: Callable[[int], None], paired: Callable[[int, int], bool]) -> list[Unit | int]:
@@ -219,6 +230,7 @@ class Sampler(ABC):
 
 class KernelSampler(Sampler):
     name = "kernel"
+    description = "paired KernelSHAP: sizes by kernel mass, each coalition with its complement"
 
     def __init__(self, n: int, rng: np.random.Generator):
         super().__init__(n, rng)
@@ -301,11 +313,15 @@ class KernelSampler(Sampler):
 
 class StratifiedSampler(Sampler):
     name = "stratified"
+    description = "SVARM-style stratified estimate, sizes 1 and n-1 enumerated first"
 
     def __init__(self, n: int, rng: np.random.Generator):
         super().__init__(n, rng)
         self.spread_of: dict[int, float] = {}  # mask -> item-mean value, filled by the estimate loop
         self.min_coalitions = 2 * n + 1 if n > 2 else 2 ** n - 1
+
+    def observe(self, masks: set[int], value: Callable[[int], np.ndarray]) -> None:
+        self.spread_of.update({m: float(value(m).mean()) for m in masks})  # for the Neyman allocation
 
     def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
         n = self.n
@@ -372,6 +388,7 @@ class HybridSampler(KernelSampler):
     both where they are close (measured in benchmarks/estimators.py)."""
 
     name = "hybrid"
+    description = "the kernel design estimated both ways, combined with the variance-minimising weight (default)"
 
     def __init__(self, n: int, rng: np.random.Generator):
         super().__init__(n, rng)
@@ -394,6 +411,9 @@ class HybridSampler(KernelSampler):
                 self.weight = float(np.clip((var_s - cov).sum() / denominator, 0.0, 1.0))
         return self.weight
 
+    def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
+        self.calibrate(design, value)
+
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
         kernel, stratified = self.both(design, value, units)
@@ -402,6 +422,7 @@ class HybridSampler(KernelSampler):
 
 class PermutationSampler(Sampler):
     name = "permutation"
+    description = "antithetic permutation sampling, the classic estimator"
 
     def __init__(self, n: int, rng: np.random.Generator):
         super().__init__(n, rng)
@@ -440,8 +461,40 @@ class PermutationSampler(Sampler):
         return total / (2 * len(units))
 
 
-SAMPLER_CLASSES: dict[str, type[Sampler]] = {"hybrid": HybridSampler, "kernel": KernelSampler,
-                                              "stratified": StratifiedSampler, "permutation": PermutationSampler}
+#: sampler name -> class, built-ins first; extended by :func:`register_sampler`
+SAMPLER_CLASSES: dict[str, type[Sampler]] = {}
+
+
+def register_sampler(cls: type[Sampler]) -> type[Sampler]:
+    """Make a :class:`Sampler` subclass usable by its ``name``: ``sampled_shapley(sampler=name)``,
+    ``sampled_shapley_values(game, sampler=name)`` and ``cgym eval --estimator mc --sampler name``. The class
+    is built as ``cls(n_players, rng)``; returns it, so it can decorate the class."""
+    if not (isinstance(cls, type) and issubclass(cls, Sampler)) or cls is Sampler:
+        raise ConfigError(f"register_sampler takes a Sampler subclass, not {cls!r}")
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not name or name in ("sampler", "auto"):
+        raise ConfigError(f"{cls.__name__} needs its own class attribute name (e.g. name = 'my_sampler')")
+    if SAMPLER_CLASSES.get(name, cls) is not cls:
+        raise ConfigError(f"sampler {name!r} is already registered ({SAMPLER_CLASSES[name].__name__})")
+    SAMPLER_CLASSES[name] = cls
+    return cls
+
+
+for _builtin in (HybridSampler, KernelSampler, StratifiedSampler, PermutationSampler):
+    register_sampler(_builtin)
+
+
+def sampler_names() -> list[str]:
+    """Every sampler's name, built-ins first (``auto`` chooses one of them)."""
+    return list(SAMPLER_CLASSES)
+
+
+def check_sampler(name: str) -> str:
+    """``name`` if it is ``auto`` or a registered sampler; else a clear error."""
+    if name != "auto" and name not in SAMPLER_CLASSES:
+        known = ["auto", *SAMPLER_CLASSES]
+        raise ConfigError(f"unknown sampler {name!r}.{did_you_mean(name, known)} Use one of {', '.join(known)}")
+    return name
 
 
 # -- the estimate -------------------------------------------------------------------------------------------
@@ -475,9 +528,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     n = len(players)
     stop = stop or (Tolerance(0.005) | MaxRounds(500))
     budget = _coalition_budget(stop)
-    name = choose_sampler(n, budget) if sampler == "auto" else sampler
-    if name not in SAMPLER_CLASSES:
-        raise ConfigError(f"unknown sampler {sampler!r}; use auto, {', '.join(SAMPLERS)}")
+    name = choose_sampler(n, budget) if check_sampler(sampler) == "auto" else sampler
     rng = np.random.default_rng(seed)
     impl = SAMPLER_CLASSES[name](n, rng)
     if budget is not None and budget < impl.min_coalitions and budget < 2 ** n - 1:
@@ -523,8 +574,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
             else:
                 masks |= set(p.masks)
         game.evaluate([names(m) for m in masks])
-        if isinstance(impl, StratifiedSampler):
-            impl.spread_of.update({m: float(value(m).mean()) for m in masks})
+        impl.observe(masks, value)
         for p in proposal:
             if isinstance(p, int):
                 design.complete.add(p)
@@ -540,8 +590,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
         if stop.done(Progress(used, gens, rounds, float(np.max(sampling_se)))):
             reason = _which(stop, Progress(used, gens, rounds, float(np.max(sampling_se))))
             break
-    if isinstance(impl, HybridSampler):
-        impl.calibrate(design, value)
+    impl.finish(design, value)
     per_item = impl.estimate(design, value)
     low, high, se, s_se = _two_level_bootstrap(impl, design, value, per_item, seed, n_boot)
     used, gens = spent()

@@ -15,6 +15,7 @@ from conftest import Scripted
 from coalition_gym.agents import load_pool
 from coalition_gym.agents.cache import CachedGenerator, CacheWarning, GenerationCache, ask_key
 from coalition_gym.envs.protocols import make_protocol
+from coalition_gym.envs.system import System
 from coalition_gym.tasks import make
 from coalition_gym.types import Ask, Message, Sample, SamplingParams
 from coalition_gym.valuation.estimators import exact_shapley
@@ -59,7 +60,8 @@ def test_corrupted_cache_file_is_reported_and_the_run_continues(tmp_path):
         cache = GenerationCache(path)
     assert cache.status.startswith("disabled")
     task = make("rg/basic_arithmetic", size=10)
-    game = CoalitionGame(make_protocol("majority_vote"), load_pool("sim:demo"), task, task.items(), cache=cache)
+    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items(),
+                                cache=cache))
     assert exact_shapley(game).values.sum() == pytest.approx(game.value(game.players))
 
 
@@ -78,7 +80,7 @@ def test_a_corrupted_entry_is_regenerated(tmp_path):
 
 def test_coalitions_share_first_round_generations():
     task = make("rg/basic_arithmetic", size=25)
-    game = CoalitionGame(make_protocol("majority_vote"), load_pool("sim:demo"), task, task.items())
+    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items()))
     exact_shapley(game)
     assert game.generations == 4 * 25  # each member answers each item once, for all 15 coalitions
     assert game.cache_hits == game.stats.asks - game.generations

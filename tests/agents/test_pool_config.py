@@ -47,13 +47,14 @@ def test_yaml_pool_mixes_backends(home):
 def test_a_mixed_pool_runs_a_protocol_with_real_and_simulated_members(home):
     from coalition_gym.envs.protocols import make_protocol
     from coalition_gym.envs.runner import RunStats, run_episodes
+    from coalition_gym.envs.system import System
 
     pool = load_pool(FIXTURES / "mixed.yaml")
     task = zoo_task("arith", size=4)
     stats = RunStats()
-    results = run_episodes(make_protocol("debate", rounds=2, max_new_tokens=8), task, task.items("test"),
-                           ["pico", "pico-cold", "atlas", "rookie"], pool.backends(), styles=pool.styles,
-                           stats=stats)
+    system = System.from_backends(make_protocol("debate", rounds=2, max_new_tokens=8), task, pool.backends(),
+                                  ["pico", "pico-cold", "atlas", "rookie"], styles=pool.styles)
+    results = run_episodes(system, task.items("test"), stats=stats)
     assert len(results) == 4 and all(r.error is None for r in results)
     texts = [t for r in results for t in r.outcome.transcript if t.member == "pico"]
     assert len(texts) == 8  # two rounds, four items
@@ -88,16 +89,18 @@ def member(**kw):
     ({"members": [member(backend="hf")]}, ConfigError, "needs 'model'"),
     ({"members": [member(), member()]}, ConfigError, "'m' is used twice"),
     ({"members": [member()], "helpers": [member()]}, ConfigError, "'m' is used twice"),
-    ({"members": [member(backend="hf", model="x", max_batch_size="8")]}, ConfigError, "max_batch_size='8' must be int"),
-    ({"members": [member(backend="hf", model="x", device=True)]}, ConfigError, "device=True must be str"),
+    ({"members": [member(backend="hf", model="x", max_batch_size="8")]}, ConfigError,
+     "max_batch_size='8' must be an integer >= 1"),
+    ({"members": [member(backend="hf", model="x", max_batch_size=0)]}, ConfigError, "max_batch_size=0 must be >= 1"),
+    ({"members": [member(backend="hf", model="x", device=True)]}, ConfigError, "device=True must be a string"),
     ({"members": [member(backend="openai", model="x", base_url="http://h/v1", max_retries=True)]}, ConfigError,
-     "max_retries=True must be int"),
+     "max_retries=True must be an integer"),
     ({"members": [member(backend="openai", model="gpt")]}, ConfigError, "needs base_url"),
     ({"members": [member(base_url="http://h")]}, ConfigError, "unknown key 'base_url' for backend 'sim'"),
     ({"members": [member(style="fancy")]}, ConfigError, "style='fancy'"),
     ({"members": [member(sampling={"temperature": "hot"})]}, ConfigError, "must be a number"),
     ({"members": [member(sampling={"temp": 1})]}, ConfigError, "unknown sampling key 'temp'"),
-    ({"members": [member(sampling={"top_p": 0})]}, ConfigError, r"top_p in \(0, 1\]"),
+    ({"members": [member(sampling={"top_p": 0})]}, ConfigError, r"sampling: top_p=0 must be in \(0, 1\]"),
     ({"members": [member(profile={"skil": 0.5})]}, ConfigError, "unknown profile field 'skil'"),
     ({"members": [member(profile={"skill": 2})]}, ConfigError, r"skill=2 must be in \[0, 1\]"),
     ({"members": [member(model="sim:nope/x")]}, ConfigError, "sim:<preset>/<member>"),

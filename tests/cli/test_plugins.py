@@ -175,6 +175,16 @@ EXAMPLE_COMMANDS = {
                          "majority_vote on tolerant_decimal_arithmetic"),
     "custom_backend.py": (["eval", "--pool", "calculator_pool.yaml", "--protocol", "debate", "--items", "20",
                            "--estimator", "loo", "--bootstrap", "50", "--out", "out"], "pool calculator_pool"),
+    "custom_pool.py": (["eval", "--pool", "sim:clones-3", "--protocol", "majority_vote", "--items", "20",
+                        "--estimator", "loo", "--bootstrap", "50", "--out", "out"], "pool sim:clones-3"),
+    "custom_estimator.py": (["eval", "--estimator", "pair_synergy,loo", "--protocol", "majority_vote", "--items", "20",
+                             "--bootstrap", "50", "--out", "out"], "pair_synergy [95% CI]"),
+    "custom_sampler.py": (["eval", "--pool", "sim:random-8", "--protocol", "majority_vote", "--estimator", "mc",
+                           "--sampler", "single_permutation", "--mc-budget", "60", "--items", "20", "--bootstrap",
+                           "50", "--out", "out"], "mc_shapley [95% CI]"),
+    "custom_training_recipe.py": (["train", "--method", "terse_nudge", "--policy", "zoo:tiny/pico", "--task",
+                                   "zoo:arith", "--protocol", "majority_vote", "--set", "eval_items=8", "--set",
+                                   "test_items=8"], "| terse_nudge | 0 |"),
 }
 
 

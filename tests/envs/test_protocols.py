@@ -6,6 +6,7 @@ from conftest import Scripted, answer_text
 from coalition_gym.envs.protocols import EpisodeContext, make_protocol
 from coalition_gym.envs.protocols.voting import plurality
 from coalition_gym.envs.runner import run_programs
+from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError, EmptyCoalitionError, UnknownNameError
 from coalition_gym.prompts import parse_pairwise, parse_ranking
 
@@ -242,11 +243,10 @@ def test_every_role_a_protocol_uses_is_in_the_role_vocabulary():
     task = make_task("rg/basic_arithmetic", size=2)
     item = task.items("test")[0]
     seen = set()
-    for name in [n for n, cls in PROTOCOLS.items() if not cls.trains_members]:  # their judges: test_collaborative
-        protocol = make_protocol(name)
-        protocol.prepare(task, pool.backends(), pool.member_names, [], pool.styles)
-        ctx = EpisodeContext(item=item, task=task, members=tuple(pool.member_names), seed=1, styles=pool.styles,
-                             dev_scores=pool.dev_scores)
+    for name in PROTOCOLS:  # coalition training's judges: test_collaborative
+        system = System(make_protocol(name), task, pool, dev_scores=pool.dev_scores)
+        system.prepare()
+        protocol, ctx = system.protocol, system.context(item, 1)
         asks, _ = run_one_program(protocol, ctx, pool.backends())
         seen |= {a.role for a in asks}
     assert seen <= {r.value for r in Role}, seen - {r.value for r in Role}

@@ -14,6 +14,7 @@ from coalition_gym import load_pool, parallel_env
 from coalition_gym.cli import main
 from coalition_gym.envs.protocols import PROTOCOLS, EpisodeContext, make_protocol
 from coalition_gym.envs.runner import run_episodes, run_programs, sample_tokens
+from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError, EmptyCoalitionError
 from coalition_gym.prompts import parse_route
 from coalition_gym.tasks import make as make_task
@@ -284,7 +285,7 @@ def test_seeds_never_depend_on_the_coalition(name):
     seen = {}
     for coalition in (["atlas", "delta"], ["atlas", "borealis", "cirrus", "delta"], ["atlas"]):
         backends = {n: Recorder(g) for n, g in pool.backends().items()}
-        run_episodes(make_protocol(name), task, task.items(), coalition, backends, seed=2)
+        run_episodes(System.from_backends(make_protocol(name), task, backends, coalition), task.items(), seed=2)
         asked = {}
         for rec in backends.values():
             for ask in (a for c in rec.calls for a in c):
@@ -301,8 +302,9 @@ def test_empty_coalition_refused_and_coalition_of_one_runs(name, task):
     with pytest.raises(EmptyCoalitionError):
         proto.start(EpisodeContext(item=task.items()[0], task=task, members=(), seed=0))
     pool = load_pool("sim:demo")
-    results = run_episodes(proto, make_task("rg/basic_arithmetic", size=10), make_task(
-        "rg/basic_arithmetic", size=10).items(), ["delta"], pool.backends())
+    results = run_episodes(System.from_backends(proto, make_task("rg/basic_arithmetic", size=10), pool.backends(),
+                                                ["delta"]), make_task(
+        "rg/basic_arithmetic", size=10).items())
     assert all(r.error is None and r.outcome.details["cost"]["calls"] >= 1 for r in results)
 
 
@@ -313,8 +315,10 @@ def test_cgym_envs_lists_all_ten_methods(capsys):
     and have none."""
     assert main(["envs"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 10 == sum(not cls.trains_members for cls in PROTOCOLS.values())
-    assert sorted(n for n, cls in PROTOCOLS.items() if cls.trains_members) == ["multiagent_finetuning", "sparta"]
+    from coalition_gym.training.recipes import recipe_names
+
+    assert len(lines) == 10 == len(PROTOCOLS)  # coalition training is no protocol: no env id
+    assert sorted(recipe_names("coalition")) == ["multiagent_finetuning", "sparta"]
     assert not any("sparta" in line.lower() or "finetuning" in line.lower() for line in lines)
     assert all(any(line.startswith(env_id) for line in lines) for env_id in NEW_IDS)
 

@@ -13,7 +13,7 @@ from coalition_gym.envs.protocols.swarm_graph import decode, layers, predecessor
 from coalition_gym.envs.runner import run_programs
 from coalition_gym.errors import ConfigError
 from coalition_gym.learners.pso import PSOConfig, particle_swarm
-from coalition_gym.training.swarm_search import optimise_swarm
+from coalition_gym.training.swarm_search import optimise_swarm, swarm_system
 
 
 def reaches_end(successor, node):
@@ -120,7 +120,7 @@ def oracle_pool():
 
 def test_pso_finds_the_graph_that_ends_at_the_oracle(tmp_path):
     task = make_task("rg/basic_arithmetic", size=40)
-    search = optimise_swarm(oracle_pool(), task, out=tmp_path / "graph.json", config=PSOConfig(seed=3))
+    search = optimise_swarm(swarm_system(oracle_pool(), task), PSOConfig(seed=3), out=tmp_path / "graph.json")
     first_round = search.pso.scores[0]
     assert search.graph.meta["end"] == "oracle" and search.dev_score == 1.0
     assert search.dev_score > np.mean(first_round) and search.dev_items == 10  # 25% of the dev split

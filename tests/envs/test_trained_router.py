@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from conftest import Recorder, Scripted, answer_text
 
-from coalition_gym import CollaborationEnv, load_pool, make_protocol, make_task, run_episodes
+from coalition_gym import CollaborationEnv, System, load_pool, make_protocol, make_task, run_episodes
 from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.learners.router_model import hashed_ngrams, logistic_learner
 
@@ -19,10 +19,10 @@ def test_trained_router_beats_random_routing_on_specialists(mixed):
     pool = load_pool("sim:specialists")
     items = mixed.items("test")
     router = make_protocol("trained_router")
-    routed = run_episodes(router, mixed, items, pool.member_names, pool.backends())
+    routed = run_episodes(System(router, mixed, pool), items)
     # A coalition of one is that member answering the same Ask the router would send it.
-    solo = {m: np.array([r.score for r in run_episodes(make_protocol("trained_router"), mixed, items, [m],
-                                                         pool.backends())])
+    solo = {m: np.array([r.score for r in run_episodes(System(make_protocol("trained_router"), mixed, pool, [m]),
+                                                         items)])
             for m in pool.member_names}
     random_routing = np.mean([s.mean() for s in solo.values()])  # expected score of a uniform draw
     score = np.mean([r.score for r in routed])
@@ -38,16 +38,17 @@ def test_dev_outcomes_are_measured_once_and_results_do_not_depend_on_batching(mi
     items = mixed.items("test")[:30]
     backends = {n: Recorder(g) for n, g in pool.backends().items()}
     router = make_protocol("trained_router", dev_items=30)
-    batched = run_episodes(router, mixed, items, pool.member_names, backends)
+    system = System.from_backends(router, mixed, backends, pool.member_names)
+    batched = run_episodes(system, items)
     dev_asks = [a for r in backends.values() for c in r.calls for a in c if a.role == "dev"]
     assert len(dev_asks) == 3 * 30  # each member answered each dev item once, in one episode
     assert sum("fit" in r.outcome.details for r in batched) == 1
-    assert set(router.dev_outcomes(mixed)) == set(pool.member_names)
-    again = run_episodes(router, mixed, items, pool.member_names, backends)
+    assert set(router.dev_outcomes(system.learned, mixed)) == set(pool.member_names)
+    again = run_episodes(system, items)  # the system keeps what its protocol learned
     assert len([a for r in backends.values() for c in r.calls for a in c if a.role == "dev"]) == 90
     assert all(r.outcome.details["cost"]["calls"] == 1 for r in again)  # routed: one member answers
-    one_by_one = make_protocol("trained_router", dev_items=30)
-    single = [run_episodes(one_by_one, mixed, [it], pool.member_names, pool.backends())[0] for it in items]
+    one_by_one = System(make_protocol("trained_router", dev_items=30), mixed, pool)
+    single = [run_episodes(one_by_one, [it])[0] for it in items]
     assert [(r.answer, r.outcome.details["chosen"]) for r in batched] == \
         [(r.answer, r.outcome.details["chosen"]) for r in single]
 
@@ -55,21 +56,22 @@ def test_dev_outcomes_are_measured_once_and_results_do_not_depend_on_batching(mi
 def test_fit_ahead_of_time_forget_and_a_coalition_of_one(mixed):
     pool = load_pool("sim:specialists")
     router = make_protocol("trained_router", dev_items=12)
-    known = router.fit(mixed, pool.backends(), pool.member_names)
+    system = System(router, mixed, pool)
+    known = router.fit(system.learned, mixed, pool.backends(), pool.member_names)
     assert set(known) == set(pool.member_names) and all(len(v) == 12 for v in known.values())
-    results = run_episodes(router, mixed, mixed.items()[:6], pool.member_names, pool.backends())
+    results = run_episodes(system, mixed.items()[:6])
     assert all(r.outcome.details["cost"]["calls"] == 1 and "fit" not in r.outcome.details for r in results)
-    router.forget(["wordy"])
-    assert set(router.dev_outcomes(mixed)) == {"mathy", "logician"}
-    (alone,) = run_episodes(make_protocol("trained_router"), mixed, mixed.items()[:1], ["wordy"], pool.backends())
+    system.learned.forget(["wordy"])
+    assert set(router.dev_outcomes(system.learned, mixed)) == {"mathy", "logician"}
+    (alone,) = run_episodes(System(make_protocol("trained_router"), mixed, pool, ["wordy"]), mixed.items()[:1])
     assert alone.outcome.details["routed_by"] == "alone" and alone.outcome.details["cost"]["calls"] == 1
 
 
 def test_any_callable_can_be_the_learner(task):
     last = lambda questions, outcomes: (lambda q: np.arange(outcomes.shape[1], dtype=float))  # noqa: E731
     gen = Scripted(lambda ask: answer_text(ask.member))
-    out = run_episodes(make_protocol("trained_router", learner=last), task, task.items(), ["a", "b", "c"],
-                       {m: gen for m in "abc"})
+    out = run_episodes(System.from_backends(make_protocol("trained_router", learner=last), task,
+                                            {m: gen for m in "abc"}, ["a", "b", "c"]), task.items())
     assert {r.outcome.details["chosen"] for r in out} == {"c"}
     assert isinstance(make_protocol("trained_router", learner=last).settings()["learner"], str)  # JSON-safe
     with pytest.raises(UnknownNameError, match="logistic"):
@@ -88,8 +90,8 @@ def test_hashed_features_and_the_logistic_learner():
 def test_in_the_gym_env_the_router_is_fitted_at_construction_and_the_policy_never_answers_dev_items():
     env = CollaborationEnv(protocol="trained_router", task_kwargs={"size": 40}, dev_items=10)
     router = env.system.protocol
-    measured = router.dev_outcomes(env.system.task)
-    assert sorted(measured) == sorted(env.system.members) and all(len(v) == 10 for v in measured.values())
+    measured = router.dev_outcomes(env.system.learned, env.system.task)
+    assert sorted(measured) == sorted(env.system.frozen) and all(len(v) == 10 for v in measured.values())
     asked, chosen = 0, []
     for seed in range(40):
         obs, info = env.reset(seed=seed)
@@ -104,7 +106,7 @@ def test_in_the_gym_env_the_router_is_fitted_at_construction_and_the_policy_neve
         chosen.append(info["details"]["chosen"])
     prior = float(np.mean([v.mean() for v in measured.values()]))
     assert 0 < asked < 40 and len(set(chosen)) > 1  # routed to the policy on some questions only
-    assert env.system.protocol.dev_outcomes(env.system.task).keys() == measured.keys()  # nothing measured since
+    assert router.dev_outcomes(env.system.learned, env.system.task).keys() == measured.keys()  # nothing measured since
     # the policy is routed exactly where no frozen member is predicted above the seat prior
     env.reset(seed=3)
     info = env.step(answer_text("1"))[4]
@@ -124,15 +126,17 @@ def test_an_explicit_seat_prior_and_bad_priors():
         make_protocol("trained_router", seat_prior=1.5)
 
 
-def test_the_router_knowledge_is_an_object_that_can_be_shared(mixed):
+def test_the_router_knowledge_is_learned_state_outside_the_settings_and_can_be_shared(mixed):
     from coalition_gym.learners.router_model import RouterKnowledge
 
     pool = load_pool("sim:specialists")
     shared = RouterKnowledge("logistic")
-    first = make_protocol("trained_router", dev_items=10, knowledge=shared)
-    first.fit(mixed, pool.backends(), pool.member_names)
-    second = make_protocol("trained_router", dev_items=10, knowledge=shared)
-    assert set(second.dev_outcomes(mixed)) == set(pool.member_names)  # measured once, known to both
-    assert "knowledge" not in first.settings() and first.settings()["dev_items"] == 10
-    results = run_episodes(second, mixed, mixed.items("test")[:5], pool.member_names, pool.backends())
+    first = make_protocol("trained_router", dev_items=10)
+    first.fit(shared, mixed, pool.backends(), pool.member_names)
+    second = make_protocol("trained_router", dev_items=10)
+    assert set(second.dev_outcomes(shared, mixed)) == set(pool.member_names)  # measured once, known to both
+    assert first == second and "knowledge" not in first.settings() and first.settings()["dev_items"] == 10
+    assert isinstance(System(first, mixed, pool).learned, RouterKnowledge)  # each system starts its own
+    assert System(first, mixed, pool).learned is not System(first, mixed, pool).learned
+    results = run_episodes(System(second, mixed, pool, learned=shared), mixed.items("test")[:5])
     assert all("fit" not in r.outcome.details for r in results)  # nobody was measured inside an episode

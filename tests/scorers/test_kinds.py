@@ -31,3 +31,13 @@ def test_a_rubric_never_raises_and_unreadable_answers_score_zero():
         assert rubric.score_one(None, Item(id="x", question="", gold="1")).parsed is False
         result = rubric.score_one("\x00" * 10000, Item(id="x", question="", gold="1"))
         assert 0.0 <= result.score <= 1.0
+
+
+def test_a_kind_is_a_parser_and_a_rubric_that_see_the_item():
+    from coalition_gym.scorers.kinds import resolve_answer_kind
+
+    numeric = resolve_answer_kind("numeric")
+    item = Item(id="n", question="", gold="42")
+    answer = numeric.extract("so 40 + 2\nAnswer: 42", item)  # the task lends no context: defaults
+    assert answer == "42" and numeric.score_batch([answer, None], [item, item])[0].score == 1.0
+    assert resolve_answer_kind(numeric) is numeric

@@ -26,8 +26,9 @@ def call(argv):
 @pytest.mark.parametrize("decoding", ["sampled", "greedy"])
 def test_train_export_eval_round_trip_agrees_with_the_trainer(tmp_path, monkeypatch, decoding):
     monkeypatch.chdir(tmp_path)
-    code, out, err = call(["train", "--method", "crl", "--policy", "zoo:default/polymath", "--protocol", "majority_vote",
-                           "--task", "zoo:reverse", "--collaborators", "sim:split", "--steps", "2", "--force",
+    code, out, err = call(["train", "--method", "crl", "--policy", "zoo:default/polymath",
+                           "--protocol", "majority_vote", "--task", "zoo:reverse", "--collaborators", "sim:split",
+                           "--steps", "2", "--force",
                            "--set", "protocol.tie_break=first", "--set", "test_items=40", "--set", "eval_items=8",
                            "--set", f"eval_decoding={decoding}", "--out", "train", "--export", "exported"])
     assert code == 0, err

@@ -15,6 +15,7 @@ from coalition_gym.agents.cache import GenerationCache  # noqa: E402
 from coalition_gym.agents.pools import Pool  # noqa: E402
 from coalition_gym.envs.executors import RayExecutor, make_executor  # noqa: E402
 from coalition_gym.envs.protocols import make_protocol  # noqa: E402
+from coalition_gym.envs.system import System  # noqa: E402
 from coalition_gym.errors import BackendError, ConfigError  # noqa: E402
 from coalition_gym.tasks import make  # noqa: E402
 from coalition_gym.valuation import CoalitionGame, exact_shapley  # noqa: E402
@@ -32,8 +33,8 @@ def executor():
 
 def shapley(pool, executor=None, cache=None, items=25):
     task = make("rg/basic_arithmetic", size=items)
-    game = CoalitionGame(make_protocol("debate", rounds=2), pool, task, task.items(), seed=3,
-                         cache=cache, executor=executor)
+    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, pool, items=task.items(), cache=cache),
+                         seed=3, executor=executor)
     return exact_shapley(game, n_boot=50), game
 
 
@@ -100,3 +101,21 @@ def test_training_rollouts_on_ray_equal_local_ones(executor, tmp_path):
     assert [(r.index, r.group, r.reward) for r in a] == [(r.index, r.group, r.reward) for r in b]
     assert [[c.completion_ids for c in r.calls] for r in a] == [[c.completion_ids for c in r.calls] for r in b]
     assert all(c.rollout == r.index for r in b for c in r.calls)
+
+
+def test_distributed_rollouts_equal_the_local_ones(executor):
+    from coalition_gym.agents.pools import load_pool
+    from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan, collect, collect_distributed
+
+    policy_backend = load_pool("zoo:tiny").members["pico"]
+    task = make("zoo:arith", size=20)
+    system = System(make_protocol("majority_vote", max_new_tokens=6), task, load_pool("sim:split"),
+                    ["ana", "ben", "policy"], seats={"policy": "compact"})
+    items, plan = task.items("train")[:4], RolloutPlan(group_size=2, seed=7, first_group=3)
+    local = collect(system, items, RecordingPolicy(policy_backend), plan)
+    remote = collect_distributed(executor, system, items, RecordingPolicy(policy_backend), plan)
+
+    def view(rollouts):
+        return [(r.index, r.group, r.item.id, r.reward, [(c.rollout, c.completion_ids) for c in r.calls])
+                for r in rollouts]
+    assert view(remote) == view(local) and len(local) == 8

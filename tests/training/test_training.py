@@ -8,7 +8,7 @@ import torch
 from coalition_gym.errors import ConfigError
 from coalition_gym.training.advantages import group_advantages, informative_groups
 from coalition_gym.training.config import make_config
-from coalition_gym.training.trainer import Trainer, run_methods
+from coalition_gym.training.trainer import RunOptions, Trainer, run_methods
 
 pytestmark = pytest.mark.slow
 
@@ -41,16 +41,17 @@ def test_every_policy_call_of_a_rollout_gets_its_advantage(tmp_path):
     adv = group_advantages(rewards, [r.group for r in rollouts])
     seen = {}
     captured = {}
-    original = trainer.policy_gradient_update
+    original = trainer.updates.policy_gradient  # what the strategy calls (it never sees the trainer)
 
-    def spy(calls, advantages):
+    def spy(calls, advantages, **settings):
         captured["pairs"] = list(zip([c.rollout for c in calls], advantages or []))
-        return original(calls, advantages)
+        return original(calls, advantages, **settings)
 
-    trainer.policy_gradient_update = spy
+    trainer.updates.policy_gradient = spy
     trainer.gather_batch = lambda step: (rollouts, rewards, {})
     trainer.train_step(0)
-    for rollout, a in captured.get("pairs", []):
+    assert captured["pairs"]
+    for rollout, a in captured["pairs"]:
         seen.setdefault(rollout, set()).add(round(a, 9))
         assert a == pytest.approx(adv[rollout])
     assert all(len(values) == 1 for values in seen.values())
@@ -95,7 +96,7 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path):
 
 
 def test_methods_report_against_base(tmp_path):
-    reports = run_methods(["crl", "raft", "nudge"], tmp_path, preset="tiny", progress=False,
+    reports = run_methods(["crl", "raft", "nudge"], tmp_path, "tiny", RunOptions(progress=False),
                           **{k: v for k, v in config().to_dict().items()
                              if k in ("policy", "task", "task_kwargs", "steps", "eval_every", "eval_items",
                                       "test_items", "items_per_step", "group_size", "collaborators", "members",

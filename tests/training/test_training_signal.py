@@ -12,13 +12,14 @@ from coalition_gym.agents.base import Generator
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.protocols.base import Protocol
+from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.training.advantages import group_advantages
 from coalition_gym.training.config import make_config
 from coalition_gym.training.diagnostics import pivotality, signal_metrics, summarise_signal, within_group_corr
 from coalition_gym.training.losses import aggregate, batch_normalizer, clipped_policy_loss
-from coalition_gym.training.rollouts import PolicyCall, RecordingPolicy, Rollout, collect, protocol_asks
+from coalition_gym.training.rollouts import PolicyCall, RecordingPolicy, Rollout, RolloutPlan, collect, protocol_asks
 from coalition_gym.types import Outcome, Sample
 
 
@@ -61,8 +62,9 @@ def test_collaborator_draws_are_shared_inside_a_group_only_when_asked(draws):
     items = task.items("train")[:3]
     a, b = SeedLog("a"), SeedLog("b")
     policy = RecordingPolicy(FakeHF())
-    rollouts = collect(make_protocol("majority_vote"), task, items, ["a", "b", "policy"], {"a": a, "b": b}, policy,
-                       "policy", group_size=4, seed=5, styles={}, draws=draws)
+    system = System.from_backends(make_protocol("majority_vote"), task, {"a": a, "b": b}, ["a", "b", "policy"],
+                                  seats={"policy": "chat"}, dev_scores={})
+    rollouts = collect(system, items, policy, RolloutPlan(group_size=4, seed=5, draws=draws))
     assert len(rollouts) == 12 and {r.group for r in rollouts} == {0, 1, 2}
     for item in items:
         for collaborator in (a, b):
@@ -76,8 +78,8 @@ def test_collaborator_draws_are_shared_inside_a_group_only_when_asked(draws):
 def test_unknown_draws_are_refused():
     task = make_task("zoo:arith", size=5)
     with pytest.raises(ConfigError, match="draws"):
-        collect(make_protocol("majority_vote"), task, task.items("train")[:1], ["policy"], {},
-                RecordingPolicy(FakeHF()), "policy", 2, 0, {}, draws="sometimes")
+        collect(System.from_backends(make_protocol("majority_vote"), task, {}, ["policy"], seats={"policy": "chat"}),
+                task.items("train")[:1], RecordingPolicy(FakeHF()), RolloutPlan(2, 0, draws="sometimes"))
 
 
 def test_advantages_of_all_equal_groups_are_exactly_zero_and_eps_is_trls():
@@ -185,11 +187,10 @@ def test_the_probe_tells_which_seats_a_protocol_can_ask():
     pool = load_pool("sim:specialists")
     coalition = pool.member_names + ["policy"]
     items = task.items("train")[:3]
-    names = list(pool.backends())
-    assert protocol_asks(FirstMemberOnly(), task, items, coalition, names, "policy") is False
-    assert protocol_asks(FirstMemberOnly(), task, items, ["policy"] + pool.member_names, names, "policy") is True
+    assert protocol_asks(System(FirstMemberOnly(), task, pool, coalition), items, "policy") is False
+    assert protocol_asks(System(FirstMemberOnly(), task, pool, ["policy"] + pool.member_names), items, "policy") is True
     for name in ("majority_vote", "debate", "prompt_routing", "cascade", "llm_blender"):
-        assert protocol_asks(make_protocol(name), task, items, coalition, names, "policy") is True
+        assert protocol_asks(System(make_protocol(name), task, pool, coalition), items, "policy") is True
 
 
 def test_the_trainer_refuses_a_protocol_that_never_asks_the_policy(monkeypatch, tmp_path):
@@ -216,8 +217,9 @@ def test_rollout_temperature_and_greedy_evaluation_reach_the_policy_only():
     backend.generate = spy
     task = make_task("zoo:arith", size=5)
     policy = RecordingPolicy(backend, temperature=0.3)
-    rollouts = collect(make_protocol("majority_vote", temperature=0.9), task, task.items("train")[:2],
-                       ["policy"], {}, policy, "policy", 2, 0, {})
+    system = System.from_backends(make_protocol("majority_vote", temperature=0.9), task, {}, ["policy"],
+                                  seats={"policy": "chat"}, dev_scores={})
+    rollouts = collect(system, task.items("train")[:2], policy, RolloutPlan(2, 0))
     assert seen == [0.3] * 4 and all(c.temperature == 0.3 for r in rollouts for c in r.calls)
     assert RecordingPolicy(FakeHF(), temperature=0.0).identity != RecordingPolicy(FakeHF()).identity
 

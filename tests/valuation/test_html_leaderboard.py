@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from coalition_gym import load_pool, make_protocol, make_task
-from coalition_gym.reports.leaderboard import evaluate, write_report
+from coalition_gym import CoalitionGame, System, load_pool, make_protocol, make_task
+from coalition_gym.reports.leaderboard import EvalOptions, evaluate, write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -19,8 +19,9 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromiu
 def page(tmp_path_factory):
     out = tmp_path_factory.mktemp("leaderboard")
     task = make_task("rg/basic_arithmetic", size=20)
-    report = evaluate(make_protocol("debate", rounds=2), load_pool("sim:demo"), task, task.items("test"),
-                      ["loo", "shapley", "banzhaf"], n_boot=100)
+    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, load_pool("sim:demo"),
+                                items=task.items("test")))
+    report = evaluate(game, ["loo", "shapley", "banzhaf"], EvalOptions(n_boot=100))
     write_report(report, out)
     return out / "leaderboard.html", report
 
@@ -87,8 +88,8 @@ def test_the_comparison_page_loads_and_its_wide_table_sorts(page, browser, tmp_p
     path, report = page
     other = tmp_path / "other"
     task = make_task("rg/basic_arithmetic", size=20)
-    write_report(evaluate(make_protocol("majority_vote"), load_pool("sim:demo"), task, task.items("test"),
-                          ["loo", "shapley"], n_boot=100), other)
+    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items("test")))
+    write_report(evaluate(game, ["loo", "shapley"], EvalOptions(n_boot=100)), other)
     html_file = tmp_path / "compare.html"
     html_file.write_text(compare.page(compare.compare([path.parent, other])))
     browser.get(html_file.as_uri())

@@ -182,7 +182,8 @@ def evaluate_folder(folder: str | Path, task_names: Sequence[str], n_items: int,
                     params=SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
                 for k, it in enumerate(items)]
         samples = gen.generate(asks)
-        out[name] = sum(task.score(task.extract(s.text, it), it) for s, it in zip(samples, items)) / len(items)
+        answers = [task.extract(s.text, it) for s, it in zip(samples, items)]
+        out[name] = sum(r.score for r in task.score_batch(answers, items)) / len(items)
     return out
 
 

@@ -6,10 +6,10 @@ import dataclasses
 from typing import Any
 
 from ...errors import ConfigError, UnknownNameError
-from ...settings_check import check_setting_types
+from ...settings_check import setting_names
 from .base import EpisodeContext, ProgramGen, Protocol
 from .cascade import Cascade
-from .collaborative import TRAINING_PROTOCOLS, MultiagentFinetuning, SpartaAlignment
+from .collaborative import SelectedCheckpoint, refuse_not_episodic
 from .debate import Debate
 from .feedback import Feedback
 from .llm_blender import LLMBlender
@@ -24,29 +24,27 @@ from .trained_router import TrainedRouter
 BUILTIN_PROTOCOLS: tuple[type[Protocol], ...] = (Debate, LLMBlender, SLMMux, MajorityVote, MixtureOfAgents,
                                                  HeterogeneousSwarms, Feedback, PromptRouting, TrainedRouter, Cascade)
 #: protocol name -> class; extended by ``coalition_gym.register_protocol``
-PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in BUILTIN_PROTOCOLS + TRAINING_PROTOCOLS}
+PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in BUILTIN_PROTOCOLS}
 
 
 def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
     """A protocol by name with its settings; unknown names or settings get a clear error."""
-    if isinstance(name, Protocol):
+    if isinstance(name, Protocol):  # its __post_init__ checks the settings (settings_check.check_settings)
         if settings:
-            check_setting_types(type(name), settings, name.name)
             return dataclasses.replace(name, **settings)
         return name
     if name not in PROTOCOLS:
+        refuse_not_episodic(name)  # a coalition-training recipe's name: say what it is instead
         raise UnknownNameError("protocol", name, PROTOCOLS)
     cls = PROTOCOLS[name]
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = set(setting_names(cls))
     unknown = sorted(set(settings) - fields)
     if unknown:
         raise ConfigError(f"protocol {name!r} has no setting {unknown[0]!r}; its settings are: "
                           f"{', '.join(sorted(fields))}")
-    check_setting_types(cls, settings, name)
     return cls(**settings)
 
 
 __all__ = ["PROTOCOLS", "BUILTIN_PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext", "ProgramGen",
            "Debate", "LLMBlender", "MajorityVote", "SLMMux", "MixtureOfAgents", "HeterogeneousSwarms",
-           "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph", "SpartaAlignment",
-           "MultiagentFinetuning", "TRAINING_PROTOCOLS"]
+           "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph", "SelectedCheckpoint"]

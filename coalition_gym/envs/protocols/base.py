@@ -14,6 +14,7 @@ from typing import Generator as PyGenerator
 
 from ...agents.base import derive_seed
 from ...errors import ConfigError, EmptyCoalitionError
+from ...settings_check import check_settings, setting
 from ...tasks.base import Task
 from ...types import Ask, Item, Message, Outcome, Sample, SamplingParams, Turn
 
@@ -30,6 +31,9 @@ class EpisodeContext:
     seed: int
     styles: Mapping[str, str] = field(default_factory=dict)
     dev_scores: Mapping[str, float] = field(default_factory=dict)
+    #: what the protocol has learned so far (``Protocol.fresh_learned``), held by the System that started the
+    #: episode and shared by all its episodes; None for a protocol that learns nothing
+    learned: Any = field(default=None, compare=False, repr=False)
 
     def style(self, member: str) -> str:
         return self.styles.get(member, "chat")
@@ -49,7 +53,8 @@ class EpisodeContext:
 
 @dataclass
 class Protocol(ABC):
-    """A collaboration method. Subclasses are dataclasses whose fields are the method's settings."""
+    """A collaboration method. Subclasses are dataclasses whose fields are the method's settings, declared
+    with :func:`~coalition_gym.settings_check.setting` where they have bounds or choices."""
 
     name: ClassVar[str] = "protocol"
     description: ClassVar[str] = ""
@@ -57,18 +62,14 @@ class Protocol(ABC):
     helper_fields: ClassVar[tuple[str, ...]] = ()
     #: Smallest coalition the method is defined for.
     min_members: ClassVar[int] = 1
-    #: True for the collaborative-training family: a coalition's members are trained (copies) before
-    #: ``program`` runs on them, so the method is valued (``cgym eval``) but is not an episode env.
-    trains_members: ClassVar[bool] = False
 
-    temperature: float = 0.7
-    max_new_tokens: int = 512
+    temperature: float = setting(0.7, ge=0, doc="sampling temperature of the members' answers")
+    max_new_tokens: int = setting(512, ge=1, doc="new-token cap of every request")
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ConfigError(f"{self.name}: temperature={self.temperature} must be >= 0")
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"{self.name}: max_new_tokens={self.max_new_tokens} must be >= 1")
+        # every setting's type, bounds and choices (declared with `setting(...)`), checked in one place;
+        # a subclass adds only the rules between fields that a declaration cannot say
+        check_settings(self)
 
     @property
     def params(self) -> SamplingParams:
@@ -103,11 +104,18 @@ class Protocol(ABC):
     def settings(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def prepare(self, task: Any, backends: Mapping[str, Any], frozen: Sequence[str], seats: Sequence[str],
-                styles: Mapping[str, str] | None = None) -> None:
-        """Learn, before any episode, what the method would otherwise learn inside one (called by the
-        environments when they are built). ``frozen`` members are answered by ``backends``; ``seats`` are
-        answered from outside (a policy) and cannot be asked outside an episode. Default: nothing."""
+    def fresh_learned(self) -> Any:
+        """A new, empty learned state for this method (what it learns from episodes or ``prepare``, e.g. a
+        trained router's dev outcomes). It lives outside the settings: the System keeps one and every
+        episode's ``ctx.learned`` is that object. Default: None (the method learns nothing)."""
+        return None
+
+    def prepare(self, learned: Any, task: Any, backends: Mapping[str, Any], frozen: Sequence[str],
+                seats: Sequence[str], styles: Mapping[str, str] | None = None) -> None:
+        """Learn into ``learned`` (from :meth:`fresh_learned`), before any episode, what the method would
+        otherwise learn inside one (called by the environments when they are built). ``frozen`` members are
+        answered by ``backends``; ``seats`` are answered from outside (a policy) and cannot be asked outside
+        an episode. Default: nothing."""
 
 
 def answer_turns(ctx: EpisodeContext, asks: list[Ask], samples: list[Sample]) -> list[Turn]:

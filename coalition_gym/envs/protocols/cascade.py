@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from ...errors import ConfigError
+from ...settings_check import setting
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .utils import ask_with_seed_round
@@ -34,19 +35,15 @@ class Cascade(Protocol):
                                   "self-consistent enough")
 
     costs: Mapping[str, float] | None = None
-    default_cost: float = 1.0
-    samples: int = 3
-    threshold: float = 1.0
+    default_cost: float = setting(1.0, ge=0, doc="the cost of a member without one in costs")
+    samples: int = setting(3, ge=1, doc="answers drawn per member asked")
+    threshold: float = setting(1.0, gt=0, le=1, doc="self-consistency that stops the cascade")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.samples < 1:
-            raise ConfigError(f"cascade: samples={self.samples} must be >= 1")
-        if not 0.0 < self.threshold <= 1.0:
-            raise ConfigError(f"cascade: threshold={self.threshold} must be in (0, 1]")
-        bad = {m: c for m, c in (self.costs or {}).items() if not c >= 0}
-        if bad or not self.default_cost >= 0:
-            raise ConfigError(f"cascade: costs must be >= 0, got {bad or {'default_cost': self.default_cost}}")
+        bad = {m: c for m, c in (self.costs or {}).items() if not c >= 0}  # per entry: beyond a declaration
+        if bad:
+            raise ConfigError(f"cascade: costs must be >= 0, got {bad}")
 
     def cost(self, member: str) -> float:
         return float((self.costs or {}).get(member, self.default_cost))

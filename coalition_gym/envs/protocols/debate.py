@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...errors import ConfigError
 from ...prompts import debate_followup
+from ...settings_check import setting
 from ...types import Message, Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
-from .voting import check_tie_break, plurality
+from .voting import plurality, tie_break_setting
 
 
 @dataclass
@@ -26,17 +26,9 @@ class Debate(Protocol):
     name: ClassVar[str] = "debate"
     description: ClassVar[str] = "Multiagent debate: members revise after reading peers' answers; majority vote"
 
-    rounds: int = 3
-    history: str = "previous"  # or "full"
-    tie_break: str = "dev"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.rounds < 1:
-            raise ConfigError(f"debate: rounds={self.rounds} must be >= 1")
-        if self.history not in ("previous", "full"):
-            raise ConfigError(f"debate: history={self.history!r}; use 'previous' or 'full'")
-        check_tie_break(self.tie_break)
+    rounds: int = setting(3, ge=1, doc="debate rounds, the independent first answers included")
+    history: str = setting("previous", choices=("previous", "full"), doc="what a member sees of earlier rounds")
+    tie_break: str = tie_break_setting()
 
     def program(self, ctx: EpisodeContext) -> ProgramGen:
         members = ctx.members

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ...agents.base import stable_hash
-from ...errors import ConfigError
 from ...prompts import feedback_prompt, references_prompt, refine_prompt
+from ...settings_check import setting
 from ...types import Outcome, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .utils import best_dev_member
-from .voting import check_tie_break, plurality
+from .voting import plurality, tie_break_setting
 
 
 @dataclass
@@ -38,15 +38,9 @@ class Feedback(Protocol):
                                   "a summariser or a vote gives the answer")
     helper_fields: ClassVar[tuple[str, ...]] = ("summariser",)
 
-    reviewers: int = 3
+    reviewers: int = setting(3, ge=1, doc="peers who review each answer")
     summariser: str | None = None
-    tie_break: str = "dev"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.reviewers < 1:
-            raise ConfigError(f"feedback: reviewers={self.reviewers} must be >= 1")
-        check_tie_break(self.tie_break)
+    tie_break: str = tie_break_setting()
 
     def needs_dev_scores(self) -> bool:
         """Without a fixed summariser the best member on dev summarises (and the vote that stands in when

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from ...errors import ConfigError
 from ...prompts import fuse_prompt, listwise_prompt, pairwise_prompt, parse_pairwise, parse_ranking
+from ...settings_check import setting
 from ...types import Outcome, SamplingParams, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently
 
@@ -36,17 +37,13 @@ class LLMBlender(Protocol):
 
     ranker: str = "judge"
     fuser: str | None = "fuser"
-    ranking: str = "pairwise"
+    ranking: str = setting("pairwise", choices=RANKINGS, doc="how the ranker compares candidates")
     both_orders: bool = False
-    top_k: int = 3
-    judge_temperature: float = 0.0
+    top_k: int = setting(3, ge=1, doc="best-ranked candidates the fuser merges")
+    judge_temperature: float = setting(0.0, ge=0, doc="the ranker's sampling temperature")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.ranking not in RANKINGS:
-            raise ConfigError(f"llm_blender: ranking={self.ranking!r}; use one of {', '.join(RANKINGS)}")
-        if self.top_k < 1:
-            raise ConfigError(f"llm_blender: top_k={self.top_k} must be >= 1")
         if not self.ranker:
             raise ConfigError("llm_blender: a ranker helper is required")
 

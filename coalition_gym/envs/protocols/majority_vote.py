@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently
-from .voting import check_tie_break, plurality
+from .voting import plurality, tie_break_setting
 
 
 @dataclass
@@ -18,11 +18,7 @@ class MajorityVote(Protocol):
     name: ClassVar[str] = "majority_vote"
     description: ClassVar[str] = "Majority vote: each member answers once; the most frequent answer wins"
 
-    tie_break: str = "dev"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_tie_break(self.tie_break)
+    tie_break: str = tie_break_setting()
 
     def program(self, ctx: EpisodeContext) -> ProgramGen:
         _, transcript = yield from answer_independently(ctx, self.params)

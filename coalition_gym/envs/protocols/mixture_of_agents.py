@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...errors import ConfigError
 from ...prompts import references_prompt
+from ...settings_check import setting
 from ...types import Outcome, Turn
 from .base import EpisodeContext, ProgramGen, Protocol, answer_independently, answer_turns
 from .utils import best_dev_member
@@ -33,13 +33,8 @@ class MixtureOfAgents(Protocol):
                                   "a fixed aggregator writes the answer")
     helper_fields: ClassVar[tuple[str, ...]] = ("aggregator",)
 
-    layers: int = 1
+    layers: int = setting(1, ge=1, doc="proposer layers before the aggregator")
     aggregator: str | None = "fuser"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.layers < 1:
-            raise ConfigError(f"mixture_of_agents: layers={self.layers} must be >= 1")
 
     def needs_dev_scores(self) -> bool:
         """Without a fixed aggregator the best member on dev aggregates."""

@@ -19,6 +19,7 @@ from typing import ClassVar, Mapping, Sequence
 
 from ...errors import ConfigError
 from ...prompts import parse_route, route_prompt
+from ...settings_check import setting
 from ...types import Outcome, SamplingParams, Turn
 from .base import EpisodeContext, ProgramGen, Protocol
 from .utils import best_dev_member, seeded_choice
@@ -38,11 +39,6 @@ def fallback_member(rule: str, ctx: EpisodeContext, members: Sequence[str]) -> s
     return seeded_choice(members, "route-fallback", ctx.seed, ctx.item.id)
 
 
-def check_fallback(rule: str) -> None:
-    if rule not in FALLBACKS:
-        raise ConfigError(f"unknown routing fallback {rule!r}; use one of {', '.join(FALLBACKS)}")
-
-
 def answer_wave(ctx: EpisodeContext, chosen: str, params: SamplingParams):
     """The routed member's answer Ask (round 1, after the routing decision at round 0)."""
     return ctx.ask(chosen, ctx.question(chosen), params, round_=1)
@@ -57,16 +53,13 @@ class PromptRouting(Protocol):
 
     router: str = "judge"
     descriptions: Mapping[str, str] | None = None
-    fallback: str = "dev"
-    router_temperature: float = 0.0
+    fallback: str = setting("dev", choices=FALLBACKS, doc="who answers when the router's choice is unusable")
+    router_temperature: float = setting(0.0, ge=0, doc="the router's sampling temperature")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.router:
             raise ConfigError("prompt_routing: a router helper is required")
-        check_fallback(self.fallback)
-        if self.router_temperature < 0:
-            raise ConfigError(f"prompt_routing: router_temperature={self.router_temperature} must be >= 0")
 
     def needs_dev_scores(self) -> bool:
         """The ``"dev"`` fallback routes an unusable choice to the best member on dev."""

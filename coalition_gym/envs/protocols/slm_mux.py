@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...errors import ConfigError
+from ...settings_check import setting
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
-from .voting import break_tie, check_tie_break, majority_of
+from .voting import break_tie, majority_of, tie_break_setting
 
 
 @dataclass
@@ -24,15 +24,9 @@ class SLMMux(Protocol):
     name: ClassVar[str] = "slm_mux"
     description: ClassVar[str] = "SLM-MUX: k samples per member; the most self-consistent member's answer wins"
 
-    temperature: float = 0.3
-    samples: int = 3
-    tie_break: str = "dev"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.samples < 1:
-            raise ConfigError(f"slm_mux: samples={self.samples} must be >= 1")
-        check_tie_break(self.tie_break)
+    temperature: float = setting(0.3, ge=0, doc="sampling temperature of the members' answers")
+    samples: int = setting(3, ge=1, doc="answers drawn per member")
+    tie_break: str = tie_break_setting()
 
     def program(self, ctx: EpisodeContext) -> ProgramGen:
         asks = [ctx.ask(m, ctx.question(m), self.params, round_=0, index=j)

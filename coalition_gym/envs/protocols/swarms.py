@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...agents.base import stable_hash
-from ...errors import ConfigError
 from ...prompts import node_prompt
+from ...settings_check import setting
 from ...types import Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
 from .swarm_graph import SwarmGraph, as_graph, decode, layers, predecessors
@@ -45,16 +45,12 @@ class HeterogeneousSwarms(Protocol):
                                   "adjacency matrix; the end node answers")
 
     graph: Any = None
-    top_p: float = 0.7
-    default_weight: float = 0.5
+    top_p: float = setting(0.7, ge=0, le=1, doc="nucleus of the DAG decoding draws")
+    default_weight: float = setting(0.5, ge=0, le=1, doc="edge weight where the graph names no weight")
     decode_seed: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 <= self.top_p <= 1.0:
-            raise ConfigError(f"heterogeneous_swarms: top_p={self.top_p} must be in [0, 1]")
-        if not 0.0 <= self.default_weight <= 1.0:
-            raise ConfigError(f"heterogeneous_swarms: default_weight={self.default_weight} must be in [0, 1]")
         self._graph: SwarmGraph | None = as_graph(self.graph)
         self._structures: dict[tuple[str, ...], tuple[list[int | None], list[int]]] = {}
 

@@ -7,9 +7,11 @@ Learning happens inside the protocol, from the members' own answers, so it works
 - The dev set is the first ``dev_items`` items of the task's ``dev_split``. Each member answers each
   dev item once, with a seed fixed by (``dev_seed``, dev item, member): the same in every episode
   and coalition, so a generation cache shares these answers everywhere.
-- The protocol object remembers every member's dev outcomes (per task and member name), so a member
-  is measured once per protocol object. Call :meth:`TrainedRouter.forget` when a member changes
-  (e.g. a policy being trained) to measure it again.
+- What the router knows (every member's dev outcomes, per task and member name) is a
+  :class:`RouterKnowledge`, the protocol's learned state (:meth:`TrainedRouter.fresh_learned`): the
+  System keeps one and hands it to every episode as ``ctx.learned``, so a member is measured once per
+  System (the protocol's settings stay plain settings). Call ``knowledge.forget(members)`` when a
+  member changes (e.g. a policy being trained) to measure it again.
 - The environments fit the router when they are built (:meth:`TrainedRouter.prepare`): the frozen
   members answer the dev items then, outside any episode. A seat answered from outside (the gym
   policy, PettingZoo agents) cannot be asked before an episode and is never asked dev items inside
@@ -36,16 +38,18 @@ A coalition of one needs no routing: its member answers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from ...agents.base import Generator, derive_seed, stable_hash
 from ...errors import BackendError, ConfigError
 from ...learners.router_model import RouterKnowledge
+from ...settings_check import setting
 from ...tasks.base import SPLITS, Task
 from ...types import Ask, Item, Outcome, Sample, Turn
+from ..dispatch import dispatch
 from .base import EpisodeContext, ProgramGen, Protocol
 from .routing import answer_wave
 
@@ -57,28 +61,24 @@ class TrainedRouter(Protocol):
                                   "the member who answers")
 
     learner: Any = "logistic"
-    dev_items: int = 50
-    dev_split: str = "dev"
+    dev_items: int = setting(50, ge=1, doc="dev items every member answers to train the router")
+    dev_split: str = setting("dev", choices=SPLITS, doc="the split the dev items come from")
     dev_seed: int = 0
-    seat_prior: float | None = None
-    #: what the router knows (measured dev outcomes, assumed seat accuracies, fitted predictors); give
-    #: one to share it between protocol objects, or leave None for a fresh one
-    knowledge: RouterKnowledge | None = field(default=None, compare=False, repr=False)
+    seat_prior: float | None = setting(None, ge=0, le=1, doc="assumed dev accuracy of a seat answered from "
+                                       "outside (none: the frozen members' mean)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.seat_prior is not None and not 0.0 <= self.seat_prior <= 1.0:
-            raise ConfigError(f"trained_router: seat_prior={self.seat_prior} must be an accuracy in [0, 1]")
-        if self.dev_items < 1:
-            raise ConfigError(f"trained_router: dev_items={self.dev_items} must be >= 1")
-        if self.dev_split not in SPLITS:
-            raise ConfigError(f"trained_router: dev_split={self.dev_split!r}; use one of {', '.join(SPLITS)}")
-        if self.knowledge is None:
-            self.knowledge = RouterKnowledge(self.learner)  # refuses an unknown learner name
+        RouterKnowledge(self.learner)  # refuses an unknown learner name now, not at the first episode
+
+    def fresh_learned(self) -> RouterKnowledge:
+        """What the router knows (measured dev outcomes, assumed seat accuracies, fitted predictors): empty.
+        Share one between Systems to share what was measured."""
+        return RouterKnowledge(self.learner)
 
     def settings(self) -> dict[str, Any]:
         """The settings, with a callable learner named by its qualified name (so reports stay JSON)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "knowledge"}  # state is no setting
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         if callable(self.learner):
             out["learner"] = getattr(self.learner, "__qualname__", type(self.learner).__name__)
         return out
@@ -91,50 +91,35 @@ class TrainedRouter(Protocol):
                               "to learn the router from")
         return stable_hash("dev-set", task.name, *(it.id for it in items)), items
 
-    @property
-    def known(self) -> RouterKnowledge:
-        assert self.knowledge is not None  # set in __post_init__
-        return self.knowledge
-
-    def dev_outcomes(self, task: Task) -> dict[str, np.ndarray]:
-        """The dev scores measured so far for ``task``, per member."""
+    def dev_outcomes(self, known: RouterKnowledge, task: Task) -> dict[str, np.ndarray]:
+        """The dev scores ``known`` holds for ``task``, per member."""
         key, _ = self.dev_set(task)
-        return self.known.measured(key)
+        return known.measured(key)
 
-    def forget(self, members: Iterable[str] | None = None) -> None:
-        """Drop what was measured about ``members`` (all members if None); they are measured again."""
-        self.known.forget(None if members is None else list(members))
-
-    def prepare(self, task: Task, backends: Mapping[str, Generator], frozen: Sequence[str], seats: Sequence[str],
-                styles: Mapping[str, str] | None = None) -> None:
+    def prepare(self, learned: RouterKnowledge, task: Task, backends: Mapping[str, Generator],
+                frozen: Sequence[str], seats: Sequence[str], styles: Mapping[str, str] | None = None) -> None:
         """Measure the frozen members' dev outcomes now and enter every seat with an assumed accuracy."""
-        known = self.fit(task, backends, frozen, styles) if frozen else {}
+        known = self.fit(learned, task, backends, frozen, styles) if frozen else {}
         prior = self.seat_prior
         if prior is None:
             prior = float(np.mean([known[m].mean() for m in frozen])) if frozen else 0.5
-        for seat in seats:
-            self.assume(task, seat, prior)
-
-    def assume(self, task: Task, member: str, accuracy: float) -> None:
-        """Route ``member`` as if its dev accuracy were ``accuracy`` on every question, without asking it."""
         key, _ = self.dev_set(task)
-        self.known.assume(key, member, accuracy)
+        for seat in seats:  # routed as if its dev accuracy were ``prior`` on every question, never asked
+            learned.assume(key, seat, prior)
 
-    def fit(self, task: Task, backends: Mapping[str, Generator], members: Sequence[str],
+    def fit(self, known: RouterKnowledge, task: Task, backends: Mapping[str, Generator], members: Sequence[str],
             styles: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
-        """Measure the dev outcomes of ``members`` not measured yet, now, with one batched call per
-        backend; episodes then route from their first wave. Returns the outcomes known for ``task``."""
-        from ..runner import dispatch  # the runner imports this package
-
+        """Measure into ``known`` the dev outcomes of ``members`` not measured yet, now, with one batched call
+        per backend; episodes then route from their first wave. Returns the outcomes known for ``task``."""
         key, dev = self.dev_set(task)
-        todo = [m for m in dict.fromkeys(members) if (key, m) not in self.known.outcomes]
+        todo = [m for m in dict.fromkeys(members) if (key, m) not in known.outcomes]
         asks = self._dev_asks(task, styles or {}, todo, dev)
         samples = dispatch(asks, backends)
         failed = next((s for s in samples if isinstance(s, BaseException)), None)
         if failed is not None:
             raise BackendError(f"trained_router: measuring dev outcomes failed: {failed}")
-        self._record(task, key, asks, samples)  # type: ignore[arg-type]
-        return self.dev_outcomes(task)
+        self._record(known, task, key, asks, samples)  # type: ignore[arg-type]
+        return self.dev_outcomes(known, task)
 
     def _dev_asks(self, task: Task, styles: Mapping[str, str], members: Sequence[str],
                   dev: Sequence[Item]) -> list[Ask]:
@@ -143,13 +128,15 @@ class TrainedRouter(Protocol):
                     info={"dev": True})
                 for m in members for it in dev]
 
-    def _record(self, task: Task, key: int, asks: Sequence[Ask], samples: Sequence[Sample]) -> None:
+    def _record(self, known: RouterKnowledge, task: Task, key: int, asks: Sequence[Ask],
+                samples: Sequence[Sample]) -> None:
         scores: dict[str, list[float]] = {}
-        for ask, sample in zip(asks, samples):
-            assert ask.item is not None
-            scores.setdefault(ask.member, []).append(task.score(task.extract(sample.text, ask.item), ask.item))
+        assert all(ask.item is not None for ask in asks)
+        answers = [task.extract(sample.text, ask.item) for ask, sample in zip(asks, samples)]
+        for ask, result in zip(asks, task.score_batch(answers, [ask.item for ask in asks])):  # type: ignore[misc]
+            scores.setdefault(ask.member, []).append(result.score)
         for member, values in scores.items():
-            self.known.record(key, member, values)
+            known.record(key, member, values)
 
     # -- the program ---------------------------------------------------------------------------------
     def choose(self, members: Sequence[str], scores: np.ndarray, dev_accuracy: np.ndarray) -> str:
@@ -168,29 +155,30 @@ class TrainedRouter(Protocol):
             return Outcome(answer=final, text=sample.text, transcript=(turn,),
                            details={"chosen": members[0], "routed_by": "alone"})
 
+        known: RouterKnowledge = ctx.learned if ctx.learned is not None else self.fresh_learned()
         key, dev = self.dev_set(ctx.task)
         speculative: dict[str, Sample] = {}
         fit: dict[str, Any] = {"dev_items": len(dev), "members": [], "calls": 0}
-        missing = [m for m in members if not self.known.knows(key, m)]
+        missing = [m for m in members if not known.knows(key, m)]
         if missing:
-            mine = [m for m in missing if (key, m) not in self.known.claimed]
-            self.known.claimed.update((key, m) for m in mine)
+            mine = [m for m in missing if (key, m) not in known.claimed]
+            known.claimed.update((key, m) for m in mine)
             dev_asks = self._dev_asks(ctx.task, ctx.styles, mine, dev)
             question = [answer_wave(ctx, m, self.params) for m in members]
             samples = yield dev_asks + question
-            self._record(ctx.task, key, dev_asks, samples[: len(dev_asks)])
+            self._record(known, ctx.task, key, dev_asks, samples[: len(dev_asks)])
             speculative = {a.member: s for a, s in zip(question, samples[len(dev_asks):])}
             fit["members"] += mine
             fit["calls"] += len(dev_asks)
-            late = [m for m in missing if (key, m) not in self.known.outcomes]  # their measuring episode failed
+            late = [m for m in missing if (key, m) not in known.outcomes]  # their measuring episode failed
             if late:
                 dev_asks = self._dev_asks(ctx.task, ctx.styles, late, dev)
                 samples = yield dev_asks
-                self._record(ctx.task, key, dev_asks, samples)
+                self._record(known, ctx.task, key, dev_asks, samples)
                 fit["members"] += late
                 fit["calls"] += len(dev_asks)
 
-        scores, accuracy = self.known.scores(key, members, [it.question for it in dev], ctx.item.question)
+        scores, accuracy = known.scores(key, members, [it.question for it in dev], ctx.item.question)
         chosen = self.choose(members, scores, accuracy)
         transcript: list[Turn] = []
         if chosen in speculative:
@@ -204,7 +192,7 @@ class TrainedRouter(Protocol):
         details: dict[str, Any] = {"chosen": chosen, "routed_by": "router",
                                    "scores": {m: float(s) for m, s in zip(members, scores)},
                                    "asked_every_member": bool(speculative)}
-        assumed = [m for m in members if (key, m) in self.known.assumed]
+        assumed = [m for m in members if (key, m) in known.assumed]
         if assumed:
             details["assumed"] = assumed
         if fit["calls"]:

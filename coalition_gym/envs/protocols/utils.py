@@ -4,6 +4,7 @@ coalition, such as a cascade rank or a swarm layer)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any, Mapping, Sequence
 
@@ -27,10 +28,8 @@ def seeded_choice(options: Sequence[str], *key: object) -> str:
 
 
 def ask_with_seed_round(ctx: EpisodeContext, member: str, messages: list[Message], params: SamplingParams, *,
-                        shown_round: int, seed_round: int = 0, index: int = 0, role: str = "answer",
-                        seed_role: str = "", **info: Any) -> Ask:
+                        shown_round: int, seed_round: int = 0, **ask: Any) -> Ask:
     """An Ask shown at ``shown_round`` (in the transcript and to drivers) but seeded as if asked at
-    ``seed_round``, so the seed never depends on where the coalition put the member."""
-    return Ask(member=member, messages=tuple(messages), params=params,
-               seed=ctx.seed_for(member, seed_round, index, seed_role), role=role, round=shown_round,
-               item=ctx.item, info=info)
+    ``seed_round``, so the seed never depends on where the coalition put the member. ``ask``: the rest of
+    :meth:`EpisodeContext.ask`'s options (``index``, ``role``, ``seed_role``, info)."""
+    return dataclasses.replace(ctx.ask(member, messages, params, round_=seed_round, **ask), round=shown_round)

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ...errors import ConfigError
+from ...settings_check import setting
 
 TIE_BREAKS = ("dev", "first", "random")
+
+
+def tie_break_setting(default: str = "dev") -> Any:
+    """The ``tie_break`` field of a voting protocol (see the module doc for the rules)."""
+    return setting(default, choices=TIE_BREAKS, doc="how a tied vote is decided")
 
 
 def check_tie_break(rule: str) -> None:

@@ -1,4 +1,4 @@
-"""Multi-agent finetuning on one coalition (see envs/protocols/collaborative.py for the method).
+"""Multi-agent finetuning on one coalition (see settings.py for the method).
 
 Each iteration the current members debate every training prompt (the protocol's own debate program,
 ``rounds`` rounds) and the debate's majority answer is the consensus. Each member's SFT set is built
@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Sequence
 
 from ...agents.base import Generator, stable_hash
-from ...envs.protocols.base import EpisodeContext
-from ...envs.protocols.collaborative import MultiagentFinetuning
 from ...envs.runner import ProgramFailed, episode_seed, run_programs
+from ...envs.system import System
 from ...tasks.base import Task
 from ...types import Ask, Item, Outcome, Sample
 from .common import CoalitionTraining
 from .members import Member, check_trainable
-from .updates import Example, sft_train
+from .settings import MultiagentFinetuningSettings
+from .updates import Example, Optimisation, sft_train
 
 
 class Recorder(Generator):
@@ -61,24 +61,24 @@ def debate_examples(task: Task, outcomes: Sequence[Outcome | ProgramFailed], ite
     return out
 
 
-def train_multiagent_finetuning(protocol: MultiagentFinetuning, members: dict[str, Member], task: Task,
+def train_multiagent_finetuning(settings: MultiagentFinetuningSettings, members: dict[str, Member], task: Task,
                                 train: Sequence[Item], dev: Sequence[Item], seed: int,
                                 work_dir: Path) -> CoalitionTraining:
-    check_trainable(members, protocol.name)
+    check_trainable(members, "multiagent_finetuning")
     names = list(members)
     styles = {n: m.style for n, m in members.items()}
     generations = 0
     iterations = []
-    for it in range(protocol.iterations):
+    for it in range(settings.iterations):
         start = time.perf_counter()
         recorders = {n: Recorder(m.generator) for n, m in members.items()}
-        contexts = [EpisodeContext(item=item, task=task, members=tuple(names),
-                                   seed=episode_seed(stable_hash("maf", seed, it), item), styles=styles)
-                    for item in train]
-        outcomes = run_programs([protocol.start(ctx) for ctx in contexts], recorders)
+        # the members debate through recorders, without dev scores (ties fall back to the protocol's rule)
+        debate = System.from_backends(settings.evaluation, task, recorders, names, styles=styles, dev_scores={})
+        contexts = [debate.context(item, episode_seed(stable_hash("maf", seed, it), item)) for item in train]
+        outcomes = run_programs([settings.evaluation.start(ctx) for ctx in contexts], recorders)
         turns = [pair for r in recorders.values() for pair in r.seen]
         generations += len(turns)
-        examples = debate_examples(task, outcomes, train, turns, protocol.fixed_weight)
+        examples = debate_examples(task, outcomes, train, turns, settings.fixed_weight)
         entry: dict = {"iteration": it, "debates": len(train),
                        "failed_debates": sum(isinstance(o, ProgramFailed) for o in outcomes),
                        "consensus": sum(isinstance(o, Outcome) and o.answer is not None for o in outcomes),
@@ -89,13 +89,13 @@ def train_multiagent_finetuning(protocol: MultiagentFinetuning, members: dict[st
             if not examples.get(name):
                 entry["not_trained"][name] = "no turn of its agreed with the debate's majority"
                 continue
-            entry["updates"][name] = sft_train(member, examples[name], lr=protocol.learning_rate,
-                                               epochs=protocol.epochs, batch_size=protocol.batch_size,
-                                               seed=stable_hash(seed, it, name) % 2**31)
+            opt = Optimisation(settings.learning_rate, settings.epochs, settings.batch_size,
+                               stable_hash(seed, it, name) % 2**31)
+            entry["updates"][name] = sft_train(member, examples[name], opt)
             member.mark_updated(f"maf:{it}")
             member.save(work_dir / name)
         entry["seconds"] = time.perf_counter() - start
         iterations.append(entry)
-    record = {"method": protocol.name, "iterations": iterations,
+    record = {"method": "multiagent_finetuning", "iterations": iterations,
               "frozen": {n: m.frozen_reason for n, m in members.items() if not m.trainable}}
     return CoalitionTraining(answerers=names, members=members, record=record, generations=generations)

@@ -1,33 +1,35 @@
-"""The coalition game of a collaborative-training method: v(S) is what S's members answer after the
-method trained copies of them (originals untouched). Each coalition is trained once (or read back
-from the store), then its evaluation program runs on the test items like any protocol's."""
+"""The coalition game of a coalition-training recipe: v(S) is what S's members answer after the recipe
+trained copies of them (originals untouched). Each coalition is trained once (or read back from the
+store), then the recipe's evaluation protocol runs on the trained members and the test items like any
+protocol. The caller that values a trained coalition builds this game and hands it to the estimators
+(``reports.leaderboard.evaluate``); ``valuation/`` knows nothing of training."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import yaml
 from tqdm.auto import tqdm
 
 from ...envs.dev_scores import DevScores, dev_scores_for
-from ...envs.protocols import EpisodeContext
 from ...envs.runner import episode_record, episode_seed, score_outcomes
+from ...envs.system import System
 from ...errors import ConfigError
 from ...result_files import write_json, write_text
 from ...valuation.game import CoalitionGame
+from ..recipes import RecipeView, get_recipe, recipe_of
 from .common import CoalitionTraining
-from .finetuning import train_multiagent_finetuning
 from .members import copy_member, fingerprint, frozen_reason
-from .sparta import train_sparta
+from .settings import CoalitionTrainingSettings, make_coalition_settings
 from .store import TrainedCheckpoints
 
-#: protocol name -> how it trains one coalition
-TRAINERS: dict[str, Callable[..., CoalitionTraining]] = {
-    "sparta": train_sparta, "multiagent_finetuning": train_multiagent_finetuning}
+#: recipe name -> how it trains one coalition: a view of the coalition recipes, kept for one release
+TRAINERS = RecipeView("coalition", "train")
 
 
 @dataclass
@@ -44,33 +46,58 @@ class TrainingCost:
 
 
 class TrainedCoalitionGame(CoalitionGame):
-    """``train_dir`` keeps trained coalitions across runs (resume); None trains in a temporary folder."""
+    """``recipe``: a coalition recipe's settings (``make_coalition_settings("sparta", ...)``) or its name
+    (its default settings). ``system``: the pool, task, coalition and test items (its protocol is
+    replaced by the recipe's evaluation protocol, which the trained members run: build it with
+    ``settings.evaluation``). ``train_dir`` keeps trained coalitions across runs (resume); None trains
+    in a temporary folder. Other options as :class:`CoalitionGame`'s."""
 
-    def __init__(self, protocol: Any, pool: Any, task: Any, items: Sequence[Any], *, train_dir: Any = None,
-                 **kwargs: Any):
-        super().__init__(protocol, pool, task, items, **kwargs)
-        if protocol.name not in TRAINERS:
-            raise ConfigError(f"protocol {protocol.name!r} has no collaborative trainer; known: {', '.join(TRAINERS)}")
-        self.train_items = list(task.items("train"))[:protocol.train_items]
-        self.dev_items = list(task.items("dev"))[:protocol.dev_items]
+    def __init__(self, recipe: "CoalitionTrainingSettings | str", system: System, *, train_dir: Any = None,
+                 **options: Any):
+        settings = make_coalition_settings(recipe) if isinstance(recipe, str) else recipe
+        owner = recipe_of(settings)
+        if owner is None or owner.kind != "coalition":
+            raise ConfigError(f"TrainedCoalitionGame needs a coalition-training recipe's settings, got {recipe!r}")
+        self.recipe, self.settings = get_recipe(owner.name, "coalition"), settings
+        name = self.recipe.name
+        if system.protocol is not settings.evaluation:
+            system = system.with_protocol(settings.evaluation)
+        super().__init__(system, **options)
+        pool, task = self.pool, self.task
+        self.train_items = list(task.items("train"))[:settings.train_items]
+        self.dev_items = list(task.items("dev"))[:settings.dev_items]
         for split, got in (("train", self.train_items), ("dev", self.dev_items)):
             if not got:
-                raise ConfigError(f"{protocol.name} trains on the task's train split and selects on its dev split; "
+                raise ConfigError(f"{name} trains on the task's train split and selects on its dev split; "
                                   f"task {task.name!r} has no {split} items")
         test_ids = {it.id for it in self.items}
         if test_ids & {it.id for it in self.train_items + self.dev_items}:
-            raise ConfigError(f"{protocol.name}: the evaluated items overlap the train/dev items it trains on; "
+            raise ConfigError(f"{name}: the evaluated items overlap the train/dev items it trains on; "
                               "evaluate on the test split")
         self._frozen = {p: frozen_reason(pool.members[p]) for p in self.players}  # "" for trainable members
         if all(self._frozen.values()):
             reasons = "; ".join(f"{p}: {why}" for p, why in self._frozen.items())
-            raise ConfigError(f"{protocol.name}: no member of pool {pool.name!r} has trainable weights ({reasons}); "
+            raise ConfigError(f"{name}: no member of pool {pool.name!r} has trainable weights ({reasons}); "
                               "use HF members (e.g. --pool zoo:default)")
         self.store = TrainedCheckpoints(train_dir)
         self.trained: dict[frozenset, CoalitionTraining] = {}
         self.notes: dict[frozenset, str] = {}  # coalitions valued without training, and why
         self.cost = TrainingCost()
         self.trained_dev: dict[frozenset, DevScores] = {}  # per trained coalition, what its protocol read
+
+    def solo_game(self) -> CoalitionGame:
+        """Solo strength is each member alone, untrained and answering plainly: a coalition of one cannot
+        train (its value here is 0), so the trained game's singletons say nothing about it."""
+        return self.plain_solo_game()
+
+    @property
+    def protocol_name(self) -> str:
+        """Results name the recipe (``sparta``), not its evaluation protocol."""
+        return self.recipe.name
+
+    def protocol_settings(self) -> dict[str, Any]:
+        """The recipe's flat settings: its evaluation protocol's and its own."""
+        return self.settings.settings()
 
     @property
     def dev(self) -> DevScores:
@@ -79,7 +106,7 @@ class TrainedCoalitionGame(CoalitionGame):
 
     def key(self, coalition: frozenset) -> str:
         members = self.ordered(coalition)
-        return fingerprint({"method": self.protocol.name, "settings": self.protocol.settings(), "members": members,
+        return fingerprint({"method": self.recipe.name, "settings": self.settings.settings(), "members": members,
                             "identities": [self.pool.members[m].identity for m in members],
                             "styles": [self.pool.styles.get(m, "chat") for m in members], "task": self.task.name,
                             "train": [it.id for it in self.train_items], "dev": [it.id for it in self.dev_items],
@@ -98,10 +125,10 @@ class TrainedCoalitionGame(CoalitionGame):
         members = {m: copy_member(m, self.pool) for m in self.ordered(coalition)}  # fresh copies of the originals
         work = self.store.work_dir(key)
         start = time.perf_counter()
-        result = TRAINERS[self.protocol.name](self.protocol, members, self.task, self.train_items, self.dev_items,
-                                              self.seed, work)
+        result = self.recipe.train(self.settings, members, self.task, self.train_items, self.dev_items, self.seed,
+                                   work)
         seconds = time.perf_counter() - start
-        identities = {m: f"{self.pool.members[m].identity}|{self.protocol.name}:{key}" for m in members}
+        identities = {m: f"{self.pool.members[m].identity}|{self.recipe.name}:{key}" for m in members}
         self.store.save(key, work, result, identities, seconds)
         self.cost.trainings += 1
         self.cost.training_seconds += seconds
@@ -113,24 +140,22 @@ class TrainedCoalitionGame(CoalitionGame):
 
     def _compute(self, coalitions: list[frozenset]) -> dict[frozenset, np.ndarray]:
         out: dict[frozenset, np.ndarray] = {}
-        bar = tqdm(total=len(coalitions), desc=f"{self.protocol.name}: train + evaluate", unit="coalition",
+        bar = tqdm(total=len(coalitions), desc=f"{self.recipe.name}: train + evaluate", unit="coalition",
                    leave=False, disable=not self.progress)
         for c in coalitions:
-            if len(c) < self.protocol.min_members or all(self._frozen[m] for m in c):
-                self.notes[c] = (f"needs at least {self.protocol.min_members} members (no opponent or peer to train "
-                                 "with)" if len(c) < self.protocol.min_members else "no member with trainable weights")
+            if len(c) < self.settings.min_members or all(self._frozen[m] for m in c):
+                self.notes[c] = (f"needs at least {self.settings.min_members} members (no opponent or peer to train "
+                                 "with)" if len(c) < self.settings.min_members else "no member with trainable weights")
                 out[c], self.records[c] = np.zeros(self.n_items), []
                 bar.update(1)
                 continue
             trained = self.training(c)
             backends = {**self._backends, **{n: m.generator for n, m in trained.members.items()}}
             # the trained copies' own dev scores (their identities name the training), not the originals'
-            dev = dev_scores_for(self.protocol, self.task, self.pool, trained.answerers, backends=backends,
-                                 cache=self.cache)
+            dev = dev_scores_for(self.system, trained.answerers, backends=backends, cache=self.cache)
             self.trained_dev[c] = dev
-            contexts = [EpisodeContext(item=it, task=self.task, members=tuple(trained.answerers),
-                                       seed=episode_seed(self.seed, it), styles=self.pool.styles,
-                                       dev_scores=dev.scores) for it in self.items]
+            answering = dataclasses.replace(self.system, members=trained.answerers, dev_scores=dev.scores)
+            contexts = [answering.context(it, episode_seed(self.seed, it)) for it in self.items]
             outcomes, counts = self.executor.run(self.protocol, contexts, backends, self.cache)
             self._counts.add(counts)
             rows = score_outcomes(self.task, contexts, outcomes)
@@ -160,8 +185,8 @@ class TrainedCoalitionGame(CoalitionGame):
         from ...agents.simulated import SimulatedAgent
 
         key = frozenset(coalition)
-        if len(key) < self.protocol.min_members:
-            raise ConfigError(f"coalition {sorted(key)} is too small for {self.protocol.name} to train; "
+        if len(key) < self.settings.min_members:
+            raise ConfigError(f"coalition {sorted(key)} is too small for {self.recipe.name} to train; "
                               "nothing to save")
         trained = self.training(key)
         stored = self.store.folder(self.key(key))
@@ -177,8 +202,8 @@ class TrainedCoalitionGame(CoalitionGame):
                 entries.append({"name": name, "backend": "sim", "profile": profile})
             else:
                 skipped.append(name)
-        config = {"name": f"{self.pool.name}+{self.protocol.name}", "members": entries}
-        header = (f"# {self.protocol.name}-trained members of coalition {list(self.ordered(key))} "
+        config = {"name": f"{self.pool.name}+{self.recipe.name}", "members": entries}
+        header = (f"# {self.recipe.name}-trained members of coalition {list(self.ordered(key))} "
                   f"(pool {self.pool.name}, task {self.task.name}); answered by: {', '.join(trained.answerers)}\n")
         if skipped:
             header += f"# not saved (untrained, not a simulated agent): {', '.join(skipped)}\n"

@@ -1,4 +1,4 @@
-"""Sparta alignment on one coalition (see envs/protocols/collaborative.py for the method).
+"""Sparta alignment on one coalition (see settings.py for the method).
 
 Each iteration, on the same training prompts (fresh samples): the prompts are dealt in rounds of one
 per member, in a shuffled order; the dealt member duels an opponent (random with probability
@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Sequence
 
 from ...agents.base import stable_hash
-from ...envs.protocols.collaborative import SpartaAlignment
 from ...tasks.base import Task
 from ...types import Item, SamplingParams
 from .common import CoalitionTraining, answer_all, dev_score
 from .judging import JudgeCounts, Judgement, judge_mode, score_responses
 from .members import Member, check_trainable
 from .reputation import Reputations
-from .updates import Preference, dpo_train
+from .settings import SpartaSettings
+from .updates import Optimisation, Preference, dpo_train
 
 
 def deal_duels(members: Sequence[str], n_prompts: int, reputations: Reputations, rng: random.Random,
@@ -44,22 +44,22 @@ def deal_duels(members: Sequence[str], n_prompts: int, reputations: Reputations,
     return duels
 
 
-def train_sparta(protocol: SpartaAlignment, members: dict[str, Member], task: Task, train: Sequence[Item],
+def train_sparta(settings: SpartaSettings, members: dict[str, Member], task: Task, train: Sequence[Item],
                  dev: Sequence[Item], seed: int, work_dir: Path) -> CoalitionTraining:
-    check_trainable(members, protocol.name)
+    check_trainable(members, "sparta")
     names = list(members)
-    reps = Reputations(names, protocol.initial_k, protocol.min_k, protocol.decay_rate, protocol.decay_steps,
-                       protocol.scaling_factor, protocol.window, protocol.min_deviation, protocol.epsilon)
-    params = SamplingParams(temperature=protocol.temperature, max_new_tokens=protocol.max_new_tokens)
-    greedy = SamplingParams(temperature=0.0, max_new_tokens=protocol.max_new_tokens)
+    reps = Reputations(names, settings.initial_k, settings.min_k, settings.decay_rate, settings.decay_steps,
+                       settings.scaling_factor, settings.window, settings.min_deviation, settings.epsilon)
+    params = settings.evaluation.params  # the members answer as they will at evaluation
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=settings.evaluation.max_new_tokens)
     rng = random.Random(stable_hash("sparta", seed, *sorted(names)))
     counts = JudgeCounts()
     generations = 0
     iterations = []
     best: dict[str, tuple[float, int]] = {}  # member -> (dev score, iteration) of its best checkpoint
-    for it in range(protocol.iterations):
+    for it in range(settings.iterations):
         start = time.perf_counter()
-        duels = deal_duels(names, len(train), reps, rng, protocol.random_match_prob, protocol.num_opponents)
+        duels = deal_duels(names, len(train), reps, rng, settings.random_match_prob, settings.num_opponents)
         replies: dict[tuple[str, int], str] = {}
         for name in names:  # each member answers its prompts in one batch
             mine = sorted({k for k, a, b in duels if name in (a, b)})
@@ -70,7 +70,7 @@ def train_sparta(protocol: SpartaAlignment, members: dict[str, Member], task: Ta
         for judge in names:
             todo = [(k, r) for k, a, b in duels if judge not in (a, b) for r in (replies[a, k], replies[b, k])]
             jobs = [Judgement(train[k], r, task.extract(r, train[k])) for k, r in todo]
-            got = score_responses(members[judge], judge_mode(members[judge], protocol.judge), task, jobs, seed,
+            got = score_responses(members[judge], judge_mode(members[judge], settings.judge), task, jobs, seed,
                                   f"sparta{it}", counts)
             generations += len(got)
             in_order = iter(got)  # the order of ``todo``: duel by duel, first reply then second
@@ -99,9 +99,9 @@ def train_sparta(protocol: SpartaAlignment, members: dict[str, Member], task: Ta
             for name, member in members.items():
                 if not member.trainable:
                     continue
-                entry["updates"][name] = dpo_train(member, task, prefs, beta=protocol.beta, lr=protocol.learning_rate,
-                                                   epochs=protocol.epochs, batch_size=protocol.batch_size,
-                                                   seed=stable_hash(seed, it, name) % 2**31)
+                opt = Optimisation(settings.learning_rate, settings.epochs, settings.batch_size,
+                                   stable_hash(seed, it, name) % 2**31)
+                entry["updates"][name] = dpo_train(member, task, prefs, settings.beta, opt)
                 member.mark_updated(f"sparta:{it}")
                 score = dev_score(member, task, dev, greedy, seed)
                 generations += len(dev)
@@ -111,8 +111,8 @@ def train_sparta(protocol: SpartaAlignment, members: dict[str, Member], task: Ta
                     member.save(work_dir / name)  # each member's best checkpoint so far
         entry["seconds"] = time.perf_counter() - start
         iterations.append(entry)
-    modes = {n: judge_mode(m, protocol.judge) for n, m in members.items()}
-    record = {"method": protocol.name, "iterations": iterations,
+    modes = {n: judge_mode(m, settings.judge) for n, m in members.items()}
+    record = {"method": "sparta", "iterations": iterations,
               "judging": {"scored": counts.scored, "unparseable": counts.unparseable, "modes": modes},
               "frozen": {n: m.frozen_reason for n, m in members.items() if not m.trainable}}
     if best:

@@ -12,6 +12,7 @@ from ...agents.hf import sequence_logprobs
 from ...tasks.base import Task
 from ...types import Ask, Item
 from ..losses import dpo_loss
+from ..update_loop import UpdateLoop
 from .members import Member
 
 
@@ -21,6 +22,18 @@ class Preference:
     chosen: str
     rejected: str
     margin: float  # the judges' reputation-weighted score difference
+
+
+@dataclass(frozen=True)
+class Optimisation:
+    """How one member's weights are updated: AdamW at ``lr``, ``epochs`` passes in batches of ``batch_size``
+    shuffled by ``seed``, gradients clipped to ``max_grad_norm``."""
+
+    lr: float
+    epochs: int
+    batch_size: int
+    seed: int
+    max_grad_norm: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -51,10 +64,11 @@ def _batches(n: int, size: int, epochs: int, seed: int) -> list[list[int]]:
     return out
 
 
-def _optimizer(member: Member, lr: float) -> Any:
+def _loop(member: Member, lr: float, max_grad_norm: float) -> UpdateLoop:
     import torch
 
-    return torch.optim.AdamW(member.model.parameters(), lr=lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(member.model.parameters(), lr=lr, weight_decay=0.0)
+    return UpdateLoop(member.model, optimizer, max_grad_norm)
 
 
 def _summed(logps: Sequence[Any]) -> Any:
@@ -63,8 +77,8 @@ def _summed(logps: Sequence[Any]) -> Any:
     return torch.stack([lp.sum() for lp in logps])
 
 
-def dpo_train(member: Member, task: Task, prefs: Sequence[Preference], *, beta: float, lr: float, epochs: int,
-              batch_size: int, seed: int, max_grad_norm: float = 1.0) -> dict[str, float]:
+def dpo_train(member: Member, task: Task, prefs: Sequence[Preference], beta: float, opt: Optimisation
+              ) -> dict[str, float]:
     """DPO with the member as it is now as the reference (its log-probs are computed once, first)."""
     import torch
 
@@ -77,28 +91,26 @@ def dpo_train(member: Member, task: Task, prefs: Sequence[Preference], *, beta: 
     model.eval()
     ref_c = torch.tensor([sum(x) for x in sequence_logprobs(model, prompts, chosen, pad_id=pad)])
     ref_r = torch.tensor([sum(x) for x in sequence_logprobs(model, prompts, rejected, pad_id=pad)])
-    torch.manual_seed(seed)
-    opt = _optimizer(member, lr)
+    torch.manual_seed(opt.seed)
+    loop = _loop(member, opt.lr, opt.max_grad_norm)
     model.train()
-    losses, accs = [], []
-    for idx in _batches(len(prefs), batch_size, epochs, seed):
+    accs = []
+
+    def loss_fn(idx: list[int]) -> tuple[Any, dict[str, float]]:
         p = [prompts[i] for i in idx]
         pol_c = _summed(sequence_logprobs(model, p, [chosen[i] for i in idx], pad_id=pad, grad=True))
         pol_r = _summed(sequence_logprobs(model, p, [rejected[i] for i in idx], pad_id=pad, grad=True))
         out = dpo_loss(pol_c, pol_r, ref_c[idx].to(pol_c.device), ref_r[idx].to(pol_c.device), beta=beta)
-        opt.zero_grad()
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        opt.step()
-        losses.append(float(out.loss.detach()))
         accs.append(out.accuracy)
+        return out.loss, {}
+
+    losses = [step.loss for step in loop.steps(_batches(len(prefs), opt.batch_size, opt.epochs, opt.seed), loss_fn)]
     model.eval()
     return {"pairs": len(prefs), "steps": len(losses), "first_loss": losses[0], "last_loss": losses[-1],
             "last_accuracy": accs[-1]}
 
 
-def sft_train(member: Member, examples: Sequence[Example], *, lr: float, epochs: int, batch_size: int, seed: int,
-              max_grad_norm: float = 1.0) -> dict[str, float]:
+def sft_train(member: Member, examples: Sequence[Example], opt: Optimisation) -> dict[str, float]:
     """Weighted negative log-likelihood of each example's text (token mean per example, then the
     weighted mean over the batch)."""
     import torch
@@ -108,23 +120,21 @@ def sft_train(member: Member, examples: Sequence[Example], *, lr: float, epochs:
     weights = torch.tensor([e.weight for e in examples], dtype=torch.float32)
     pad = member.generator.pad_id  # type: ignore[attr-defined]
     model = member.model
-    torch.manual_seed(seed)
-    opt = _optimizer(member, lr)
+    torch.manual_seed(opt.seed)
+    loop = _loop(member, opt.lr, opt.max_grad_norm)
     model.train()
-    losses = []
-    for idx in _batches(len(examples), batch_size, epochs, seed):
+
+    def loss_fn(idx: list[int]) -> tuple[Any, dict[str, float]] | None:
         logps: list[Any] = sequence_logprobs(model, [prompts[i] for i in idx], [targets[i] for i in idx], pad_id=pad,
                                              grad=True)
         nll = torch.stack([-lp.mean() for lp in logps])
         w = weights[idx].to(nll.device)
         if float(w.sum()) == 0.0:
-            continue
-        loss = (w * nll).sum() / w.sum()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-        opt.step()
-        losses.append(float(loss.detach()))
+            return None  # every example of the batch weighs 0: no step
+        return (w * nll).sum() / w.sum(), {}
+
+    losses = [step.loss for step in loop.steps(_batches(len(examples), opt.batch_size, opt.epochs, opt.seed),
+                                               loss_fn)]
     model.eval()
     return {"examples": len(examples), "steps": len(losses), "first_loss": losses[0] if losses else 0.0,
             "last_loss": losses[-1] if losses else 0.0}

@@ -14,9 +14,10 @@ import torch
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.agents.simulated import AgentProfile, SimulatedAgent
 from coalition_gym.envs.protocols import make_protocol
+from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
-from coalition_gym.training.collaborative import TrainedCoalitionGame
+from coalition_gym.training.collaborative import TrainedCoalitionGame, make_coalition_settings
 from coalition_gym.training.collaborative.finetuning import debate_examples
 from coalition_gym.training.collaborative.judging import parse_score
 from coalition_gym.training.collaborative.reputation import Reputations
@@ -43,8 +44,9 @@ def task():
 
 
 def game(pool, task, name="sparta", train_dir=None, **settings):
-    protocol = make_protocol(name, **{**FAST, "iterations": 2 if name == "sparta" else 1, **settings})
-    return TrainedCoalitionGame(protocol, pool, task, list(task.items("test"))[:6], train_dir=train_dir)
+    recipe = make_coalition_settings(name, **{**FAST, "iterations": 2 if name == "sparta" else 1, **settings})
+    system = System(recipe.evaluation, task, pool, items=list(task.items("test"))[:6])
+    return TrainedCoalitionGame(recipe, system, train_dir=train_dir)
 
 
 # -- parts ---------------------------------------------------------------------------------------
@@ -183,13 +185,24 @@ def test_bad_inputs_are_refused_before_any_training(task):
     with pytest.raises(ConfigError, match="no member of pool 'sim:demo' has trainable weights"):
         game(sims, task)
     with pytest.raises(ConfigError, match="judge="):
-        make_protocol("sparta", judge="oracle")
+        make_coalition_settings("sparta", judge="oracle")
     with pytest.raises(ConfigError, match="iterations=0"):
-        make_protocol("multiagent_finetuning", iterations=0)
+        make_coalition_settings("multiagent_finetuning", iterations=0)
     with pytest.raises(ConfigError, match="no episodes and no environment"):
         import gymnasium as gym
 
         import coalition_gym  # noqa: F401
-        from coalition_gym.envs.system import build_system
-        build_system("sparta", "zoo:arith", "sim:demo", None, "train", None, {})
+        from coalition_gym.envs.system import SystemSpec, build_system
+        build_system(SystemSpec("sparta", "zoo:arith", "sim:demo"))
+    with pytest.raises(ConfigError, match="no episodes and no environment"):
+        make_protocol("sparta")
     assert not any("sparta" in env_id.lower() for env_id in gym.registry if env_id.startswith("coalition_gym/"))
+
+
+@pytest.mark.parametrize("name", ["sparta", "multiagent_finetuning"])
+def test_every_coalition_recipe_keeps_the_contract(name):
+    from coalition_gym.testing import check_coalition_recipe
+    from coalition_gym.training.recipes import recipe_names
+
+    assert name in recipe_names("coalition")
+    check_coalition_recipe(name)

@@ -1,0 +1,76 @@
+"""Loading the policy: its folder (a zoo model or a local path), weights and tokenizer, its provenance
+record, and the optional vLLM rollout engine with the weight pushes that keep it current."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+
+class RolloutFallbackWarning(UserWarning):
+    """The configured rollout backend (vLLM) could not start; rollouts use the HF backend."""
+
+
+def resolve_policy(spec: str) -> str:
+    """A model folder: ``zoo:<recipe>/<member>`` (the package's shipped copy where it ships the recipe)
+    or a local path."""
+    if spec.startswith("zoo:"):
+        from ..agents.zoo import ensure_zoo
+
+        recipe, _, name = spec[4:].partition("/")
+        build = ensure_zoo(recipe or "default", progress=False)  # the shipped copy where there is one
+        names = list(build.models)
+        if name.isdigit() and int(name) < len(names):
+            name = names[int(name)]
+        return str(build.model_path(name or names[0]))
+    if not Path(spec).is_dir():
+        raise ConfigError(f"policy {spec!r} is neither a zoo model (zoo:<recipe>/<member>) nor a model folder")
+    return spec
+
+
+def policy_weights(spec: str) -> dict[str, Any]:
+    """A policy's starting weights as run records name them (zoo provenance, or a sha256)."""
+    from ..agents.hf import weights_record
+
+    return weights_record(resolve_policy(spec))
+
+
+def load_policy(spec: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..agents.hf import resolve_device_dtype
+
+    path = resolve_policy(spec)
+    device, dtype = resolve_device_dtype(device, dtype)
+    import torch
+
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype))
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return model.to(device), tokenizer  # type: ignore[arg-type]  # transformers' stubs type .to() oddly
+
+
+def start_engine(policy: str, dtype: str, vllm_settings: dict[str, Any]) -> Any:
+    """The vLLM rollout engine for the policy's folder, or None (with a :class:`RolloutFallbackWarning`)
+    when vllm is missing or cannot load it: rollouts then run on the HF backend. The caller pushes the
+    trainer's weights into it (:func:`push_weights`) before the first rollout."""
+    from ..agents import vllm_engine
+
+    try:
+        return vllm_engine.VLLMEngine(resolve_policy(policy), dtype=dtype, **vllm_settings)
+    except Exception as exc:  # vllm raises many kinds; any of them means "not this backend"
+        warnings.warn(f"rollout_backend='vllm' is unavailable for policy {policy!r} "
+                      f"({type(exc).__name__}: {exc}); rolling out with the HF backend instead",
+                      RolloutFallbackWarning, stacklevel=4)
+        return None
+
+
+def push_weights(engine: Any, model: Any) -> None:
+    """Send ``model``'s current weights to the rollout engine."""
+    engine.load_weights([(name, p.detach()) for name, p in model.named_parameters()])
+
+
+__all__ = ["RolloutFallbackWarning", "resolve_policy", "policy_weights", "load_policy", "start_engine",
+           "push_weights"]

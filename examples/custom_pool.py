@@ -1,0 +1,59 @@
+"""A new pool preset: ``sim:clones-N``, N simulated copies of one model (one error group, fully
+correlated: they fail on the same items with the same wrong answers) next to one weaker model whose
+errors are its own. What does one more copy add to a system that already has the others? The
+leaderboard's Shapley column says.
+
+A preset is a name and a function from the name given to a ``Pool``; ``register_pool`` makes it usable
+wherever a pool is named (``--pool``, ``--collaborators``, ``load_pool``) and lists it in ``cgym pools``.
+With ``prefix`` it stands for a family of names (here the N of ``sim:clones-N``), and ``check`` refuses a
+bad one before anything is built.
+
+    python examples/custom_pool.py
+    cgym --import examples/custom_pool.py eval --pool sim:clones-3 --protocol majority_vote --items 40
+"""
+
+from __future__ import annotations
+
+from coalition_gym import (
+    AgentProfile,
+    CoalitionGame,
+    EvalOptions,
+    Pool,
+    SimulatedAgent,
+    System,
+    evaluate,
+    load_pool,
+    make_protocol,
+    make_task,
+    register_pool,
+)
+from coalition_gym.agents.simulated import DEFAULT_HELPERS
+from coalition_gym.errors import ConfigError
+from coalition_gym.reports.leaderboard import format_leaderboard
+
+PREFIX = "sim:clones-"
+
+
+def check_clones(name: str) -> None:
+    size = name[len(PREFIX):]
+    if not size.isdigit() or not 2 <= int(size) <= 8:
+        raise ConfigError(f"pool {name!r}: sim:clones-N takes N from 2 to 8")
+
+
+def clones(name: str) -> Pool:
+    n = int(name[len(PREFIX):])
+    profiles = [AgentProfile(f"clone{k + 1}", skill=0.7, error_group="clones", correlation=1.0) for k in range(n)]
+    profiles.append(AgentProfile("outsider", skill=0.5))
+    return Pool(members={p.name: SimulatedAgent(p) for p in profiles},
+                helpers={h: SimulatedAgent(p) for h, p in DEFAULT_HELPERS.items()}, name=name)
+
+
+register_pool("sim:clones-N", clones, "N copies of one model sharing every error, and one weaker outsider",
+              prefix=PREFIX, check=check_clones)
+
+
+if __name__ == "__main__":
+    task = make_task("rg/basic_arithmetic", size=40)
+    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:clones-3"),
+                                items=task.items("test")))
+    print(format_leaderboard(evaluate(game, ["shapley"], EvalOptions(n_boot=200))))

@@ -1,0 +1,73 @@
+"""The System: the one way every driver starts an episode."""
+
+import numpy as np
+import pytest
+from conftest import Recorder
+
+from coalition_gym import System, load_pool, make_protocol, make_task, run_episodes
+from coalition_gym.envs.system import CollaborativeSystem, SystemSpec, build_system
+from coalition_gym.errors import ConfigError, UnknownNameError
+from coalition_gym.learners.router_model import RouterKnowledge
+
+
+def test_a_context_carries_the_coalition_styles_dev_scores_and_learned_state():
+    pool = load_pool("sim:demo")
+    task = make_task("rg/basic_arithmetic", size=10)
+    system = System(make_protocol("trained_router"), task, pool, ["atlas", "delta", "policy"],
+                    seats={"policy": "compact"}, dev_scores={"atlas": 0.5})
+    item = task.items("test")[0]
+    ctx = system.context(item, 7)
+    assert ctx.members == ("atlas", "delta", "policy") and ctx.seed == 7 and ctx.item is item
+    assert ctx.style("policy") == "compact" and ctx.dev_scores == {"atlas": 0.5}
+    assert isinstance(ctx.learned, RouterKnowledge) and ctx.learned is system.learned
+    assert system.context(item, 7, ["delta"]).members == ("delta",)  # a sub-coalition
+    assert system.frozen == ["atlas", "delta"]  # the seat is answered from outside
+    assert next(system.start(item, 7, ["delta"]))[0].member == "delta"
+
+
+def test_dev_scores_are_measured_once_for_the_frozen_members_only():
+    pool = load_pool("sim:demo")
+    backends = {n: Recorder(g) for n, g in pool.backends().items()}
+    system = System.from_backends(make_protocol("majority_vote"), make_task("rg/basic_arithmetic", size=20),
+                                  backends, ["atlas", "delta", "policy"], seats={"policy": "chat"})
+    first = system.dev
+    assert set(first.scores) == {"atlas", "delta"} and system.dev is first
+    asked = sum(len(c) for r in backends.values() for c in r.calls)
+    system.context(system.task.items("test")[0], 0)
+    assert sum(len(c) for r in backends.values() for c in r.calls) == asked  # nothing measured again
+    assert System(make_protocol("majority_vote"), system.task, pool, ["atlas"]).dev.scores == {}  # alone: no ties
+
+
+def test_draw_is_the_environments_item_and_seed_rule():
+    task = make_task("rg/basic_arithmetic", size=10)
+    system = System(make_protocol("debate"), task, load_pool("sim:demo"), items=task.items("test"))
+    a, b = system.draw(np.random.default_rng(3), {}), system.draw(np.random.default_rng(3), {})
+    assert a == b and a[0] in system.items
+    item = system.items[4]
+    assert system.draw(np.random.default_rng(0), {"item_id": item.id, "episode_seed": 11}) == (item, 11)
+    with pytest.raises(UnknownNameError):
+        system.draw(np.random.default_rng(0), {"item_id": "nope"})
+
+
+def test_replace_shares_the_learned_state_unless_told_and_keeps_dev_scores_it_can():
+    pool = load_pool("sim:specialists")
+    task = make_task("rg/basic_arithmetic", size=10)
+    system = System(make_protocol("trained_router"), task, pool, dev_scores={})
+    _ = system.dev
+    same = system.replace(items=task.items("test"))
+    assert same.learned is system.learned and same.dev is system.dev
+    assert system.replace(learned=None).learned is not system.learned
+    assert system.replace(members=["mathy"]).dev is not system.dev
+    results = run_episodes(system, task.items("test")[:3])
+    assert len(results) == 3 and system.learned.outcomes  # what the episodes measured stays with the system
+
+
+def test_build_system_checks_what_the_spec_names():
+    system = build_system(SystemSpec("debate", "rg/basic_arithmetic", "sim:demo", ["atlas", "delta"],
+                                     task_kwargs={"size": 5}), {"policy": "compact"})
+    assert isinstance(system, CollaborativeSystem)  # the old name, kept for one release
+    assert system.members == ("atlas", "delta", "policy") and system.seats == {"policy": "compact"}
+    assert system.items and all(it in system.task.items("train") for it in system.items)
+    with pytest.raises(ConfigError, match="clashes"):
+        build_system(SystemSpec("debate", "rg/basic_arithmetic", "sim:demo", task_kwargs={"size": 5}),
+                     {"atlas": "chat"})

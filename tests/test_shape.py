@@ -1,0 +1,64 @@
+"""The package's shape: no public function or method takes more than 8 parameters.
+
+Long parameter lists are how a bundle (protocol, pool, task, coalition, seats, styles, dev scores ...) ends up
+passed by hand; that bundle is a :class:`~coalition_gym.envs.system.System`, and run settings are small
+option dataclasses. Counted: every parameter but a method's ``self``/``cls``; ``*args`` and ``**kwargs``
+count one each. Public: the name does not start with ``_`` (so ``__init__`` is not counted: a class's
+constructor is its fields), and neither does its class's.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import coalition_gym
+
+MAX_PARAMETERS = 8
+PACKAGE = Path(coalition_gym.__file__).parent
+
+
+def parameter_count(fn: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> int:
+    args = fn.args
+    named = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    if is_method and named and named[0].arg in ("self", "cls"):
+        named = named[1:]
+    return len(named) + (args.vararg is not None) + (args.kwarg is not None)
+
+
+def public_functions(tree: ast.Module):
+    """(qualified name, node, is_method) for module-level functions and methods of module-level classes."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, node, False
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    static = any(getattr(d, "id", None) == "staticmethod" for d in item.decorator_list)
+                    yield f"{node.name}.{item.name}", item, not static
+
+
+def offenders(limit: int = MAX_PARAMETERS) -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for name, fn, is_method in public_functions(tree):
+            if fn.name.startswith("_"):
+                continue
+            n = parameter_count(fn, is_method)
+            if n > limit:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{fn.lineno} {name} takes {n} parameters")
+    return found
+
+
+def test_no_public_function_takes_more_than_eight_parameters():
+    bad = offenders()
+    assert not bad, (f"{len(bad)} public functions take more than {MAX_PARAMETERS} parameters (pass a System and "
+                     "an options dataclass instead):\n" + "\n".join(bad))
+
+
+def test_the_counter_counts_what_it_says():
+    tree = ast.parse("def f(a, b=1, *c, d, **e): pass\n"
+                     "class K:\n    def m(self, a, *, b): pass\n    @staticmethod\n    def s(x, y): pass\n")
+    counts = {name: parameter_count(fn, method) for name, fn, method in public_functions(tree)}
+    assert counts == {"f": 5, "K.m": 2, "K.s": 2}
