@@ -1,5 +1,5 @@
 """The extension examples run as written (examples/*.py): a protocol, a task, a scorer, a backend, an
-estimator, a sampler, a pool preset, a training recipe."""
+estimator, a sampler, a pool preset, a training recipe, an adversary."""
 
 import subprocess
 import sys
@@ -18,6 +18,7 @@ EXPECTED = {
     "custom_sampler.py": ["single_permutation   coalitions  40", "permutation          coalitions  39  max error "
                           "vs exact Shapley 0.000"],
     "custom_training_recipe.py": ["chose '", "on the test items"],
+    "custom_adversary.py": ["debate         honest 0.950  with echo_last 0.867  effect +0.083 [+0.017, +0.150]"],
 }
 
 

@@ -185,6 +185,8 @@ EXAMPLE_COMMANDS = {
     "custom_training_recipe.py": (["train", "--method", "terse_nudge", "--policy", "zoo:tiny/pico", "--task",
                                    "zoo:arith", "--protocol", "majority_vote", "--set", "eval_items=8", "--set",
                                    "test_items=8"], "| terse_nudge | 0 |"),
+    "custom_adversary.py": (["robustness", "--adversary", "echo_last", "--protocols", "majority_vote,debate", "--pool",
+                             "sim:demo", "--items", "20", "--out", "out"], "# Robustness to echo_last in seat atlas"),
 }
 
 
