@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Union
 
 from .._compat import ColumnView
 from ..errors import ConfigError, UnknownNameError
@@ -37,7 +37,7 @@ def _as_given(entry: Mapping[str, Any], base_dir: Path | None, where: str) -> tu
 
 #: a backend's options: a settings class (its fields are the entry keys, see ``settings_check.setting``), or
 #: the older form, a mapping of entry key -> accepted types
-Options = "type | Mapping[str, tuple[type, ...]]"
+Options = Union[type, Mapping[str, tuple[type, ...]]]
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def _print_coalition_training() -> None:
         fields = [*dataclasses.fields(settings.evaluation), *dataclasses.fields(settings)]
         print(f"{recipe.name}  (no env id)\n  {recipe.description}")
         print(f"  settings: {', '.join(describe_setting(f, values[f.name]) for f in fields if f.name in values)}")
-        print(f"  needs at least {recipe.settings.min_members} members")
+        print(f"  needs at least {settings.min_members} members")
 
 
 def cmd_pools(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import config
 from . import methods as m
@@ -35,7 +35,7 @@ POLICY = [
     ("nudge", config.NudgeConfig, m.Nudge, "Prompt nudge: the system prompt with the best collaborative dev score"),
     ("base", config.BaseConfig, m.Base, "Base: the untrained policy, evaluated only"),
 ]
-COALITION = [
+COALITION: list[tuple[str, type, Callable[..., Any], str]] = [
     ("sparta", SpartaSettings, train_sparta,
      "Sparta alignment: members duel, peers judge, reputation-weighted DPO; the best checkpoint on dev answers"),
     ("multiagent_finetuning", MultiagentFinetuningSettings, train_multiagent_finetuning,

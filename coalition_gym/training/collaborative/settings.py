@@ -102,7 +102,7 @@ def flat_setting_names(settings_class: type[CoalitionTrainingSettings]) -> list[
 def make_coalition_settings(name: str, **settings: Any) -> CoalitionTrainingSettings:
     """A coalition recipe's settings from flat keys (``--set``): its own keys to its settings class, the
     rest to its evaluation protocol (over the recipe's defaults for it)."""
-    cls = get_recipe(name, "coalition").settings
+    cls: type[CoalitionTrainingSettings] = get_recipe(name, "coalition").settings
     own = {f.name for f in dataclasses.fields(cls) if f.name != "evaluation"}
     known = flat_setting_names(cls)
     unknown = sorted(set(settings) - set(known))
