@@ -377,6 +377,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
     from ..training.trainer import RunOptions, policy_weights, run_methods, summary_table
 
+    policies = list(args.policy or [])
+    if len(policies) >= 2:  # several --policy: one team, each policy a trainable seat
+        return cmd_train_team(args, policies)
+    args.policy = policies[0] if policies else None
     overrides = _settings(args.set)
     given = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
                                "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
@@ -409,6 +413,79 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(summary_table(root))  # every report's test scores with CIs, one row per method
     _show_trained(root, [r for r in reports if r["method"] != "base"], args.export)
     return verdict(failures, args.max_failures, _say)
+
+
+def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
+    """``cgym train --policy A --policy B ...``: the team recipe (team-crl) with one seat per policy; ``--set``
+    takes any TeamConfig field (credit, seats, group_size ...) or protocol.<setting>."""
+    from ..training.recipes import get_recipe, recipe_names
+    from ..training.team.config import TEAM_METHOD, make_team_config
+    from ..training.trainer import RunOptions, claim_run_folder, policy_weights
+
+    teams = recipe_names("team")
+    method = TEAM_METHOD if args.method == "crl" else args.method  # crl's default: its team form
+    if method not in teams:
+        raise ConfigError(f"--method {args.method!r} trains one policy; with {len(policies)} --policy options the "
+                          f"team recipes apply: {', '.join(teams)} (or crl, which means {TEAM_METHOD})")
+    refused = [flag for flag, on in (("--reward", args.reward), ("--executor ray", args.executor == "ray"),
+                                     ("--force", args.force)) if on]
+    if refused:
+        raise ConfigError(f"{refused[0]} is not available for team training (several --policy options) yet")
+    overrides = _settings(args.set)
+    given = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "collaborators": args.collaborators,
+                               "steps": args.steps, "seed": args.seed, "tensorboard": args.tensorboard or None}.items()
+             if v is not None}
+    settings: dict[str, Any] = {**{k: v for k, v in TRAIN_DEFAULTS.items() if k != "policy"}, **given,
+                                "policies": policies, "method": method}
+    if args.members:
+        settings["members"] = args.members.split(",")
+    protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
+    settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
+    if "protocol" not in given:
+        protocol_settings = {**TRAIN_DEFAULT_PROTOCOL_SETTINGS, **protocol_settings}
+    if protocol_settings:
+        settings["protocol_settings"] = protocol_settings
+    preset = args.preset if args.preset != "auto" else (
+        "tiny" if all(p.startswith("zoo:") for p in policies) else "paper")
+    config = make_team_config(preset, **settings)
+    root = Path(args.out)
+    claim_run_folder(root, config, args.overwrite)  # type: ignore[arg-type]  # reads method, seed and to_dict
+    folder = root / f"{config.method}-seed{config.seed}"
+    failures = FailureSummary()
+    report = get_recipe(config.method, "team").train(config, folder, RunOptions(failures=failures), None)
+    write_json(root / "run.json", args.record.finish(training={"methods": config.method, "preset": preset,
+                                                                **config.to_dict()},
+                                                      policy_weights={s: policy_weights(p) for s, p in
+                                                                      config.seat_policies.items()}))
+    _show_team(folder, report)
+    if args.export:
+        from ..training.team.trainer import export_team
+
+        done = export_team(folder, args.export)
+        print(f"wrote {done['pool']}; its leaderboard replays the trainer's test scores:\n  {done['eval_command']}")
+    return verdict(failures, args.max_failures, _say)
+
+
+def _show_team(folder: Path, report: dict[str, Any]) -> None:
+    """The team's test score before and after with CIs, each seat's before -> after, and its pool line."""
+    from ..training.export import pool_line
+
+    def cell(score: dict[str, Any] | None) -> str:
+        return "-" if not score else f"{score['mean']:.3f} [{score['ci'][0]:.3f}, {score['ci'][1]:.3f}]"
+
+    system = report["system"]
+    print(f"{report['method']} (credit={report['credit']}), best step {report['best_step']}: system score on test "
+          f"{cell(system['before'])} before -> {cell(system['after'])} after")
+    for seat in report["seats"]:
+        parts = report["per_seat"][seat]
+        before, after = parts["before"] or {}, parts["after"] or {}
+        shown = ", ".join(f"{kind} {cell(before.get(kind))} -> {cell(after.get(kind))}"
+                          for kind in ("solo", "loo", "shapley"))
+        print(f"  {seat} ({report['policies'][seat]}): {shown}")
+    for seat in report["seats"]:
+        if (folder / seat / "best" / "config.json").is_file():
+            print(f"{seat} as a pool member: {pool_line(folder / seat)}")
+    print(f"wrote {folder / 'report.json'} and one folder per seat")
 
 
 def _show_trained(root: Path, reports: list[dict[str, Any]], export: str | None) -> None:

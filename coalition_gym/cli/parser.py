@@ -251,7 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "--protocol majority_vote --task zoo:reverse --collaborators sim:split --steps 300",
                     "cgym train --method base --preset tiny --policy zoo:tiny/pico --task zoo:arith --steps 1",
                     "cgym train --method crl --reward negate --preset tiny --policy zoo:tiny/pico --task zoo:arith "
-                    "--protocol majority_vote --steps 50 --out runs/adversary")
+                    "--protocol majority_vote --steps 50 --out runs/adversary",
+                    "cgym train --policy zoo:default/abacus --policy zoo:default/quill --protocol majority_vote "
+                    "--task mix:zoo:arith,zoo:reverse --collaborators sim:calculators --set credit=loo --steps 100")
     from ..training.recipes import recipe_names
 
     p.add_argument("--method", default="crl", help=f"{', '.join(recipe_names('policy'))} (the policy-training "
@@ -259,8 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: slm_mux "
                                                     "with tie_break=random)")
     p.add_argument("--task", default=None, help="training task (default: mix:zoo:arith,zoo:reverse)")
-    p.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> (default: "
-                                                  "zoo:default/quill, shipped with the package, at lr 1e-4)")
+    p.add_argument("--policy", action="append", default=None,
+                   help="HF model folder or zoo:<recipe>/<member> (default: zoo:default/quill, shipped with the "
+                        "package, at lr 1e-4); give it K >= 2 times to train a team, one seat per policy "
+                        "(team-crl: --set credit=system|loo|shapley, --set seats=[a,b])")
     _pool_option(p, "--collaborators", None)
     p.add_argument("--force", action="store_true", help="train even when the pre-training probe finds no "
                                                        "informative group (no learning signal)")

@@ -10,6 +10,7 @@ from . import config
 from . import methods as m
 from .collaborative.settings import MultiagentFinetuningSettings, SpartaSettings
 from .recipes import register_recipe
+from .team.config import TeamConfig
 
 
 def train_sparta(settings: SpartaSettings, members: Any, task: Any, train: Any, dev: Any, seed: int,
@@ -44,11 +45,25 @@ COALITION: list[tuple[str, type, Callable[..., Any], str]] = [
 ]
 
 
+def train_team(settings: Any, out: Any = None, options: Any = None, base_per_item: Any = None) -> Any:
+    from .team.trainer import train_team as run  # torch: only when a team trains
+
+    return run(settings, out, options, base_per_item)
+
+
+TEAM = [
+    ("team-crl", TeamConfig, train_team, "Team C-RL: K >= 2 seats trained together inside the protocol, each on its "
+                                         "credit (system, leave-one-out or Shapley)"),
+]
+
+
 def register_builtin_recipes() -> None:
     for name, settings, strategy, about in POLICY:
         register_recipe(name, settings, m.train_policy, strategy=strategy, description=about)
     for name, settings, train, about in COALITION:
         register_recipe(name, settings, train, kind="coalition", description=about)
+    for name, settings, train, about in TEAM:
+        register_recipe(name, settings, train, kind="team", description=about)
 
 
 register_builtin_recipes()

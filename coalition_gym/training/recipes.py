@@ -10,6 +10,9 @@ Two kinds share it:
   ``train(settings, members, task, train_items, dev_items, seed, work_dir)`` returns a
   ``CoalitionTraining``; ``TrainedCoalitionGame`` values what the trained coalition answers with the
   settings' evaluation protocol (``cgym eval --protocol NAME``).
+- **team** recipes (team C-RL) train K >= 2 seats together inside one protocol (:mod:`.team`):
+  ``train(config, out, options, base_per_item)`` as a policy recipe's, no strategy (``cgym train --policy A
+  --policy B``).
 
 A recipe's name lives in its :func:`register_recipe` call only (the built-ins: :mod:`.builtin_recipes`).
 """
@@ -23,7 +26,7 @@ from typing import Any, Callable
 from ..envs.protocols.collaborative import NOT_EPISODIC
 from ..errors import ConfigError, UnknownNameError
 
-KINDS = ("policy", "coalition")
+KINDS = ("policy", "coalition", "team")
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,8 @@ def recipe_names(kind: str | None = None) -> list[str]:
 def get_recipe(name: str, kind: str | None = None) -> Recipe:
     recipe = RECIPES.get(name)
     if recipe is None or (kind is not None and recipe.kind != kind):
-        what = {"policy": "training method", "coalition": "coalition-training recipe"}.get(kind or "", "recipe")
+        what = {"policy": "training method", "coalition": "coalition-training recipe",
+                "team": "team-training recipe"}.get(kind or "", "recipe")
         raise UnknownNameError(what, name, recipe_names(kind))
     return recipe
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from ..agents.base import Generator, stable_hash, with_system_prompt
-from ..envs.protocols import ProgramGen
+from ..envs.protocols import EpisodeContext, ProgramGen
 from ..envs.runner import ProgramFailed, RunStats, episode_seed, run_programs, score_outcomes
 from ..envs.seated import own_answer_of
 from ..envs.system import System
@@ -86,13 +86,16 @@ class RecordingPolicy(Generator):
         return samples
 
 
-def tag_policy_asks(program: ProgramGen, policy_name: str, rollout: int, reseed: int | None = None) -> ProgramGen:
+def tag_policy_asks(program: ProgramGen, policy_name: str | Collection[str], rollout: int,
+                    reseed: int | None = None) -> ProgramGen:
     """Pass a program through, adding ``info["rollout"]`` to the policy's Asks (no effect on what any
     model sees). ``reseed``: mix this execution number into the policy's seeds (shared draws: the
-    episode seed is the group's, so without it the G executions would all sample alike)."""
+    episode seed is the group's, so without it the G executions would all sample alike).
+    ``policy_name``: the policy's seat, or several trainable seats (each re-seeded alike)."""
+    names = {policy_name} if isinstance(policy_name, str) else set(policy_name)
 
     def tag(ask: Ask) -> Ask:
-        if ask.member != policy_name:
+        if ask.member not in names:
             return ask
         seed = ask.seed if reseed is None else stable_hash("execution", ask.seed, reseed)
         return dataclasses.replace(ask, seed=seed, info={**ask.info, "rollout": rollout})
@@ -128,15 +131,12 @@ class RolloutPlan:
             raise ConfigError(f"draws={self.draws!r}; use 'shared' or 'fresh' ('episode' with group_size 1)")
 
 
-def collect(system: System, items: Sequence[Item], policy: RecordingPolicy, plan: RolloutPlan, *,
-            members: Sequence[str] | None = None, stats: RunStats | None = None) -> list[Rollout]:
-    """Run ``plan``'s executions of every item in ``system``, whose one seat is the policy (answered by
-    ``policy``); ``members``: a sub-coalition (e.g. the collaborators without the policy), default the
-    system's coalition."""
-    if len(system.seats) != 1:
-        raise ConfigError(f"collect: the system needs exactly one seat, the policy; it has {list(system.seats)}")
-    (policy_name,) = system.seats
-    task, seed = system.task, plan.seed
+def plan_contexts(system: System, items: Sequence[Item], plan: RolloutPlan, members: Sequence[str] | None = None
+                  ) -> tuple[list[EpisodeContext], list[int], list[int | None]]:
+    """``plan``'s executions of every item: their episode contexts, group numbers and execution numbers (the
+    ``reseed`` of :func:`tag_policy_asks`: the execution's number inside its group under shared draws, None
+    otherwise, where the episode seed alone differs)."""
+    seed = plan.seed
     contexts, groups, executions = [], [], []
     for g, item in enumerate(items):
         for k in range(plan.group_size):
@@ -145,6 +145,19 @@ def collect(system: System, items: Sequence[Item], policy: RecordingPolicy, plan
                                            else stable_hash(*episode) % 2**31, members))
             groups.append(plan.first_group + g)
             executions.append(k if plan.draws == "shared" else None)  # episode: seeds as the runner gives them
+    return contexts, groups, executions
+
+
+def collect(system: System, items: Sequence[Item], policy: RecordingPolicy, plan: RolloutPlan, *,
+            members: Sequence[str] | None = None, stats: RunStats | None = None) -> list[Rollout]:
+    """Run ``plan``'s executions of every item in ``system``, whose one seat is the policy (answered by
+    ``policy``); ``members``: a sub-coalition (e.g. the collaborators without the policy), default the
+    system's coalition."""
+    if len(system.seats) != 1:
+        raise ConfigError(f"collect: the system needs exactly one seat, the policy; it has {list(system.seats)}")
+    (policy_name,) = system.seats
+    task = system.task
+    contexts, groups, executions = plan_contexts(system, items, plan, members)
     start = len(policy.calls)
     programs = [tag_policy_asks(system.protocol.start(ctx), policy_name, i, executions[i])
                 for i, ctx in enumerate(contexts)]
@@ -266,4 +279,4 @@ def collect_distributed(executor: Any, system: System, items: Sequence[Item], po
 
 
 __all__ = ["PolicyCall", "PolicyWeights", "Rollout", "RolloutPlan", "RecordingPolicy", "collect", "collect_distributed",
-           "tag_policy_asks", "with_system_prompt", "policy_answer", "protocol_asks"]
+           "tag_policy_asks", "plan_contexts", "with_system_prompt", "policy_answer", "protocol_asks"]

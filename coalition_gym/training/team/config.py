@@ -1,0 +1,146 @@
+"""Settings of team training (``cgym train --policy A --policy B ...``): several trainable seats in one
+protocol, each with its own model, optimiser, checkpoints and dev selection, rewarded by a credit mode
+(:mod:`.credit`).
+
+The names and defaults follow the single-seat C-RL settings (:class:`~coalition_gym.training.config.CRLConfig`)
+wherever a setting means the same thing (``steps``, ``items_per_step``, ``group_size``, ``lr``,
+``max_new_tokens``, ``eval_every``, ``eval_items``, ``test_items``, ``micro_batch``, the clip settings ...), and
+the ``tiny`` / ``paper`` presets are the same (:data:`coalition_gym.training.config.PRESETS`), so a user who
+knows ``cgym train`` knows these. What is new: ``policies`` (K >= 2 model specs, one per seat), ``seats``
+(their names), ``credit`` and ``shared_base``.
+
+``shared_base=True`` (several seats over one base model) needs one LoRA adapter per seat (peft): the seats
+would share the frozen base weights and each train its own adapter. That is issue 28's work and is not
+implemented here; the setting exists so that two seats naming the same model are refused with that reason
+instead of silently becoming two full copies. To train two independent copies of one model today, give each
+seat its own copy of the model folder.
+
+There is no vLLM rollout backend for teams yet (one engine per seat): rollouts run on each seat's HF model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...agents.hf_fast import FAST_DECODE
+from ...errors import ConfigError, did_you_mean
+from ...settings_check import check_settings, setting
+from ..config import COLLABORATOR_DRAWS, EVAL_DECODING, PRESETS
+from .credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
+
+TEAM_METHOD = "team-crl"
+
+
+@dataclass
+class TeamConfig:
+    """Team C-RL: K >= 2 trainable seats inside one protocol beside frozen collaborators."""
+
+    method: str = TEAM_METHOD
+    protocol: str = "slm_mux"
+    protocol_settings: dict[str, Any] = field(default_factory=dict)
+    task: str = "rg/basic_arithmetic"
+    task_kwargs: dict[str, Any] = field(default_factory=lambda: {"size": 200})
+    # one model per trainable seat: HF model folders or zoo:<preset>/<member name or index>; different
+    # architectures and tokenizers are fine (every seat has its own model, tokenizer and optimiser)
+    policies: list[str] = field(default_factory=lambda: ["zoo:default/0", "zoo:default/1"])
+    seats: list[str] | None = None  # the seats' names, one per policy; None: seat0, seat1, ...
+    policy_style: str = "compact"  # every seat's prompt style
+    # two seats of one model: one LoRA adapter per seat over the shared base (issue 28; refused until then)
+    shared_base: bool = False
+    collaborators: str = "sim:demo"  # the frozen members' pool: never trained
+    members: list[str] | None = None
+    credit: str = setting("loo", choices=CREDIT_MODES, doc="each seat's reward: system, loo or shapley")
+    steps: int = setting(100, ge=1)
+    items_per_step: int = setting(8, ge=1)
+    group_size: int = setting(8, ge=2, doc="G executions of each item (group-relative advantages need G >= 2)")
+    collaborator_draws: str = setting("shared", choices=COLLABORATOR_DRAWS)
+    rollout_temperature: float | None = setting(None, gt=0)
+    lr: float = setting(1e-6, gt=0)
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    micro_batch: int = setting(16, ge=1)
+    rounds: int = 2  # collaboration rounds during training (debate); ignored by one-round protocols
+    max_new_tokens: int = setting(64, ge=1)
+    eval_every: int = setting(3, ge=1)
+    eval_items: int = setting(16, ge=1)
+    # greedy by default (C-RL's default is sampled): the dev score then depends on the weights alone, not on
+    # the K seats' sampling draws, and K seats sampling make a single dev pass K times noisier
+    eval_decoding: str = setting("greedy", choices=EVAL_DECODING)
+    patience: int = 25  # evaluations without a better team dev score before stopping
+    test_items: int | None = None  # None: the full test split
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "auto"
+    out: str = "runs/train"
+    tensorboard: bool = False
+    rollout_batch_size: int | None = setting(None, ge=1)
+    fast_decode: str = setting("auto", choices=FAST_DECODE)
+    # the clipped policy gradient, as C-RL's (PolicyGradientConfig)
+    eps_low: float = setting(0.2, ge=0, doc="clip epsilon below 1")
+    eps_high: float | None = setting(None, ge=0, doc="clip epsilon above 1; None: eps_low (symmetric)")
+    aggregation: str = "token-mean"
+    updates_per_batch: int = setting(1, ge=1)
+    advantage_eps: float = 1e-4
+    scale_advantages: bool = True
+
+    def __post_init__(self) -> None:
+        if self.credit not in CREDIT_MODES:  # before the generic check: a typo gets the close name
+            raise ConfigError(f"unknown credit mode {self.credit!r}.{did_you_mean(str(self.credit), CREDIT_MODES)} "
+                              f"Use one of {', '.join(CREDIT_MODES)}")
+        check_settings(self, self.method)
+        self.policies = [str(p) for p in self.policies]
+        k = len(self.policies)
+        if k < 2:
+            raise ConfigError(f"team training needs K >= 2 policies (one per trainable seat); got {k}: "
+                              f"{self.policies}. One policy trains with the single-seat recipes "
+                              "(cgym train --method crl)")
+        if self.seats is None:
+            self.seats = [f"seat{i}" for i in range(k)]
+        self.seats = [str(s) for s in self.seats]
+        if len(self.seats) != k:
+            raise ConfigError(f"{k} policies but {len(self.seats)} seat names {self.seats}: give one name per policy")
+        if len(set(self.seats)) != k or not all(self.seats):
+            raise ConfigError(f"seat names must be distinct and non-empty; got {self.seats}")
+        odd = [s for s in self.seats if "/" in s or "\\" in s or s.startswith(".")]
+        if odd:  # each seat gets its own folder out/<seat>/ and metric keys <seat>/<name>
+            raise ConfigError(f"seat name {odd[0]!r}: a seat name is a folder name (no '/' or '\\', not starting "
+                              "with '.')")
+        if self.credit == "shapley" and k > SHAPLEY_SEAT_LIMIT:
+            raise ConfigError(f"credit='shapley' is exact over the seats (2^K sub-teams per execution) and allows at "
+                              f"most {SHAPLEY_SEAT_LIMIT} seats (SHAPLEY_SEAT_LIMIT); K={k}. Use credit='loo'")
+        from ..losses import AGGREGATIONS
+
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(f"unknown loss aggregation {self.aggregation!r}; use one of {', '.join(AGGREGATIONS)}")
+
+    @property
+    def seat_policies(self) -> dict[str, str]:
+        """seat name -> its model spec, in seat order."""
+        assert self.seats is not None  # set in __post_init__
+        return dict(zip(self.seats, self.policies))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def team_field_names() -> set[str]:
+    return {f.name for f in dataclasses.fields(TeamConfig)}
+
+
+def make_team_config(preset: str = "paper", **overrides: Any) -> TeamConfig:
+    """A :class:`TeamConfig` with its defaults, then the preset's (the single-seat presets: ``paper``, ``tiny``),
+    then ``overrides``; an unknown setting is refused with the close names."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}.{did_you_mean(preset, PRESETS)} Use one of {', '.join(PRESETS)}")
+    names = team_field_names()
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(f"team training has no setting {unknown[0]!r}.{did_you_mean(unknown[0], names)}")
+    settings = {k: v for k, v in PRESETS[preset].items() if k in names}
+    settings.update(overrides)
+    return TeamConfig(**settings)
+
+
+__all__ = ["TeamConfig", "TEAM_METHOD", "make_team_config", "team_field_names"]
