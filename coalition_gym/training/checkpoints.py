@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -105,3 +105,41 @@ def load_best(out: Path, model: Any) -> str | None:
         return None
     _load_folder(best, model)
     return (best / "system_prompt.txt").read_text()
+
+
+#: written into ``out/.pending/`` once every folder of a joint state is there (see :func:`commit_pending`)
+COMMIT = "COMMIT"
+
+
+def commit_pending(out: Path, names: Sequence[str], label: str) -> None:
+    """Make the states in ``out/.pending/<name>/last`` (one per name, written by :func:`save_state`) every
+    name's ``out/<name>/last`` at once: write the ``COMMIT`` marker (atomically), then swap them in. A kill
+    before the marker leaves the previous states everywhere; a kill after it is finished by
+    :func:`finish_commit` on resume. So the states always belong to one step (several trained seats)."""
+    pending = out / ".pending"
+    marker = pending / (COMMIT + ".tmp")
+    write_text(marker, label)
+    marker.replace(pending / COMMIT)
+    finish_commit(out, names)
+
+
+def finish_commit(out: Path, names: Sequence[str]) -> None:
+    """Swap a committed pending state into every name's ``last/`` (idempotent); drop an uncommitted one."""
+    pending = out / ".pending"
+    if not pending.exists():
+        return
+    if not (pending / COMMIT).is_file():
+        shutil.rmtree(pending)
+        return
+    for name in names:
+        fresh, last, old = pending / name / "last", out / name / "last", out / name / "last.old"
+        if not fresh.is_dir():
+            continue  # swapped in before the kill
+        last.parent.mkdir(parents=True, exist_ok=True)
+        if last.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            last.replace(old)
+        fresh.replace(last)
+    for name in names:
+        shutil.rmtree(out / name / "last.old", ignore_errors=True)
+    shutil.rmtree(pending)

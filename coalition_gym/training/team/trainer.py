@@ -62,7 +62,7 @@ from .diagnostics import loo_credit, seat_signal, summarise_seats, team_signal
 from .rollouts import CounterfactualCost, TeamRollout, collect_team
 
 #: written last into ``out/.pending`` once every seat's new state is there: the step is committed
-COMMIT = "COMMIT"
+COMMIT = checkpoints.COMMIT  # the joint-state marker (training/checkpoints.py)
 #: per-step timings: left out when two runs' metrics are compared (everything else is deterministic)
 TIMING_KEYS = ("rollout_seconds", "credit_seconds", "update_seconds", "step_seconds")
 
@@ -387,35 +387,11 @@ class TeamTrainer:
             checkpoints.save_state(pending / seat, self.models[seat], self.optimizers[seat], {**state, "seat": seat},
                                    self.rng, self.config.to_dict(), self.tokenizers[seat],
                                    self.member_settings(seat, self.state.step))
-        marker = pending / (COMMIT + ".tmp")
-        write_text(marker, str(self.state.step))
-        marker.replace(pending / COMMIT)
-        self._finish_commit()
-
-    def _finish_commit(self) -> None:
-        """Swap a committed pending state into every seat's ``last/`` (idempotent); drop an uncommitted one."""
-        pending = self.out / ".pending"
-        if not pending.exists():
-            return
-        if not (pending / COMMIT).is_file():
-            shutil.rmtree(pending)
-            return
-        for seat in self.seats:
-            fresh, last, old = pending / seat / "last", self.out / seat / "last", self.out / seat / "last.old"
-            if not fresh.is_dir():
-                continue  # swapped in before the kill
-            last.parent.mkdir(parents=True, exist_ok=True)
-            if last.exists():
-                shutil.rmtree(old, ignore_errors=True)
-                last.replace(old)
-            fresh.replace(last)
-        for seat in self.seats:
-            shutil.rmtree(self.out / seat / "last.old", ignore_errors=True)
-        shutil.rmtree(pending)
+        checkpoints.commit_pending(self.out, self.seats, str(self.state.step))
 
     def try_resume(self) -> bool:
         """Restore every seat's weights and optimiser, the RNGs and the team's state from the last commit."""
-        self._finish_commit()
+        checkpoints.finish_commit(self.out, self.seats)
         saved: dict[str, dict[str, Any] | None] = {}
         for seat in self.seats:
             saved[seat] = checkpoints.load_state(self.out / seat, self.models[seat], self.optimizers[seat], self.rng,
