@@ -373,6 +373,20 @@ def train_preset(preset: str, policy: str) -> str:
     return "tiny" if policy.startswith("zoo:") else "paper"
 
 
+def _add_run_settings(settings: dict[str, Any], args: argparse.Namespace, overrides: dict[str, Any],
+                      given: dict[str, Any]) -> None:
+    """Fill a training run's settings from ``--members`` and ``--set`` (``protocol.KEY`` keys go to the
+    protocol's settings; the default protocol's settings apply when ``--protocol`` was not given)."""
+    if args.members:
+        settings["members"] = args.members.split(",")
+    protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
+    settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
+    if "protocol" not in given:
+        protocol_settings = {**TRAIN_DEFAULT_PROTOCOL_SETTINGS, **protocol_settings}
+    if protocol_settings:
+        settings["protocol_settings"] = protocol_settings
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
     from ..training.trainer import RunOptions, policy_weights, run_methods, summary_table
@@ -389,14 +403,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     settings = {**TRAIN_DEFAULTS, **given}
     if "policy" not in given:
         settings["lr"] = TRAIN_DEFAULT_LR
-    if args.members:
-        settings["members"] = args.members.split(",")
-    protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
-    settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
-    if "protocol" not in given:
-        protocol_settings = {**TRAIN_DEFAULT_PROTOCOL_SETTINGS, **protocol_settings}
-    if protocol_settings:
-        settings["protocol_settings"] = protocol_settings
+    _add_run_settings(settings, args, overrides, given)
     preset = train_preset(args.preset, str(settings["policy"]))
     root = Path(args.out)
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
@@ -437,14 +444,7 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
              if v is not None}
     settings: dict[str, Any] = {**{k: v for k, v in TRAIN_DEFAULTS.items() if k != "policy"}, **given,
                                 "policies": policies, "method": method}
-    if args.members:
-        settings["members"] = args.members.split(",")
-    protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
-    settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
-    if "protocol" not in given:
-        protocol_settings = {**TRAIN_DEFAULT_PROTOCOL_SETTINGS, **protocol_settings}
-    if protocol_settings:
-        settings["protocol_settings"] = protocol_settings
+    _add_run_settings(settings, args, overrides, given)
     preset = args.preset if args.preset != "auto" else (
         "tiny" if all(p.startswith("zoo:") for p in policies) else "paper")
     config = make_team_config(preset, **settings)
@@ -459,7 +459,7 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
                                                                       config.seat_policies.items()}))
     _show_team(folder, report)
     if args.export:
-        from ..training.team.trainer import export_team
+        from ..training.export import export_team
 
         done = export_team(folder, args.export)
         print(f"wrote {done['pool']}; its leaderboard replays the trainer's test scores:\n  {done['eval_command']}")

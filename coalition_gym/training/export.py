@@ -47,22 +47,28 @@ def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, 
                       "draws its members); train with a sim or zoo preset or a pool file to export")
 
 
-def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write ``out/pool.yaml`` for the run in ``run_folder`` (a ``cgym train`` method folder); returns
-    the pool-file line of the policy and the replaying ``cgym eval`` command."""
-    run = Path(run_folder).resolve()
-    best = run / "best"
-    if not (best / "config.json").is_file():
-        raise ConfigError(f"{run}: no best/ checkpoint to export (the method trains no weights, or never ran)")
+def trained_member(name: str, best: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The pool-file entry of a trained checkpoint, decoding as the trainer evaluated and selected it."""
+    entry: dict[str, Any] = {"name": name, "backend": "hf", "model": str(best)}
+    if config.get("eval_decoding") == "greedy":
+        entry["sampling"] = {"temperature": 0.0}
+    return entry
+
+
+def _reported_run(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run folder's config and report (members, protocol settings and eval seed as run)."""
     if not (run / "report.json").is_file():
         raise ConfigError(f"{run}: no report.json; export a run the trainer has reported (cgym train finishes it)")
-    config = json.loads((run / "config.json").read_text())
-    report = json.loads((run / "report.json").read_text())  # members, protocol settings and eval seed as run
+    return json.loads((run / "config.json").read_text()), json.loads((run / "report.json").read_text())
+
+
+def write_replay_pool(run: Path, config: dict[str, Any], report: dict[str, Any], trained: list[dict[str, Any]],
+                      out: str | Path, estimator: str, what: str) -> tuple[Path, str, str]:
+    """Write ``out/pool.yaml``: the run's frozen collaborators, then the ``trained`` entries, headed by the
+    ``cgym eval`` command that replays the trainer's test evaluation (``what`` names the trained part).
+    Returns the file, the command and a note on task options the command cannot pass."""
     entries, helpers = collaborator_entries(config["collaborators"], list(report["members"]))
-    policy = {"name": config["policy_name"], "backend": "hf", "model": str(best)}
-    if config.get("eval_decoding") == "greedy":
-        policy["sampling"] = {"temperature": 0.0}  # as the trainer evaluated and selected it
-    pool: dict[str, Any] = {"name": f"{run.name}-trained", "members": [*entries, policy]}
+    pool: dict[str, Any] = {"name": f"{run.name}-trained", "members": [*entries, *trained]}
     if helpers:
         pool["helpers"] = helpers
     folder = Path(out)
@@ -72,17 +78,49 @@ def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
                "--task", config["task"], "--split", "test", "--items",
                str(config.get("test_items") or task_kwargs.get("size", 200)),  # the trainer's test items
                "--task-seed", str(task_kwargs.get("seed", 0)), "--seed", str(report["eval_seed"]),
-               "--estimator", "loo"]
+               "--estimator", estimator]
     for key, value in report["protocol"].items():
         command += ["--set", f"{key}={json.dumps(value)}"]
     line = shlex.join(command)
     extra = sorted(set(task_kwargs) - {"size", "seed"})
     note = (f"task options {extra} have no cgym eval flag: the command evaluates the task without them"
             if extra else "")
-    header = (f"# {run.name}: the trained policy ({config['policy_name']}) beside its collaborators.\n"
-              f"# Replays the trainer's test evaluation:\n#   {line}\n")
+    header = f"# {run.name}: {what} beside {'its' if len(trained) == 1 else 'their'} collaborators.\n" \
+             f"# Replays the trainer's test evaluation:\n#   {line}\n"
     write_text(folder / "pool.yaml", header + yaml.safe_dump(pool, sort_keys=False))
-    return {"pool": str(folder / "pool.yaml"), "member": policy, "eval_command": line, "note": note}
+    return folder / "pool.yaml", line, note
+
+
+def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
+    """Write ``out/pool.yaml`` for the run in ``run_folder`` (a ``cgym train`` method folder); returns
+    the pool-file line of the policy and the replaying ``cgym eval`` command."""
+    run = Path(run_folder).resolve()
+    best = run / "best"
+    if not (best / "config.json").is_file():
+        raise ConfigError(f"{run}: no best/ checkpoint to export (the method trains no weights, or never ran)")
+    config, report = _reported_run(run)
+    policy = trained_member(config["policy_name"], best, config)
+    path, line, note = write_replay_pool(run, config, report, [policy], out, "loo",
+                                         f"the trained policy ({config['policy_name']})")
+    return {"pool": str(path), "member": policy, "eval_command": line, "note": note}
+
+
+def export_team(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
+    """Write ``out/pool.yaml``: the team's frozen collaborators and every seat's ``best/`` in the team's coalition
+    order (``cgym train --policy A --policy B --export DIR``), and the ``cgym eval`` command that replays the
+    trainer's test evaluation of the selected team (its full coalition's score; equal up to ties that dev
+    scores break, which the trainer measures for the frozen members only)."""
+    run = Path(run_folder).resolve()
+    config, report = _reported_run(run)
+    seats = []
+    for seat in report["seats"]:
+        if not (run / seat / "best" / "config.json").is_file():
+            raise ConfigError(f"{run / seat}: no best/ checkpoint to export")
+        seats.append(trained_member(seat, run / seat / "best", config))
+    estimator = "shapley" if len(report["members"]) + len(seats) <= 8 else "loo"
+    path, line, _ = write_replay_pool(run, config, report, seats, out, estimator,
+                                      f"the trained seats ({', '.join(report['seats'])})")
+    return {"pool": str(path), "eval_command": line}
 
 
 def pool_line(run_folder: str | Path) -> str:
@@ -91,4 +129,4 @@ def pool_line(run_folder: str | Path) -> str:
     return f"{{name: {config['policy_name']}, backend: hf, model: {(Path(run_folder) / 'best').resolve()}}}"
 
 
-__all__ = ["collaborator_entries", "export_run", "pool_line"]
+__all__ = ["collaborator_entries", "export_run", "export_team", "pool_line", "trained_member", "write_replay_pool"]

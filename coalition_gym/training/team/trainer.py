@@ -27,7 +27,6 @@ member as they stand; ``last/`` also holds the optimiser state), ``config.json``
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -530,54 +529,10 @@ def train_team(config: TeamConfig, out: str | Path | None = None, options: Any =
     return report
 
 
-def export_team(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write ``out/pool.yaml``: the team's frozen collaborators and every seat's ``best/`` in the team's coalition
-    order (``cgym train --policy A --policy B --export DIR``), and the ``cgym eval`` command that replays the
-    trainer's test evaluation of the selected team (its full coalition's score; equal up to ties that dev
-    scores break, which the trainer measures for the frozen members only)."""
-    import shlex
-
-    import yaml
-
-    from ..export import collaborator_entries
-
-    run = Path(run_folder).resolve()
-    if not (run / "report.json").is_file():
-        raise ConfigError(f"{run}: no report.json; export a team run the trainer has reported")
-    config = json.loads((run / "config.json").read_text())
-    report = json.loads((run / "report.json").read_text())
-    entries, helpers = collaborator_entries(config["collaborators"], list(report["members"]))
-    for seat in report["seats"]:
-        if not (run / seat / "best" / "config.json").is_file():
-            raise ConfigError(f"{run / seat}: no best/ checkpoint to export")
-        entry: dict[str, Any] = {"name": seat, "backend": "hf", "model": str(run / seat / "best")}
-        if config.get("eval_decoding") == "greedy":
-            entry["sampling"] = {"temperature": 0.0}  # as the trainer evaluated and selected it
-        entries.append(entry)
-    pool: dict[str, Any] = {"name": f"{run.name}-trained", "members": entries}
-    if helpers:
-        pool["helpers"] = helpers
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    task_kwargs = dict(config.get("task_kwargs") or {})
-    command = ["cgym", "eval", "--pool", str((folder / "pool.yaml").resolve()), "--protocol", config["protocol"],
-               "--task", config["task"], "--split", "test", "--items",
-               str(config.get("test_items") or task_kwargs.get("size", 200)),
-               "--task-seed", str(task_kwargs.get("seed", 0)), "--seed", str(report["eval_seed"]),
-               "--estimator", "shapley" if len(entries) <= 8 else "loo"]
-    for key, value in report["protocol"].items():
-        command += ["--set", f"{key}={json.dumps(value)}"]
-    line = shlex.join(command)
-    write_text(folder / "pool.yaml", f"# {run.name}: the trained seats ({', '.join(report['seats'])}) beside their "
-                                     f"collaborators.\n# Replays the trainer's test evaluation:\n#   {line}\n"
-                                     + yaml.safe_dump(pool, sort_keys=False))
-    return {"pool": str(folder / "pool.yaml"), "eval_command": line}
-
-
 def comparable_metrics(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Metric rows without their timings (the only numbers two runs of one configuration may differ in)."""
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 
 
 __all__ = ["TeamTrainer", "TeamState", "TeamEval", "train_team", "build_team_system", "check_team", "team_protocol",
-           "export_team", "comparable_metrics", "COMMIT", "TIMING_KEYS"]
+           "comparable_metrics", "COMMIT", "TIMING_KEYS"]
