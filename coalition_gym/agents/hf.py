@@ -43,6 +43,7 @@ from ..errors import BackendError, ConfigError, PromptTooLongError
 from ..types import Ask, Message, Sample
 from .base import Generator, fit_new_tokens, render_plain, settled, with_system_prompt
 from .hf_fast import EagerStepper
+from .lora import is_adapter_folder, load_merged
 from .member_settings import read_member_settings
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -172,7 +173,10 @@ def _load(model: str, *, device: str, dtype: str, trust_remote_code: bool, allow
     try:
         with quiet_loading():
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-            net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), **kwargs)
+            if local and is_adapter_folder(folder):  # a LoRA checkpoint: merged into its base on load
+                net = load_merged(folder, dtype=getattr(torch, dtype))
+            else:
+                net = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), **kwargs)
     except (OSError, ValueError) as exc:
         where = f"folder {source!r}" if local else f"{source!r} (not a local folder; looked in the local " \
                 f"Hugging Face cache{'' if not allow_download else ' and the hub'})"

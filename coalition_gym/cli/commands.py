@@ -468,6 +468,7 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
 
 def _show_team(folder: Path, report: dict[str, Any]) -> None:
     """The team's test score before and after with CIs, each seat's before -> after, and its pool line."""
+    from ..training.checkpoints import has_weights
     from ..training.export import pool_line
 
     def cell(score: dict[str, Any] | None) -> str:
@@ -483,7 +484,7 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
                           for kind in ("solo", "loo", "shapley"))
         print(f"  {seat} ({report['policies'][seat]}): {shown}")
     for seat in report["seats"]:
-        if (folder / seat / "best" / "config.json").is_file():
+        if has_weights(folder / seat / "best"):
             print(f"{seat} as a pool member: {pool_line(folder / seat)}")
     print(f"wrote {folder / 'report.json'} and one folder per seat")
 
@@ -491,11 +492,12 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
 def _show_trained(root: Path, reports: list[dict[str, Any]], export: str | None) -> None:
     """For each trained policy: the pool-file line that makes it a member; with ``--export``, a ready
     pool.yaml beside its collaborators and the ``cgym eval`` command that replays the trainer's test."""
+    from ..training.checkpoints import has_weights
     from ..training.export import export_run, pool_line
 
     for report in reports:
         folder = root / f"{report['method']}-seed{report['seed']}"
-        if not (folder / "best" / "config.json").is_file():
+        if not has_weights(folder / "best"):
             continue
         print(f"{report['method']} as a pool member: {pool_line(folder)}")
         if export:

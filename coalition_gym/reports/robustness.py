@@ -34,6 +34,7 @@ import numpy as np
 
 from ..agents.adversaries import REGISTERED_ADVERSARIES, adversary_names
 from ..agents.base import Generator
+from ..agents.lora import is_adapter_folder
 from ..agents.pools import Pool
 from ..envs.protocols import PROTOCOLS
 from ..envs.protocols.collaborative import refuse_not_episodic
@@ -52,11 +53,12 @@ def check_adversary(spec: str) -> str:
     else with the valid names."""
     if spec in adversary_names():
         return "profile"
-    if Path(spec).expanduser().is_dir() and (Path(spec).expanduser() / "config.json").is_file():
+    folder = Path(spec).expanduser()
+    if (folder / "config.json").is_file() or is_adapter_folder(folder):
         return "model"
     known = adversary_names()
-    raise ConfigError(f"adversary {spec!r} is neither a profile nor a model folder (a folder with config.json, "
-                      f"e.g. a `cgym train --reward negate` checkpoint's best/).{did_you_mean(spec, known)} "
+    raise ConfigError(f"adversary {spec!r} is neither a profile nor a model folder (a folder with config.json or a "
+                      f"LoRA adapter, e.g. a `cgym train --reward negate` checkpoint's best/).{did_you_mean(spec, known)} "
                       f"Profiles: {', '.join(known)}")
 
 

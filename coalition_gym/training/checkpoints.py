@@ -1,5 +1,6 @@
 """Checkpoints: the full resumable state after every step (``last/``) and the best weights by dev
-score (``best/``), both HF model folders with their ``coalition_gym.json`` (pool members as they stand).
+score (``best/``), both HF model folders with their ``coalition_gym.json`` (pool members as they stand);
+with LoRA they hold the adapter only (a peft adapter folder: the base weights never change).
 A killed run resumes where it stopped; a kill mid-write never leaves a torn checkpoint."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..agents.lora import AdapterModel, is_adapter_folder, load_adapter_weights
 from ..agents.member_settings import MemberSettings, write_member_settings
 from ..errors import ConfigError
 from ..result_files import write_text
@@ -78,9 +80,17 @@ def load_state(out: Path, model: Any, optimizer: Any, trainer_rng: random.Random
     return saved["state"]
 
 
+def has_weights(folder: Path) -> bool:
+    """``folder`` holds a saved policy: an HF model folder, or a LoRA adapter (``lora_r`` > 0)."""
+    return (folder / "config.json").is_file() or is_adapter_folder(folder)
+
+
 def _load_folder(folder: Path, model: Any) -> None:
     from transformers import AutoModelForCausalLM
 
+    if isinstance(model, AdapterModel):  # LoRA: the folder holds the adapter; the base never changed
+        load_adapter_weights(model, folder)
+        return
     loaded = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True,
                                                   torch_dtype=next(model.parameters()).dtype)
     model.load_state_dict(loaded.state_dict())
@@ -101,7 +111,7 @@ def save_best(out: Path, model: Any, tokenizer: Any, system_prompt: str,
 def load_best(out: Path, model: Any) -> str | None:
     """Load ``out/best`` into ``model``; its system prompt, or None when there is no best yet."""
     best = out / "best"
-    if not (best / "config.json").is_file():
+    if not has_weights(best):
         return None
     _load_folder(best, model)
     return (best / "system_prompt.txt").read_text()

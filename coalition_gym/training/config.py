@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..agents.hf_fast import FAST_DECODE
+from ..agents.lora import LoraSpec
 from ..errors import ConfigError, did_you_mean
 from ..settings_check import check_settings, setting
 from .recipes import RecipeView, recipe_names, recipe_of
@@ -38,7 +39,27 @@ REWARDS = ("system", "negate")  # PolicyGradientConfig.reward
 
 
 @dataclass
-class TrainConfig:
+class LoraSettings:
+    """LoRA (peft) for the trained weights: ``lora_r`` > 0 trains one adapter of that rank on the frozen base
+    instead of every weight (how a 7B policy fits beside its collaborators); 0, the default, trains every weight
+    (the zoo's models are small). Checkpoints then hold the adapter; ``cgym train --export DIR`` merges it."""
+
+    lora_r: int = setting(0, ge=0, doc="LoRA rank; 0: no adapter, every weight trains")
+    lora_alpha: float = setting(16.0, gt=0, doc="LoRA scale numerator (the update is scaled by alpha / r)")
+    lora_dropout: float = setting(0.0, ge=0, le=1, doc="dropout on the adapter's input")
+    # "all-linear", or the module names to wrap, comma-separated (e.g. "q_proj,v_proj"; GPT-2: "c_attn,c_proj")
+    lora_target: str = "all-linear"
+
+    @property
+    def lora(self) -> LoraSpec | None:
+        """The adapter's shape, or None when LoRA is off."""
+        if self.lora_r == 0:
+            return None
+        return LoraSpec(self.lora_r, self.lora_alpha, self.lora_dropout, self.lora_target)
+
+
+@dataclass
+class TrainConfig(LoraSettings):
     """Settings shared by every method."""
 
     method: str = ""  # the recipe's name; "": the recipe registered with this settings class
@@ -93,6 +114,9 @@ class TrainConfig:
         if self.method not in CONFIGS:
             raise ConfigError(f"unknown method {self.method!r}; use one of {', '.join(method_names())}")
         check_settings(self, self.method)  # types, bounds and choices, declared on the fields (every subclass's)
+        if self.lora is not None and self.rollout_backend == "vllm":
+            raise ConfigError("rollout_backend='vllm' with lora_r > 0 is not supported: the engine is sent full "
+                              "weights after every step; use rollout_backend='hf' with LoRA")
 
     @property
     def solo(self) -> bool:

@@ -18,6 +18,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..result_files import write_text
+from .checkpoints import has_weights
 
 
 def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -47,9 +48,19 @@ def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, 
                       "draws its members); train with a sim or zoo preset or a pool file to export")
 
 
-def trained_member(name: str, best: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """The pool-file entry of a trained checkpoint, decoding as the trainer evaluated and selected it."""
-    entry: dict[str, Any] = {"name": name, "backend": "hf", "model": str(best)}
+def trained_member(name: str, best: Path, config: dict[str, Any], out: str | Path, base: str) -> dict[str, Any]:
+    """The pool-file entry of a trained checkpoint, decoding as the trainer evaluated and selected it. A LoRA
+    checkpoint (an adapter) is first merged into its ``base`` (a policy spec) as ``out/<name>/``: plain HF weights
+    that load anywhere, without peft or the base's folder."""
+    from ..agents.lora import is_adapter_folder, merge_adapter_folder
+    from .policy_model import resolve_policy
+
+    if not has_weights(best):
+        raise ConfigError(f"{best.parent}: no best/ checkpoint to export (the method trains no weights, or never ran)")
+    model = best
+    if is_adapter_folder(best):
+        model = merge_adapter_folder(best, Path(out).resolve() / name, resolve_policy(base))
+    entry: dict[str, Any] = {"name": name, "backend": "hf", "model": str(model)}
     if config.get("eval_decoding") == "greedy":
         entry["sampling"] = {"temperature": 0.0}
     return entry
@@ -95,11 +106,10 @@ def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
     """Write ``out/pool.yaml`` for the run in ``run_folder`` (a ``cgym train`` method folder); returns
     the pool-file line of the policy and the replaying ``cgym eval`` command."""
     run = Path(run_folder).resolve()
-    best = run / "best"
-    if not (best / "config.json").is_file():
+    if not has_weights(run / "best"):
         raise ConfigError(f"{run}: no best/ checkpoint to export (the method trains no weights, or never ran)")
     config, report = _reported_run(run)
-    policy = trained_member(config["policy_name"], best, config)
+    policy = trained_member(config["policy_name"], run / "best", config, out, config["policy"])
     path, line, note = write_replay_pool(run, config, report, [policy], out, "loo",
                                          f"the trained policy ({config['policy_name']})")
     return {"pool": str(path), "member": policy, "eval_command": line, "note": note}
@@ -112,11 +122,8 @@ def export_team(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
     scores break, which the trainer measures for the frozen members only)."""
     run = Path(run_folder).resolve()
     config, report = _reported_run(run)
-    seats = []
-    for seat in report["seats"]:
-        if not (run / seat / "best" / "config.json").is_file():
-            raise ConfigError(f"{run / seat}: no best/ checkpoint to export")
-        seats.append(trained_member(seat, run / seat / "best", config))
+    bases = dict(zip(config["seats"], config["policies"]))
+    seats = [trained_member(seat, run / seat / "best", config, out, bases[seat]) for seat in report["seats"]]
     estimator = "shapley" if len(report["members"]) + len(seats) <= 8 else "loo"
     path, line, _ = write_replay_pool(run, config, report, seats, out, estimator,
                                       f"the trained seats ({', '.join(report['seats'])})")

@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..agents.lora import LoraSpec
 from ..errors import ConfigError
 
 
@@ -38,7 +39,27 @@ def policy_weights(spec: str) -> dict[str, Any]:
     return weights_record(resolve_policy(spec))
 
 
-def load_policy(spec: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
+def load_policy(spec: str, device: str = "auto", dtype: str = "auto", lora: LoraSpec | None = None,
+                seed: int = 0) -> tuple[Any, Any]:
+    """(model, tokenizer) of the policy ``spec``; with ``lora``, the model is a fresh adapter over the frozen
+    weights (an :class:`~coalition_gym.agents.lora.AdapterModel`, its parameters the adapter's only)."""
+    if lora is None:
+        return _load_model(spec, device, dtype)
+    adapters, tokenizer = load_shared_base(spec, ["default"], lora, device, dtype, seed)
+    return adapters["default"], tokenizer
+
+
+def load_shared_base(spec: str, names: list[str], lora: LoraSpec, device: str = "auto", dtype: str = "auto",
+                     seed: int = 0) -> tuple[dict[str, Any], Any]:
+    """One copy of the model ``spec`` with one LoRA adapter per name (several seats that share a base): name ->
+    its adapter's view, and the tokenizer."""
+    from ..agents.lora import add_adapters
+
+    model, tokenizer = _load_model(spec, device, dtype)
+    return add_adapters(model, lora, names, seed), tokenizer
+
+
+def _load_model(spec: str, device: str, dtype: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ..agents.hf import resolve_device_dtype
@@ -72,5 +93,6 @@ def push_weights(engine: Any, model: Any) -> None:
     engine.load_weights([(name, p.detach()) for name, p in model.named_parameters()])
 
 
-__all__ = ["RolloutFallbackWarning", "resolve_policy", "policy_weights", "load_policy", "start_engine",
+__all__ = ["RolloutFallbackWarning", "resolve_policy", "policy_weights", "load_policy", "load_shared_base",
+           "start_engine",
            "push_weights"]

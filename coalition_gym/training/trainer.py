@@ -96,7 +96,7 @@ class Trainer:
                                     seats=seat)
         self._solo_system: System | None = None
         self.check_signal()
-        self.model, self.tokenizer = load_policy(config.policy, config.device, config.dtype)
+        self.model, self.tokenizer = load_policy(config.policy, config.device, config.dtype, config.lora, config.seed)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.updates = PolicyUpdates(self.model, self.tokenizer,
                                      UpdateLoop(self.model, self.optimizer, config.max_grad_norm,
