@@ -36,7 +36,7 @@ class LoraSpec:
     comma-separated module names such as ``c_attn,c_proj`` or ``q_proj,v_proj``)."""
 
     r: int
-    alpha: float
+    alpha: int
     dropout: float = 0.0
     target: str = "all-linear"
 

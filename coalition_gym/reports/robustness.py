@@ -58,8 +58,8 @@ def check_adversary(spec: str) -> str:
         return "model"
     known = adversary_names()
     raise ConfigError(f"adversary {spec!r} is neither a profile nor a model folder (a folder with config.json or a "
-                      f"LoRA adapter, e.g. a `cgym train --reward negate` checkpoint's best/).{did_you_mean(spec, known)} "
-                      f"Profiles: {', '.join(known)}")
+                      "LoRA adapter, e.g. a `cgym train --reward negate` checkpoint's best/)."
+                      f"{did_you_mean(spec, known)} Profiles: {', '.join(known)}")
 
 
 def check_protocols(names: Sequence[str]) -> list[str]:

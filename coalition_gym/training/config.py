@@ -45,7 +45,7 @@ class LoraSettings:
     (the zoo's models are small). Checkpoints then hold the adapter; ``cgym train --export DIR`` merges it."""
 
     lora_r: int = setting(0, ge=0, doc="LoRA rank; 0: no adapter, every weight trains")
-    lora_alpha: float = setting(16.0, gt=0, doc="LoRA scale numerator (the update is scaled by alpha / r)")
+    lora_alpha: int = setting(16, gt=0, doc="LoRA scale numerator (the update is scaled by alpha / r)")
     lora_dropout: float = setting(0.0, ge=0, le=1, doc="dropout on the adapter's input")
     # "all-linear", or the module names to wrap, comma-separated (e.g. "q_proj,v_proj"; GPT-2: "c_attn,c_proj")
     lora_target: str = "all-linear"

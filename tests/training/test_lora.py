@@ -23,7 +23,7 @@ from coalition_gym.training.trainer import RunOptions, Trainer, run_methods
 from coalition_gym.training.update_loop import UpdateLoop
 
 POLICY = "zoo:tiny/pico"
-SPEC = LoraSpec(r=4, alpha=8.0, dropout=0.0, target="all-linear")
+SPEC = LoraSpec(r=4, alpha=8, dropout=0.0, target="all-linear")
 
 
 def config(method="crl", **kw):
@@ -31,7 +31,7 @@ def config(method="crl", **kw):
     # a reward spread, so C-RL gets signal (and the adapter moves) in a few steps
     base = dict(policy=POLICY, task="zoo:arith", task_kwargs={"size": 40}, steps=3, eval_every=10, eval_items=4,
                 test_items=6, items_per_step=2, group_size=4, collaborators="sim:demo", members=["atlas", "delta"],
-                protocol="slm_mux", collaborator_draws="fresh", lora_r=4, lora_alpha=8.0)
+                protocol="slm_mux", collaborator_draws="fresh", lora_r=4, lora_alpha=8)
     if method in ("crl", "grpo-indiv", "dapo-indiv"):
         base["probe_groups"] = 0
     base.update(kw)
@@ -174,4 +174,4 @@ def test_lora_settings_are_checked_before_any_rollout(tmp_path):
         config(rollout_backend="vllm")
     with pytest.raises(ConfigError, match="lora_target='nope' does not fit"):
         Trainer(config(lora_target="nope"), out=tmp_path / "bad")
-    assert config(lora_r=0).lora is None and config().lora == LoraSpec(4, 8.0, 0.0, "all-linear")
+    assert config(lora_r=0).lora is None and config().lora == LoraSpec(4, 8, 0.0, "all-linear")

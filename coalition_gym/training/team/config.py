@@ -9,11 +9,12 @@ the ``tiny`` / ``paper`` presets are the same (:data:`coalition_gym.training.con
 knows ``cgym train`` knows these. What is new: ``policies`` (K >= 2 model specs, one per seat), ``seats``
 (their names), ``credit`` and ``shared_base``.
 
-``shared_base=True`` (several seats over one base model) needs one LoRA adapter per seat (peft): the seats
-would share the frozen base weights and each train its own adapter. That is issue 28's work and is not
-implemented here; the setting exists so that two seats naming the same model are refused with that reason
-instead of silently becoming two full copies. To train two independent copies of one model today, give each
-seat its own copy of the model folder.
+LoRA (``lora_r`` > 0, the single-seat settings :class:`~coalition_gym.training.config.LoraSettings`) gives every
+seat an adapter over its frozen model. ``shared_base=True`` puts all seats on *one* copy of one model, each with
+its own adapter (peft): how several seats fit on one GPU. The seats then share the frozen base weights and
+switch adapters per call, and each still has its own optimiser (over its adapter only), checkpoints (adapter
+folders) and report. Two seats naming the same model without ``shared_base`` are refused (they would be two
+full copies silently); to train two independent full copies, copy the model folder.
 
 There is no vLLM rollout backend for teams yet (one engine per seat): rollouts run on each seat's HF model.
 """
@@ -27,14 +28,14 @@ from typing import Any
 from ...agents.hf_fast import FAST_DECODE
 from ...errors import ConfigError, did_you_mean
 from ...settings_check import check_settings, setting
-from ..config import COLLABORATOR_DRAWS, EVAL_DECODING, PRESETS
+from ..config import COLLABORATOR_DRAWS, EVAL_DECODING, PRESETS, LoraSettings
 from .credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
 
 TEAM_METHOD = "team-crl"
 
 
 @dataclass
-class TeamConfig:
+class TeamConfig(LoraSettings):
     """Team C-RL: K >= 2 trainable seats inside one protocol beside frozen collaborators."""
 
     method: str = TEAM_METHOD
@@ -47,7 +48,7 @@ class TeamConfig:
     policies: list[str] = field(default_factory=lambda: ["zoo:default/0", "zoo:default/1"])
     seats: list[str] | None = None  # the seats' names, one per policy; None: seat0, seat1, ...
     policy_style: str = "compact"  # every seat's prompt style
-    # two seats of one model: one LoRA adapter per seat over the shared base (issue 28; refused until then)
+    # every seat on one copy of one model (the policies must all name it), one LoRA adapter each (needs lora_r > 0)
     shared_base: bool = False
     collaborators: str = "sim:demo"  # the frozen members' pool: never trained
     members: list[str] | None = None
@@ -107,6 +108,9 @@ class TeamConfig:
         if odd:  # each seat gets its own folder out/<seat>/ and metric keys <seat>/<name>
             raise ConfigError(f"seat name {odd[0]!r}: a seat name is a folder name (no '/' or '\\', not starting "
                               "with '.')")
+        if self.shared_base and self.lora is None:
+            raise ConfigError("shared_base=True puts every seat on one copy of one model with one LoRA adapter each: "
+                              "set lora_r > 0 (e.g. --set lora_r=8)")
         if self.credit == "shapley" and k > SHAPLEY_SEAT_LIMIT:
             raise ConfigError(f"credit='shapley' is exact over the seats (2^K sub-teams per execution) and allows at "
                               f"most {SHAPLEY_SEAT_LIMIT} seats (SHAPLEY_SEAT_LIMIT); K={k}. Use credit='loo'")

@@ -22,7 +22,8 @@ Files: ``out/config.json``, ``out/metrics.jsonl`` (per step the team reward and 
 :mod:`.diagnostics`), ``out/report.json`` (system score before/after on test with CIs, each seat's solo /
 leave-one-out / Shapley before and after, the counterfactual cost, seconds per step), and per seat
 ``out/<seat>/`` with ``best/`` and ``last/`` (HF model folders with their ``coalition_gym.json``: a pool
-member as they stand; ``last/`` also holds the optimiser state), ``config.json`` and ``report.json``.
+member as they stand; with LoRA, adapter folders; ``last/`` also holds the optimiser state), ``config.json`` and
+``report.json``. With ``shared_base`` every seat is one adapter of one shared model (:mod:`.config`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ...valuation.stats import bootstrap_mean, rescue_drag
 from .. import checkpoints
 from ..advantages import group_advantages
 from ..evaluation import EvalResult, eval_seed, improves, run_evaluation
-from ..policy_model import load_policy, policy_weights, resolve_policy
+from ..policy_model import load_policy, load_shared_base, policy_weights, resolve_policy
 from ..reporting import MetricsLog
 from ..rollouts import PolicyCall, RecordingPolicy, RolloutPlan, protocol_asks
 from ..update_loop import UpdateLoop
@@ -139,14 +140,17 @@ def build_team_system(config: TeamConfig) -> System:
 
 def check_team(config: TeamConfig, system: System, models: Mapping[str, Any] | None = None) -> None:
     """The refusals that need the system or the models (the settings' own are in :class:`TeamConfig`), all
-    before any model is loaded or any rollout runs: two seats of one model without ``shared_base``; any
-    ``shared_base`` (one LoRA adapter per seat: issue 28, not implemented); a coalition too small for the
-    protocol; a seat the protocol never asks."""
+    before any model is loaded or any rollout runs: two seats of one model without ``shared_base`` (or, with it,
+    seats naming different models); a coalition too small for the protocol; a seat the protocol never asks."""
     seats = list(system.seats)
     if config.shared_base:
-        raise ConfigError("shared_base=True means the seats share one base model with one LoRA adapter per seat "
-                          "(peft); that is issue 28's work and not implemented yet. Give each seat its own model "
-                          "(copy the folder to train two independent copies of one model)")
+        if models:
+            raise ConfigError("shared_base=True loads the one base model itself and adds the seats' adapters; pass "
+                              "no preloaded models")
+        paths = {os.path.realpath(resolve_policy(spec)) for spec in config.policies}
+        if len(paths) != 1:
+            raise ConfigError(f"shared_base=True puts every seat on one model, but the policies name {len(paths)} "
+                              f"models ({config.policies}); name the same model for every seat, or drop shared_base")
     if models:
         by_object: dict[int, str] = {}
         for seat in seats:
@@ -154,20 +158,20 @@ def check_team(config: TeamConfig, system: System, models: Mapping[str, Any] | N
                 first = by_object.setdefault(id(models[seat][0]), seat)
                 if first != seat:
                     raise ConfigError(f"seats {first!r} and {seat!r} are given the same model object: they would "
-                                      "train one set of weights twice per step. Sharing one base needs "
-                                      "shared_base=True with one LoRA adapter per seat (issue 28, not implemented); "
-                                      "give each seat its own model")
+                                      "train one set of weights twice per step. To share one base, name one model "
+                                      "for every seat with shared_base=True and lora_r > 0 (one adapter per seat); "
+                                      "otherwise give each seat its own model")
     by_path: dict[str, str] = {}
     for seat, spec in config.seat_policies.items():
-        if models and seat in models:
+        if config.shared_base or (models and seat in models):
             continue
         path = os.path.realpath(resolve_policy(spec))
         first = by_path.setdefault(path, seat)
         if first != seat:
             raise ConfigError(f"seats {first!r} and {seat!r} are given the same model ({path}). Two seats of one "
-                              "model need shared_base=True (one LoRA adapter per seat over the shared base: issue "
-                              "28, not implemented yet); to train two independent copies, copy the model folder "
-                              "and give each seat its own")
+                              "model need shared_base=True with lora_r > 0 (one LoRA adapter per seat over the "
+                              "shared base); to train two independent full copies, copy the model folder and give "
+                              "each seat its own")
     proto = system.protocol
     if len(system.members) < proto.min_members:
         raise ConfigError(f"{proto.name} needs at least {proto.min_members} members; the team's coalition is "
@@ -206,9 +210,8 @@ class TeamTrainer:
         self.tokenizers: dict[str, Any] = {}
         self.optimizers: dict[str, Any] = {}
         self.updates: dict[str, PolicyUpdates] = {}
-        for seat, spec in config.seat_policies.items():  # one model, optimiser and update loop per seat
-            model, tokenizer = (models[seat] if models and seat in models
-                                else load_policy(spec, config.device, config.dtype))
+        loaded = self._load_models(models)
+        for seat, (model, tokenizer) in loaded.items():  # one model (or adapter), optimiser and update loop per seat
             optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
             self.models[seat], self.tokenizers[seat], self.optimizers[seat] = model, tokenizer, optimizer
             self.updates[seat] = PolicyUpdates(model, tokenizer, UpdateLoop(model, optimizer, config.max_grad_norm),
@@ -218,6 +221,20 @@ class TeamTrainer:
         self.metrics = MetricsLog(self.out)
         self.failures = FailureSummary()
         self._base_weights: dict[str, dict[str, Any]] = {}
+
+    def _load_models(self, models: Mapping[str, tuple[Any, Any]] | None) -> dict[str, tuple[Any, Any]]:
+        """seat -> (model, tokenizer): the given ones, else each seat's model loaded (with its own LoRA adapter when
+        ``lora_r`` > 0), or with ``shared_base`` one copy of the model with one adapter per seat. Seat k's adapter
+        starts from ``seed + k`` either way."""
+        cfg = self.config
+        if cfg.shared_base:
+            assert cfg.lora is not None  # TeamConfig refuses shared_base without it
+            adapters, tokenizer = load_shared_base(cfg.policies[0], self.seats, cfg.lora, cfg.device, cfg.dtype,
+                                                   cfg.seed)
+            return {seat: (adapters[seat], tokenizer) for seat in self.seats}
+        return {seat: (models[seat] if models and seat in models
+                       else load_policy(spec, cfg.device, cfg.dtype, cfg.lora, cfg.seed + k))
+                for k, (seat, spec) in enumerate(cfg.seat_policies.items())}
 
     def _seed_everything(self, seed: int) -> None:
         random.seed(seed)

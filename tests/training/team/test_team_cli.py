@@ -46,7 +46,7 @@ def test_two_policies_train_a_team_and_print_each_seats_pool_line(tmp_path, caps
     (["--set", "policy=zoo:tiny/pico"], "team training has no setting 'policy'"),
     (["--method", "grpo-indiv"], "trains one policy; with 2 --policy options the team recipes apply: team-crl"),
     (["--reward", "negate"], "--reward is not available for team training"),
-    (["--set", "shared_base=true"], "one LoRA adapter per seat"),
+    (["--set", "shared_base=true"], "one LoRA adapter each: set lora_r > 0"),
 ])
 def test_the_team_path_refuses_with_one_line(tmp_path, capsys, extra, message):
     assert main([*TEAM, "--out", str(tmp_path), *extra]) == 2

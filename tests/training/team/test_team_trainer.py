@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from coalition_gym.agents.base import Generator, render_plain
 from coalition_gym.agents.pools import load_pool
@@ -24,7 +25,7 @@ from coalition_gym.envs.runner import episode_seed
 from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
-from coalition_gym.training.export import pool_line
+from coalition_gym.training.export import export_team, pool_line
 from coalition_gym.training.policy_model import resolve_policy
 from coalition_gym.training.recipes import get_recipe
 from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan
@@ -83,6 +84,29 @@ def test_two_seats_train_and_both_change_while_frozen_members_do_not(tmp_path):
         assert steps[0][f"{seat}/pivotality"] is None  # system credit runs no leave-one-out sub-team
 
 
+def test_shared_base_seats_train_their_own_adapters_on_one_frozen_model(tmp_path):
+    cfg = config(credit="system", collaborator_draws="fresh", group_size=4, members=["delta"], **SHARED_LORA)
+    trainer = TeamTrainer(cfg, out=tmp_path / "run")
+    seat0, seat1 = (trainer.models[s] for s in trainer.seats)
+    assert seat0.peft_model is seat1.peft_model  # one copy of the model ...
+    assert not {id(p) for p in seat0.parameters()} & {id(p) for p in seat1.parameters()}  # ... an adapter each
+    base = {n: p.detach().clone() for n, p in seat0.inner.named_parameters() if "lora_" not in n}
+    start = {s: weights(m) for s, m in trainer.models.items()}
+    ids = torch.tensor([[3, 5, 7, 11]])
+    trainer.fit(progress=False)
+    for seat, model in trainer.models.items():
+        assert any(not torch.equal(a, b) for a, b in zip(start[seat], weights(model))), f"{seat} did not change"
+        assert len(trainer.optimizers[seat].state) == len(start[seat])  # Adam state for its own adapter only
+    assert all(torch.equal(p, base[n]) for n, p in seat0.inner.named_parameters() if "lora_" not in n)
+    with torch.no_grad():  # the seats differ: each call runs its own adapter
+        assert not torch.allclose(seat0(input_ids=ids).logits, seat1(input_ids=ids).logits)
+    trainer.report()
+    done = export_team(tmp_path / "run", tmp_path / "export")  # merged weights, one folder per seat
+    pool = yaml.safe_load(Path(done["pool"]).read_text())
+    merged = {e["name"]: Path(e["model"]) for e in pool["members"] if e["name"] in trainer.seats}
+    assert set(merged) == set(trainer.seats) and all((m / "config.json").is_file() for m in merged.values())
+
+
 @pytest.mark.parametrize("protocol, credit", [("majority_vote", "loo"), ("majority_vote", "shapley"),
                                               ("debate", "loo")])
 def test_credit_modes_run_end_to_end(tmp_path, protocol, credit):
@@ -131,6 +155,7 @@ def no_model_loads(monkeypatch):
         raise AssertionError("a model was loaded or a rollout ran before the refusal")
 
     monkeypatch.setattr(trainer, "load_policy", boom)
+    monkeypatch.setattr(trainer, "load_shared_base", boom)
     monkeypatch.setattr(trainer, "collect_team", boom)
 
 
@@ -148,8 +173,10 @@ def test_refusals_come_before_any_rollout(tmp_path, monkeypatch, no_model_loads)
         config(seats=["a/b", "c"])
     with pytest.raises(ConfigError, match="same model .*shared_base=True"):
         TeamTrainer(config(policies=["zoo:tiny/pico", "zoo:tiny/0"]), out=tmp_path)  # one folder, two names
-    with pytest.raises(ConfigError, match="LoRA adapter per seat.*issue 28"):
-        TeamTrainer(config(policies=["zoo:tiny/pico", "zoo:tiny/pico"], shared_base=True), out=tmp_path)
+    with pytest.raises(ConfigError, match="shared_base=True .*set lora_r > 0"):
+        config(policies=["zoo:tiny/pico", "zoo:tiny/pico"], shared_base=True)
+    with pytest.raises(ConfigError, match="the policies name 2 models"):
+        TeamTrainer(config(shared_base=True, lora_r=4), out=tmp_path)
     with pytest.raises(ConfigError, match="clashes with a name in pool"):
         TeamTrainer(config(seats=["atlas", "b"]), out=tmp_path)
     from coalition_gym.envs import protocols
@@ -200,11 +227,17 @@ KILLER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("where", ["before-commit", "mid-swap"])
-def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where):
+SHARED_LORA = dict(policies=["zoo:tiny/pico", "zoo:tiny/pico"], shared_base=True, lora_r=4, lora_alpha=8)
+
+
+@pytest.mark.parametrize("where, form", [("before-commit", {}), ("mid-swap", {}), ("before-commit", SHARED_LORA)],
+                         ids=["before-commit", "mid-swap", "shared-base-lora"])
+def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
     settings = dict(policies=list(SEATS), task="zoo:arith", task_kwargs={"size": 40}, steps=3, eval_every=2,
                     eval_items=3, test_items=3, items_per_step=2, group_size=4, collaborators="sim:demo",
                     members=["delta"], protocol="majority_vote", credit="system", collaborator_draws="fresh")
+    settings.update(form)
+    weights_file = "adapter_model.safetensors" if form else "model.safetensors"
     straight = TeamTrainer(make_team_config("tiny", **settings), out=tmp_path / "straight", log=lambda line: None)
     start = {s: weights(m) for s, m in straight.models.items()}
     straight.fit(progress=False)
@@ -223,8 +256,8 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where):
         for p, q in zip(straight.models[seat].parameters(), resumed.models[seat].parameters()):
             assert torch.equal(p, q)  # bitwise: the same weights as a run never interrupted
         for folder in ("best", "last"):  # and the same checkpoint files, byte for byte
-            assert ((tmp_path / "straight" / seat / folder / "model.safetensors").read_bytes()
-                    == (tmp_path / "victim" / seat / folder / "model.safetensors").read_bytes())
+            assert ((tmp_path / "straight" / seat / folder / weights_file).read_bytes()
+                    == (tmp_path / "victim" / seat / folder / weights_file).read_bytes())
 
     def metrics(run):
         return comparable_metrics([json.loads(x) for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()])
