@@ -73,9 +73,10 @@ def test_each_python_block_runs_on_its_own(k, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that write (a cache under runs/) write here
     namespace = {"__name__": "readme"}
     exec(compile(BLOCKS[k], f"README.md block {k + 1}", "exec"), namespace)
-    if "GRPOTrainer" in BLOCKS[k]:  # the TRL example trained on the system's reward, step by step
+    if "GRPOTrainer" in BLOCKS[k]:  # the TRL examples trained on the system's reward, step by step
         logs = [row for row in namespace["trainer"].state.log_history if "reward" in row]
-        assert len(logs) == namespace["args"].max_steps and namespace["reward"].calls >= len(logs)
+        source = namespace.get("reward") or namespace["rollout"]  # SystemOutcomeReward or ProtocolRollout
+        assert len(logs) == namespace["args"].max_steps and source.calls >= len(logs)
         assert all(0.0 <= row["reward"] <= 1.0 and "policy_solo_score" in row for row in logs)
 
 
@@ -88,6 +89,7 @@ def test_the_blocks_run_in_order(tmp_path, monkeypatch):
 
 def test_there_is_a_trl_example():
     assert any("GRPOTrainer" in block and "SystemOutcomeReward" in block for block in BLOCKS)
+    assert any("GRPOTrainer" in block and "ProtocolRollout(\"debate\"" in block for block in BLOCKS)  # multi-round
 
 
 def test_the_envs_listing_is_cgym_envs():

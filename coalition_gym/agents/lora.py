@@ -16,6 +16,7 @@ The base's other attributes (``config``, ``device``, ``dtype`` ...) are the wrap
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import shutil
@@ -61,6 +62,16 @@ def _peft() -> Any:
     return peft
 
 
+@contextlib.contextmanager
+def _peft_notices_off() -> Iterator[None]:
+    """Two notices peft prints on every wrap that ask nothing of the user: GPT-2's Conv1D layers (peft sets
+    fan_in_fan_out itself) and transformers' rename of ``is_gradient_checkpointing``."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
 def add_adapters(model: Any, spec: LoraSpec, names: list[str], seed: int = 0) -> dict[str, AdapterModel]:
     """Wrap ``model`` (its weights then frozen) with one fresh adapter per name; name -> its view. Each adapter's
     initial weights come from ``seed`` and its position, not from the global RNG, so they are reproducible."""
@@ -69,8 +80,7 @@ def add_adapters(model: Any, spec: LoraSpec, names: list[str], seed: int = 0) ->
     peft = _peft()
     if not names or len(set(names)) != len(names):
         raise ConfigError(f"adapter names must be distinct and non-empty; got {names}")
-    with warnings.catch_warnings():  # GPT-2's Conv1D layers: peft sets fan_in_fan_out itself and says so
-        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")
+    with _peft_notices_off():
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
@@ -165,8 +175,7 @@ def load_merged(folder: str | Path, base: str | Path | None = None, dtype: Any =
                           "merge it where the base is (cgym train --export DIR) and name the merged folder")
     kwargs = {"dtype": dtype} if dtype is not None else {}
     model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True, **kwargs)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*")
+    with _peft_notices_off():
         return peft.PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
 
 

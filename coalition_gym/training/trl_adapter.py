@@ -9,7 +9,9 @@ system's score. The dataset it builds holds the policy's first prompt and the it
 
 Only one-shot protocols fit (the policy is asked exactly once per execution: majority vote,
 LLM-Blender, SLM-MUX with ``samples=1``); a protocol that asks the policy again raises a ConfigError.
-For multi-round protocols use this project's own C-RL trainer (``cgym train --method crl``).
+For multi-round protocols (debate, feedback, Mixture-of-Agents with the policy as a proposer) give
+``GRPOTrainer`` a :class:`~coalition_gym.training.trl_rollouts.ProtocolRollout` as its ``rollout_func``,
+or use this project's own C-RL trainer (``cgym train --method crl``).
 
 Collaborators' draws depend on the item and on a counter of reward calls, not on the completion, so
 all completions of one prompt in a batch face the same collaborators (common random numbers); their
@@ -42,8 +44,9 @@ def completion_text(completion: Any) -> str:
     raise ConfigError(f"cannot read a completion of type {type(completion).__name__}; expected str or messages")
 
 
-class SystemOutcomeReward:
-    """Callable reward function ``(prompts, completions, item_id, **kw) -> list[float]``."""
+class PolicySeat:
+    """What both TRL entry points share: the system with one policy seat (answered by TRL's model), the
+    dataset of the policy's first prompts, item look-up, the episode seeds and the scoring of an episode."""
 
     def __init__(self, protocol: str = "majority_vote", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
                  members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
@@ -59,17 +62,26 @@ class SystemOutcomeReward:
         self._index: dict | None = None
         self.__name__ = f"system_outcome_{self.system.protocol.name}"  # TRL names reward columns by it
 
-    def dataset(self, split: str = "train", limit: int | None = None, conversational: bool = False):
-        """A ``datasets.Dataset`` with the policy's first prompt and the item id, per item of ``split``."""
-        from datasets import Dataset
-
+    def dataset_rows(self, split: str = "train", limit: int | None = None,
+                     conversational: bool = False) -> list[dict[str, Any]]:
+        """The rows of :meth:`dataset`."""
+        if split not in SPLITS:
+            raise ConfigError(f"split {split!r} is not one of {', '.join(SPLITS)}")
         rows = []
         for item in list(self.system.task.items(split))[:limit]:
             messages = self.system.task.prompt(item, self.policy_style)
             prompt: Any = ([{"role": m.role, "content": m.content} for m in messages] if conversational
                            else "\n\n".join(m.content for m in messages))
             rows.append({"prompt": prompt, "item_id": item.id})
-        return Dataset.from_list(rows)
+        if not rows:
+            raise ConfigError(f"task {self.system.task.name!r} has no items in split {split!r}")
+        return rows
+
+    def dataset(self, split: str = "train", limit: int | None = None, conversational: bool = False):
+        """A ``datasets.Dataset`` with the policy's first prompt and the item id, per item of ``split``."""
+        from datasets import Dataset
+
+        return Dataset.from_list(self.dataset_rows(split, limit, conversational))
 
     def _item(self, item_id: str):
         if self._index is None:
@@ -77,6 +89,24 @@ class SystemOutcomeReward:
         if item_id not in self._index:
             raise ConfigError(f"item {item_id!r} is not in task {self.system.task.name!r}")
         return self._index[item_id]
+
+    def episode_seed(self, item_id: str, call: int) -> int:
+        """The episode seed of ``item_id`` in TRL's ``call``-th batch: every completion of the item in that
+        batch faces the same collaborator draws (common random numbers), whatever the policy writes."""
+        return stable_hash("trl", self.seed, item_id, call) % 2**31
+
+    def scores(self, item: Any, outcome: Any, seat_replies: Sequence[tuple[str, int, str]]) -> tuple[float, float]:
+        """(system score, the policy's own score) of a finished episode; ``seat_replies``: the policy's
+        ``(role, round, text)`` replies. A failed or unfinished episode scores 0."""
+        if outcome is None or isinstance(outcome, ProgramFailed):
+            return 0.0, 0.0
+        own = own_answer_of(self.system.task, item, seat_replies)
+        system_result, own_result = self.system.task.score_batch([outcome.answer, own], [item, item])
+        return system_result.score, own_result.score
+
+
+class SystemOutcomeReward(PolicySeat):
+    """Callable reward function ``(prompts, completions, item_id, **kw) -> list[float]``."""
 
     def score_completion(self, item_id: str, completion: Any, episode_seed: int) -> tuple[float, float]:
         """(system score, the policy's own score) with ``completion`` seated as the policy's reply."""
@@ -87,20 +117,17 @@ class SystemOutcomeReward:
             episode.answer(self.policy_name, Sample(text=text))
         if not episode.done:
             raise ConfigError(f"protocol {self.system.protocol.name!r} asked the policy more than once; the TRL "
-                              "adapter supports one-shot protocols only (use `cgym train --method crl`)")
-        outcome = episode.outcome
-        if outcome is None or isinstance(outcome, ProgramFailed):
-            return 0.0, 0.0
-        own = own_answer_of(self.system.task, item, [(a.role, a.round, s.text) for a, s in episode.seat_calls])
-        system_result, own_result = self.system.task.score_batch([outcome.answer, own], [item, item])
-        return system_result.score, own_result.score
+                              "reward adapter supports one-shot protocols only (one-shot: "
+                              "SystemOutcomeReward; multi-round: trl_rollouts.ProtocolRollout as GRPOTrainer's "
+                              "rollout_func, or `cgym train --method crl`)")
+        return self.scores(item, episode.outcome, [(a.role, a.round, s.text) for a, s in episode.seat_calls])
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], item_id: Sequence[str],
                  **kwargs: Any) -> list[float]:
         self.calls += 1
         rewards, solo = [], []
         for iid, completion in zip(item_id, completions):
-            system, own = self.score_completion(iid, completion, stable_hash("trl", self.seed, iid, self.calls) % 2**31)
+            system, own = self.score_completion(iid, completion, self.episode_seed(iid, self.calls))
             rewards.append(system)
             solo.append(own)
         log_metric = kwargs.get("log_metric")
