@@ -9,7 +9,8 @@ sampled at temperature 1 with per-Ask seeds. A random model almost never emits E
 decodes its whole budget: tokens/s compare like for like. Each figure is the median of ``--repeats``
 timed runs after a warm-up run (which, on CUDA, includes compiling the fast path's graphs).
 
-The C-RL step: ``Trainer`` with the paper preset (8 items x G=8 executions), ``majority_vote`` with
+The C-RL step (fast decode off and on, then once more with LoRA r=16 on every linear layer, fast decode off):
+``Trainer`` with the paper preset (8 items x G=8 executions), ``majority_vote`` with
 simulated collaborators (``sim:demo``) on ``zoo:arith``, the policy saved to a temporary folder.
 ``rollout`` is the step's rollout seconds (protocol driving, collaborators and scoring included) and
 ``update`` its optimiser seconds (zero when every group's rewards tie, as they mostly do for a random
@@ -156,15 +157,15 @@ def bench_decode(model: Any, tok: Any, n: int, new_tokens: int, repeats: int, ta
 
 
 def bench_crl_step(new_tokens: int, fast_decode: str, folder: Path,
-                   tag: dict[str, Any]) -> dict[str, Any]:
+                   tag: dict[str, Any], lora_r: int = 0) -> dict[str, Any]:
     from coalition_gym.training.config import make_config
     from coalition_gym.training.trainer import Trainer
 
     cfg = make_config("crl", preset="paper", policy=str(folder), protocol="majority_vote", task="zoo:arith",
                       task_kwargs={"size": 100}, collaborators="sim:demo", max_new_tokens=new_tokens,
                       device=tag["device"], dtype=tag["dtype"], fast_decode=fast_decode, steps=2,
-                      out=str(folder / "run"))
-    trainer = Trainer(cfg, out=folder / f"run-{fast_decode}", log=lambda *_: None)
+                      out=str(folder / "run"), lora_r=lora_r, lora_alpha=2 * max(lora_r, 1))
+    trainer = Trainer(cfg, out=folder / f"run-{fast_decode}-lora{lora_r}", log=lambda *_: None)
     made: list[Any] = []
     original = trainer.backend
 
@@ -197,14 +198,16 @@ def bench_crl_step(new_tokens: int, fast_decode: str, folder: Path,
     forced_active = [c for c in calls if c.completion_ids]
     _, forced = timed(lambda: trainer.policy_gradient_update(
         forced_active, [1.0 if k % 2 else -1.0 for k in range(len(forced_active))]))
-    out = {**tag, "kind": "crl_step", "fast_decode": fast_decode, "executions": row["rollouts"],
+    trained = sum(p.numel() for p in trainer.model.parameters())  # LoRA: the adapter's only
+    out = {**tag, "kind": "crl_step", "fast_decode": fast_decode, "lora_r": lora_r, "trained_parameters": trained,
+           "executions": row["rollouts"],
            "policy_calls": len(calls), "policy_tokens": tokens, "new_tokens": new_tokens,
            "rollout_seconds": row["rollout_seconds"], "update_seconds": row["update_seconds"],
            "update_seconds_all_calls": forced,
            "policy_tok_s": policy_rate, "generate_same_tok_s": gen_tokens / gen_seconds,
            "rollout_over_generate": policy_rate / (gen_tokens / gen_seconds),
            "policy_backend_calls": len(made), "forward_batches": [b for g in made for b in g.batch_sizes]}
-    print(f"  C-RL step (fast_decode={fast_decode}): rollout {out['rollout_seconds']:.2f} s, update "
+    print(f"  C-RL step (fast_decode={fast_decode}, lora_r={lora_r}): rollout {out['rollout_seconds']:.2f} s, update "
           f"{out['update_seconds']:.2f} s ({forced:.2f} s on all calls), {policy_rate:.0f} policy tok/s = "
           f"{out['rollout_over_generate']:.2f} of one batched generate; forward batches {out['forward_batches']}",
           file=sys.stderr, flush=True)
@@ -221,13 +224,14 @@ def table(rows: list[dict[str, Any]]) -> str:
                          f"{r['generate_tok_s']:.0f} | {r['eager_tok_s']:.0f} | {r['fast_tok_s']:.0f} | "
                          f"{r['fast_over_eager']:.2f} | {r['eager_over_generate']:.2f} | "
                          f"{r['fast_over_generate']:.2f} | {r['rows_identical']}/{r['prompts']} |")
-    lines += ["", "| device | dtype | fast_decode | executions | policy tokens | rollout s | update s | "
-              "update s, all calls | policy tok/s | one batched generate tok/s | rollout / generate "
+    lines += ["", "| device | dtype | fast_decode | LoRA r (trained params) | executions | policy tokens | rollout s "
+              "| update s | update s, all calls | policy tok/s | one batched generate tok/s | rollout / generate "
               "| forward batches |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["kind"] == "crl_step":
-            lines.append(f"| {r['device']} | {r['dtype']} | {r['fast_decode']} | {r['executions']} | "
+            lora = f"{r['lora_r']} ({r['trained_parameters'] / 1e6:.2f}M)" if r.get("lora_r") else "off"
+            lines.append(f"| {r['device']} | {r['dtype']} | {r['fast_decode']} | {lora} | {r['executions']} | "
                          f"{r['policy_tokens']} | {r['rollout_seconds']:.2f} | {r['update_seconds']:.2f} | "
                          f"{r['update_seconds_all_calls']:.2f} | "
                          f"{r['policy_tok_s']:.0f} | {r['generate_same_tok_s']:.0f} | "
@@ -263,6 +267,8 @@ def main() -> None:
         del model
         for mode in ("off", "on"):
             rows.append(bench_crl_step(spec["crl_new_tokens"], mode, folder, tag))
+        # one LoRA C-RL step (issue 28): only the adapter trains; the rollouts run base + adapter
+        rows.append(bench_crl_step(spec["crl_new_tokens"], "off", folder, tag, lora_r=16))
     md = table(rows)
     print("\n" + md)
     report = {"benchmark": "gpu_rollouts", "settings": {**spec, "repeats": repeats, "parameters": params},

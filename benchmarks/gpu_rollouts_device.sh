@@ -7,7 +7,9 @@
 #    CPU-forced path there too; the GPU-marked tests run, vLLM's skip: vllm is not on the image);
 # 2. an eager vs fast equality check on CUDA in bf16 (rows identical, reported, not asserted: near-ties);
 # 3. benchmarks/gpu_rollouts.py at its CUDA sizes (0.30B random Qwen2-style model, bf16, 64 and 256 prompts,
-#    128 new tokens; one C-RL step at 64 executions x 64 new tokens), results and table under $OUT.
+#    128 new tokens; one C-RL step at 64 executions x 64 new tokens, fast decode off and on, and one LoRA C-RL
+#    step, r=16, issue 28), results and table under $OUT;
+# 4. the LoRA tests on CUDA (tests/training/test_lora.py: peft equivalence, bitwise resume, merged export).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_rollouts_out}
 mkdir -p "$OUT"
@@ -18,3 +20,5 @@ echo "pytest rc=$?" | tee -a "$OUT/pytest.txt"
 tail -5 "$OUT/pytest.txt"
 timeout 300 python3 benchmarks/gpu_rollouts.py --repeats 3 --out "$OUT/gpu_rollouts.json" 2>&1 | tee "$OUT/bench.txt"
 echo "benchmark rc=${PIPESTATUS[0]}"
+timeout 120 python3 -m pytest -q -x tests/training/test_lora.py > "$OUT/pytest_lora.txt" 2>&1
+echo "lora pytest rc=$?" | tee -a "$OUT/pytest_lora.txt"
