@@ -59,18 +59,17 @@ class LoraSettings:
 
 
 @dataclass
-class TrainConfig(LoraSettings):
-    """Settings shared by every method."""
+class RunSettings:
+    """What every run of a policy inside a protocol sets, one seat (:class:`TrainConfig`) or a team
+    (:class:`~coalition_gym.training.team.config.TeamConfig`): the system, the step's shape, the optimiser,
+    evaluation and selection, where it runs and how fast it rolls out."""
 
-    method: str = ""  # the recipe's name; "": the recipe registered with this settings class
     protocol: str = "slm_mux"
     protocol_settings: dict[str, Any] = field(default_factory=dict)  # e.g. {"rounds": 2}; see rounds below
     task: str = "rg/basic_arithmetic"
     task_kwargs: dict[str, Any] = field(default_factory=lambda: {"size": 200})
-    policy: str = "zoo:default/0"  # an HF model folder, or zoo:<preset>/<member name or index>
-    policy_name: str = "policy"
-    policy_style: str = "compact"
-    collaborators: str = "sim:demo"
+    policy_style: str = "compact"  # the trained policy's (every seat's) prompt style
+    collaborators: str = "sim:demo"  # the frozen members' pool: never trained
     members: list[str] | None = None
     steps: int = setting(100, ge=1)
     items_per_step: int = setting(8, ge=1)
@@ -98,13 +97,47 @@ class TrainConfig(LoraSettings):
     dtype: str = "auto"
     out: str = "runs/train"
     tensorboard: bool = False
+    # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
+    rollout_batch_size: int | None = setting(None, ge=1)
+    fast_decode: str = setting("auto", choices=FAST_DECODE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ClippedPGSettings:
+    """The clipped policy gradient on group-relative advantages (C-RL, the RL baselines, team C-RL)."""
+
+    eps_low: float = setting(0.2, ge=0, doc="clip epsilon below 1")
+    eps_high: float | None = setting(None, ge=0, doc="clip epsilon above 1; None: eps_low (symmetric)")
+    aggregation: str = "token-mean"
+    # optimiser steps on each rollout batch (ratios leave 1 from the second on)
+    updates_per_batch: int = setting(1, ge=1)
+    advantage_eps: float = 1e-4  # (r - mean) / (std + eps), as TRL
+    scale_advantages: bool = True  # False: centre only (Dr. GRPO)
+
+    def check_clipped_pg(self, group_size: int) -> None:
+        if group_size < 2:
+            raise ConfigError(f"group_size={group_size}: group-relative advantages need G >= 2 "
+                              "(a group of one has no baseline, so every advantage is 0)")
+        from .losses import AGGREGATIONS
+
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(f"unknown loss aggregation {self.aggregation!r}; use one of {', '.join(AGGREGATIONS)}")
+
+
+@dataclass
+class TrainConfig(LoraSettings, RunSettings):
+    """Settings shared by every single-seat method: the run's (:class:`RunSettings`), LoRA, and the policy's."""
+
+    method: str = ""  # the recipe's name; "": the recipe registered with this settings class
+    policy: str = "zoo:default/0"  # an HF model folder, or zoo:<preset>/<member name or index>
+    policy_name: str = "policy"
     # Rollout speed (issue 17). "hf": the trainer's own model generates (fast_decode: static KV cache and
     # CUDA graphs, "auto" = on CUDA); "vllm": an in-process vLLM engine colocated with the trainer, sent
     # the new weights after every optimiser step (falls back to "hf" with a warning when it cannot start).
     rollout_backend: str = setting("hf", choices=ROLLOUT_BACKENDS)
-    # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
-    rollout_batch_size: int | None = setting(None, ge=1)
-    fast_decode: str = setting("auto", choices=FAST_DECODE)
     vllm_settings: dict[str, Any] = field(default_factory=dict)  # extra vllm.LLM(...) arguments
 
     def __post_init__(self) -> None:
@@ -123,21 +156,11 @@ class TrainConfig(LoraSettings):
         """GRPO-indiv and DAPO-indiv roll out the policy alone and reward its own correctness."""
         return False
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 @dataclass
-class PolicyGradientConfig(TrainConfig):
+class PolicyGradientConfig(ClippedPGSettings, TrainConfig):
     """What the three RL methods share: group-relative advantages and the clipped policy gradient."""
 
-    eps_low: float = setting(0.2, ge=0, doc="clip epsilon below 1")
-    eps_high: float | None = setting(None, ge=0, doc="clip epsilon above 1; None: eps_low (symmetric)")
-    aggregation: str = "token-mean"
-    # optimiser steps on each rollout batch (ratios leave 1 from the second on)
-    updates_per_batch: int = setting(1, ge=1)
-    advantage_eps: float = 1e-4  # (r - mean) / (std + eps), as TRL
-    scale_advantages: bool = True  # False: centre only (Dr. GRPO)
     dynamic_sampling: bool = False  # DAPO: drop all-equal groups, refill up to items_per_step
     max_refills: int = 4
     # Before the first update, this many groups are rolled out with the untrained policy: with no
@@ -149,13 +172,7 @@ class PolicyGradientConfig(TrainConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.group_size < 2:
-            raise ConfigError(f"group_size={self.group_size}: group-relative advantages need G >= 2 "
-                              "(a group of one has no baseline, so every advantage is 0)")
-        from .losses import AGGREGATIONS
-
-        if self.aggregation not in AGGREGATIONS:
-            raise ConfigError(f"unknown loss aggregation {self.aggregation!r}; use one of {', '.join(AGGREGATIONS)}")
+        self.check_clipped_pg(self.group_size)
 
 
 @dataclass

@@ -4,6 +4,7 @@ new best (an adversary, ``reward="negate"``, keeps its lowest)."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -46,9 +47,36 @@ def run_evaluation(system: System, items: Sequence[Item], policy: RecordingPolic
     return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0]))), rollouts
 
 
+class RunItems:
+    """The items a run trains and is evaluated on, and its evaluation seed: what the single-seat and the team
+    trainer share. Needs ``self.task``, ``self.config`` (``seed``, ``eval_items``, ``test_items``) and ``self.rng``
+    (the run's own RNG, saved with its state)."""
+
+    task: Any
+    config: Any
+    rng: random.Random
+
+    @property
+    def eval_seed(self) -> int:
+        """The episode seed of every evaluation of this run (``cgym eval --seed`` with it replays them)."""
+        return eval_seed(self.config.seed)
+
+    def dev_items(self) -> list[Item]:
+        return list(self.task.items("dev"))[: self.config.eval_items]
+
+    def test_items(self) -> list[Item]:
+        return list(self.task.items("test"))[: self.config.test_items]
+
+    def draw_items(self, n: int, rng: random.Random | None = None) -> list[Item]:
+        """``n`` train items drawn with replacement by ``rng`` (default: the run's own)."""
+        rng = rng or self.rng
+        pool = list(self.task.items("train"))
+        return [pool[rng.randrange(len(pool))] for _ in range(n)]
+
+
 def improves(score: float, best: float, sign: float) -> bool:
     """Whether a dev ``score`` beats the ``best`` so far (``sign`` -1: lower is better)."""
     return sign * score > sign * best
 
 
-__all__ = ["EvalResult", "MODES", "eval_seed", "run_evaluation", "improves"]
+__all__ = ["EvalResult", "MODES", "RunItems", "eval_seed", "run_evaluation", "improves"]

@@ -39,7 +39,7 @@ from . import checkpoints
 from .batches import gather_batch
 from .config import PolicyGradientConfig, TrainConfig, check_methods, make_config
 from .diagnostics import signal_metrics, summarise_signal
-from .evaluation import MODES, EvalResult, eval_seed, improves, run_evaluation
+from .evaluation import MODES, EvalResult, RunItems, improves, run_evaluation
 from .policy_model import (
     RolloutFallbackWarning,
     load_policy,
@@ -68,7 +68,7 @@ class TrainState:
     probe: dict[str, Any] | None = None  # the pre-training probe (see training/probe.py)
 
 
-class Trainer:
+class Trainer(RunItems):
     def __init__(self, config: TrainConfig, out: str | Path | None = None,
                  log: Callable[[str], None] = print, executor: Any = None):
         import torch
@@ -220,12 +220,6 @@ class Trainer:
         for r in rollouts:
             self.failures.add(coalition, r.error)
 
-    def draw_items(self, n: int, rng: random.Random | None = None) -> list[Item]:
-        """``n`` train items drawn with replacement by ``rng`` (default: the run's own, saved with it)."""
-        rng = rng or self.rng
-        pool = list(self.task.items("train"))
-        return [pool[rng.randrange(len(pool))] for _ in range(n)]
-
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
         return [self.method.reward(r) for r in rollouts]
 
@@ -289,17 +283,6 @@ class Trainer:
             self.model.train()
         self._count_failures(members if members is not None else list(system.members), rollouts)
         return result
-
-    @property
-    def eval_seed(self) -> int:
-        """The episode seed of every evaluation of this run (``cgym eval --seed`` with it replays them)."""
-        return eval_seed(self.config.seed)
-
-    def dev_items(self) -> list[Item]:
-        return list(self.task.items("dev"))[: self.config.eval_items]
-
-    def test_items(self) -> list[Item]:
-        return list(self.task.items("test"))[: self.config.test_items]
 
     # -- checkpoints -------------------------------------------------------------------------------------
     def record_best(self, result: EvalResult, step: int) -> None:

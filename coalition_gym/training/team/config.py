@@ -2,12 +2,11 @@
 protocol, each with its own model, optimiser, checkpoints and dev selection, rewarded by a credit mode
 (:mod:`.credit`).
 
-The names and defaults follow the single-seat C-RL settings (:class:`~coalition_gym.training.config.CRLConfig`)
-wherever a setting means the same thing (``steps``, ``items_per_step``, ``group_size``, ``lr``,
-``max_new_tokens``, ``eval_every``, ``eval_items``, ``test_items``, ``micro_batch``, the clip settings ...), and
-the ``tiny`` / ``paper`` presets are the same (:data:`coalition_gym.training.config.PRESETS`), so a user who
-knows ``cgym train`` knows these. What is new: ``policies`` (K >= 2 model specs, one per seat), ``seats``
-(their names), ``credit`` and ``shared_base``.
+The settings a team shares with single-seat C-RL are the same fields (:class:`~coalition_gym.training.config.
+RunSettings`, ``LoraSettings``, ``ClippedPGSettings``), and the ``tiny`` / ``paper`` presets are the same
+(:data:`coalition_gym.training.config.PRESETS`), so a user who knows ``cgym train`` knows these; a team's
+``eval_decoding`` defaults to greedy and its ``group_size`` must be >= 2. What is new: ``policies`` (K >= 2
+model specs, one per seat), ``seats`` (their names), ``credit`` and ``shared_base``.
 
 LoRA (``lora_r`` > 0, the single-seat settings :class:`~coalition_gym.training.config.LoraSettings`) gives every
 seat an adapter over its frozen model. ``shared_base=True`` puts all seats on *one* copy of one model, each with
@@ -25,66 +24,32 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...agents.hf_fast import FAST_DECODE
 from ...errors import ConfigError, did_you_mean
 from ...settings_check import check_settings, setting
-from ..config import COLLABORATOR_DRAWS, EVAL_DECODING, PRESETS, LoraSettings
+from ..config import EVAL_DECODING, PRESETS, ClippedPGSettings, LoraSettings, RunSettings
 from .credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
 
 TEAM_METHOD = "team-crl"
 
 
 @dataclass
-class TeamConfig(LoraSettings):
-    """Team C-RL: K >= 2 trainable seats inside one protocol beside frozen collaborators."""
+class TeamConfig(ClippedPGSettings, LoraSettings, RunSettings):
+    """Team C-RL: K >= 2 trainable seats inside one protocol beside frozen collaborators. The run's settings
+    (:class:`~coalition_gym.training.config.RunSettings`), LoRA and the clipped policy gradient are the single-seat
+    trainer's; below, what a team adds and the two defaults it changes."""
 
     method: str = TEAM_METHOD
-    protocol: str = "slm_mux"
-    protocol_settings: dict[str, Any] = field(default_factory=dict)
-    task: str = "rg/basic_arithmetic"
-    task_kwargs: dict[str, Any] = field(default_factory=lambda: {"size": 200})
     # one model per trainable seat: HF model folders or zoo:<preset>/<member name or index>; different
     # architectures and tokenizers are fine (every seat has its own model, tokenizer and optimiser)
     policies: list[str] = field(default_factory=lambda: ["zoo:default/0", "zoo:default/1"])
     seats: list[str] | None = None  # the seats' names, one per policy; None: seat0, seat1, ...
-    policy_style: str = "compact"  # every seat's prompt style
     # every seat on one copy of one model (the policies must all name it), one LoRA adapter each (needs lora_r > 0)
     shared_base: bool = False
-    collaborators: str = "sim:demo"  # the frozen members' pool: never trained
-    members: list[str] | None = None
     credit: str = setting("loo", choices=CREDIT_MODES, doc="each seat's reward: system, loo or shapley")
-    steps: int = setting(100, ge=1)
-    items_per_step: int = setting(8, ge=1)
     group_size: int = setting(8, ge=2, doc="G executions of each item (group-relative advantages need G >= 2)")
-    collaborator_draws: str = setting("shared", choices=COLLABORATOR_DRAWS)
-    rollout_temperature: float | None = setting(None, gt=0)
-    lr: float = setting(1e-6, gt=0)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    micro_batch: int = setting(16, ge=1)
-    rounds: int = 2  # collaboration rounds during training (debate); ignored by one-round protocols
-    max_new_tokens: int = setting(64, ge=1)
-    eval_every: int = setting(3, ge=1)
-    eval_items: int = setting(16, ge=1)
     # greedy by default (C-RL's default is sampled): the dev score then depends on the weights alone, not on
     # the K seats' sampling draws, and K seats sampling make a single dev pass K times noisier
     eval_decoding: str = setting("greedy", choices=EVAL_DECODING)
-    patience: int = 25  # evaluations without a better team dev score before stopping
-    test_items: int | None = None  # None: the full test split
-    seed: int = 0
-    device: str = "auto"
-    dtype: str = "auto"
-    out: str = "runs/train"
-    tensorboard: bool = False
-    rollout_batch_size: int | None = setting(None, ge=1)
-    fast_decode: str = setting("auto", choices=FAST_DECODE)
-    # the clipped policy gradient, as C-RL's (PolicyGradientConfig)
-    eps_low: float = setting(0.2, ge=0, doc="clip epsilon below 1")
-    eps_high: float | None = setting(None, ge=0, doc="clip epsilon above 1; None: eps_low (symmetric)")
-    aggregation: str = "token-mean"
-    updates_per_batch: int = setting(1, ge=1)
-    advantage_eps: float = 1e-4
-    scale_advantages: bool = True
 
     def __post_init__(self) -> None:
         if self.credit not in CREDIT_MODES:  # before the generic check: a typo gets the close name
@@ -114,10 +79,7 @@ class TeamConfig(LoraSettings):
         if self.credit == "shapley" and k > SHAPLEY_SEAT_LIMIT:
             raise ConfigError(f"credit='shapley' is exact over the seats (2^K sub-teams per execution) and allows at "
                               f"most {SHAPLEY_SEAT_LIMIT} seats (SHAPLEY_SEAT_LIMIT); K={k}. Use credit='loo'")
-        from ..losses import AGGREGATIONS
-
-        if self.aggregation not in AGGREGATIONS:
-            raise ConfigError(f"unknown loss aggregation {self.aggregation!r}; use one of {', '.join(AGGREGATIONS)}")
+        self.check_clipped_pg(self.group_size)
 
     @property
     def seat_policies(self) -> dict[str, str]:
@@ -125,8 +87,6 @@ class TeamConfig(LoraSettings):
         assert self.seats is not None  # set in __post_init__
         return dict(zip(self.seats, self.policies))
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def team_field_names() -> set[str]:

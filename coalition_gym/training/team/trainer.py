@@ -51,7 +51,7 @@ from ...types import Item
 from ...valuation.stats import bootstrap_mean, rescue_drag
 from .. import checkpoints
 from ..advantages import group_advantages
-from ..evaluation import EvalResult, eval_seed, improves, run_evaluation
+from ..evaluation import EvalResult, RunItems, improves, run_evaluation
 from ..policy_model import load_policy, load_shared_base, policy_weights, resolve_policy
 from ..reporting import MetricsLog
 from ..rollouts import PolicyCall, RecordingPolicy, RolloutPlan, protocol_asks
@@ -184,7 +184,7 @@ def check_team(config: TeamConfig, system: System, models: Mapping[str, Any] | N
                               "protocol asks it (e.g. majority_vote, debate, slm_mux) or drop it")
 
 
-class TeamTrainer:
+class TeamTrainer(RunItems):
     """Trains ``config``'s seats together into ``out`` (default ``config.out``). ``models``: seat -> (model,
     tokenizer) already loaded, used instead of loading ``config.policies`` (which still name them in records)."""
 
@@ -256,21 +256,6 @@ class TeamTrainer:
         """The seat alone under a plain single answer (its solo strength, as leaderboards measure it)."""
         return System(self.solo_protocol, self.task, self.pool, [seat], seats={seat: self.config.policy_style},
                       dev_scores={})
-
-    @property
-    def eval_seed(self) -> int:
-        return eval_seed(self.config.seed)
-
-    def dev_items(self) -> list[Item]:
-        return list(self.task.items("dev"))[: self.config.eval_items]
-
-    def test_items(self) -> list[Item]:
-        return list(self.task.items("test"))[: self.config.test_items]
-
-    def draw_items(self, n: int) -> list[Item]:
-        """``n`` train items drawn with replacement by the run's own RNG (saved with the state)."""
-        pool = list(self.task.items("train"))
-        return [pool[self.rng.randrange(len(pool))] for _ in range(n)]
 
     def _count_failures(self, rollouts: Sequence[Any], coalition: Sequence[str]) -> None:
         for r in rollouts:
