@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Sequence
 
 from ..agents.base import Generator, stable_hash, with_system_prompt
+from ..agents.cache import GenerationCache
+from ..envs.executors import wrap_with_cache
 from ..envs.protocols import EpisodeContext, ProgramGen
 from ..envs.runner import ProgramFailed, RunStats, episode_seed, run_programs, score_outcomes
 from ..envs.seated import own_answer_of
@@ -161,7 +163,10 @@ def collect(system: System, items: Sequence[Item], policy: RecordingPolicy, plan
     start = len(policy.calls)
     programs = [tag_policy_asks(system.protocol.start(ctx), policy_name, i, executions[i])
                 for i, ctx in enumerate(contexts)]
-    outcomes = run_programs(programs, {**system.backends, policy_name: policy}, stats)
+    backends = dict(system.backends)
+    if plan.draws == "shared":  # a group's executions ask the collaborators the same first asks: answer each once
+        backends = wrap_with_cache(backends, GenerationCache(None))
+    outcomes = run_programs(programs, {**backends, policy_name: policy}, stats)
     by_rollout: dict[int, list[PolicyCall]] = {}
     for call in policy.calls[start:]:
         by_rollout.setdefault(call.rollout, []).append(call)

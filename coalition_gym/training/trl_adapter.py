@@ -13,9 +13,14 @@ For multi-round protocols (debate, feedback, Mixture-of-Agents with the policy a
 ``GRPOTrainer`` a :class:`~coalition_gym.training.trl_rollouts.ProtocolRollout` as its ``rollout_func``,
 or use this project's own C-RL trainer (``cgym train --method crl``).
 
-Collaborators' draws depend on the item and on a counter of reward calls, not on the completion, so
-all completions of one prompt in a batch face the same collaborators (common random numbers); their
+Collaborators' draws depend on the item and on TRL's optimiser step (a counter of reward calls when called
+without TRL's ``trainer_state``), not on the completion, so all completions of one prompt in a batch face the
+same collaborators (common random numbers), on every rank of a multi-process run; their
 first-round generations are computed once and shared through an in-memory generation cache.
+
+For a model with a chat template, build the dataset with ``conversational=True``: TRL then applies the template
+(the zoo's opens with the BOS token it was trained with), so the policy reads what the project's own trainer
+gives it; plain-text prompts reach the model without it.
 """
 
 from __future__ import annotations
@@ -124,7 +129,9 @@ class SystemOutcomeReward(PolicySeat):
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], item_id: Sequence[str],
                  **kwargs: Any) -> list[float]:
-        self.calls += 1
+        trainer_state = kwargs.get("trainer_state")  # TRL passes it: seed by its step, so every rank of a
+        # multi-process run and a resumed run draw the collaborators alike; called by hand, count the calls
+        self.calls = int(trainer_state.global_step) + 1 if trainer_state is not None else self.calls + 1
         rewards, solo = [], []
         for iid, completion in zip(item_id, completions):
             system, own = self.score_completion(iid, completion, self.episode_seed(iid, self.calls))
