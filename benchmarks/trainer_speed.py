@@ -409,22 +409,24 @@ def findings(rows: list[dict[str, Any]], profiles: dict[str, Any]) -> list[str]:
             sim_o = g(o, "simulated collaborators (SimulatedAgent.generate)")
             sim_t = g(t, "simulated collaborators (SimulatedAgent.generate)")
             asks = {r["trainer"]: r["collaborator_asks"] for r in rows if not r["lora"]}
+            collab = (f"the collaborators: ours asks them for every execution of a group, {asks.get('ours', 0):.0f} "
+                      f"asks per step against TRL's {asks.get('trl', 0):.0f} (its adapter's generation cache answers "
+                      f"an item's once): {sim_o[0]:.3f} s against {sim_t[0]:.3f} s with simulated collaborators, G x "
+                      "the collaborators' generation with model collaborators; "
+                      if asks.get("ours", 0) > asks.get("trl", 0) else
+                      f"the collaborators: both ask them {asks.get('ours', 0):.0f} times per step (shared draws: a "
+                      f"group's identical asks are answered once), {sim_o[0]:.3f} s against {sim_t[0]:.3f} s; ")
+            tokenise = g(o, "ours: . prompt tokenisation (encode_prompts)")
+            save = g(o, "ours: per-step checkpoint (save_state)")
             out.append(
                 f"The rollout (profile, s per step): ours {g(o, 'ours: rollouts (collect)')[0]:.3f}, TRL "
                 f"{g(t, 'TRL: rollout (_generate_and_score_completions)')[0]:.3f}; of which the policy's generation "
                 f"ours {g(o, 'ours: . . policy HFGenerator.generate')[0]:.3f}, TRL "
-                f"{g(t, 'TRL: . generation (_generate)')[0]:.3f}. Beyond generation ours spends more on (1) the "
-                f"collaborators: ours asks "
-                f"them for every execution of a group, {asks.get('ours', 0):.0f} asks per step, although shared draws "
-                f"make their replies identical within a group, where TRL's adapter answers each item's once through "
-                f"its generation cache ({asks.get('trl', 0):.0f} asks): {sim_o[0]:.3f} s against {sim_t[0]:.3f} s "
-                f"with simulated collaborators, G x the collaborators' generation with model collaborators; (2) the "
-                f"policy's prompts are tokenised twice per step (HFGenerator.generate, then RecordingPolicy to record "
-                f"them): {g(o, 'ours: . prompt tokenisation (encode_prompts)')[1]:g} encode_prompts calls, "
-                f"{g(o, 'ours: . prompt tokenisation (encode_prompts)')[0]:.3f} s. Outside the rollout, the per-step "
-                f"checkpoint (save_state) takes {g(o, 'ours: per-step checkpoint (save_state)')[0]:.3f} s "
-                f"({g(o, 'ours: per-step checkpoint (save_state)')[0] / max(ours['seconds_per_step'], 1e-9):.0%} "
-                "of our profiled step).")
+                f"{g(t, 'TRL: . generation (_generate)')[0]:.3f}. Beyond generation: {collab}the policy's prompts "
+                f"are tokenised twice per step (HFGenerator.generate, then RecordingPolicy to record them): "
+                f"{tokenise[1]:g} encode_prompts calls, {tokenise[0]:.3f} s. Outside the rollout, the per-step "
+                f"checkpoint (save_state) takes {save[0]:.3f} s "
+                f"({save[0] / max(ours['seconds_per_step'], 1e-9):.0%} of our profiled step).")
     return out
 
 

@@ -353,3 +353,13 @@ def test_benchmark_readme_estimator_seconds_are_the_result():
     secs = [r["seconds"] for r in result("estimators.json")["rows"] if r["estimator"] == "ours hybrid"]
     low, high = stated(r"It costs more wall time than shapiq \(([\d.]+)-([\d.]+) s per estimate here", BENCH_README)
     assert (low, high) == (f"{min(secs):.3f}", f"{max(secs):.1f}")
+
+
+def test_the_trainer_speed_table_is_the_result():
+    rows = result("trainer_speed.json")["rows"]
+    section = README.read_text().split("**Speed against TRL**", 1)[1].split("## Extend it", 1)[0]
+    for r in rows:
+        step = r["quartiles"]["step"]
+        assert f"{step[0]:.3f} [{step[1]:.3f}, {step[2]:.3f}]" in section
+        if r.get("ratio"):
+            assert f"{r['ratio'][0]:.2f} [{r['ratio'][1]:.2f}, {r['ratio'][2]:.2f}]" in section

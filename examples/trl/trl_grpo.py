@@ -7,6 +7,11 @@ collaborators and returns the system's score. One process, or several with ``tor
     torchrun --nproc_per_node 2 examples/trl/trl_grpo.py --out runs/trl   # the same global batch over 2 ranks
     python examples/trl/trl_grpo.py --steps 50 --lr 3e-4 --lora-r 8       # longer, with a LoRA adapter (peft)
 
+On GPUs (not run on the development machine, which has none): ``accelerate launch --config_file <a DeepSpeed
+ZeRO-2/3 config> --num_processes 8 examples/trl/trl_grpo.py --gpu --policy <model folder> --lora-r 16``, and
+with ``--vllm-server http://HOST:8000`` TRL generates through a ``trl vllm-serve --model <model folder>``
+server on its own GPU. ``--lora-r`` hands TRL a ``peft_config`` on every linear layer.
+
 Use ``torchrun``: ``accelerate launch --num_processes 2 --cpu`` started a single process on the development
 machine. ``--prompts-per-step`` and ``--num-generations`` set the *global* batch (prompts x G completions per
 optimiser step); each rank gets ``prompts x G / world_size`` completions, whole groups when the prompts divide
@@ -71,6 +76,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lora-r", type=int, default=0, help="0: full fine-tuning; >0: a peft LoRA adapter")
     p.add_argument("--lora-alpha", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpu", action="store_true", help="train on the GPU in bf16 (default: CPU, float32)")
+    p.add_argument("--vllm-server", default=None, metavar="URL",
+                   help="generate with a `trl vllm-serve` server at URL (TRL's server mode; GPU only)")
     p.add_argument("--out", default="trl_grpo_out")
     return p.parse_args(argv)
 
@@ -108,11 +116,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0,
-                                 target_modules=["c_attn", "c_proj", "c_fc"], task_type="CAUSAL_LM")
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
     config = GRPOConfig(
         output_dir=args.out, per_device_train_batch_size=completions_per_step // world,
         num_generations=args.num_generations, max_completion_length=args.max_new_tokens, max_steps=args.steps,
-        learning_rate=args.lr, temperature=args.temperature, seed=args.seed, use_cpu=True, bf16=False,
+        learning_rate=args.lr, temperature=args.temperature, seed=args.seed, use_cpu=not args.gpu, bf16=args.gpu,
+        **({"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": args.vllm_server}
+           if args.vllm_server else {}),
         report_to="none", logging_steps=1, save_strategy="no", disable_tqdm=True,
         generation_kwargs={"do_sample": False} if args.greedy else None)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward, args=config,
