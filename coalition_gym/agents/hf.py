@@ -368,7 +368,12 @@ class HFGenerator(Generator):
             if ask.params.temperature < 0 or not 0.0 < ask.params.top_p <= 1.0:
                 raise ConfigError(f"ask for {ask.member!r}: temperature={ask.params.temperature} must be >= 0 "
                                   f"and top_p={ask.params.top_p} in (0, 1]")
-        prompts = self.encode_prompts(asks)
+        return settled(self.sample_after(asks, self.encode_prompts(asks)), "prompts fill the context")
+
+    def sample_after(self, asks: Sequence[Ask], prompts: Sequence[list[int]]) -> list[Sample | BaseException]:
+        """Each Ask's reply sampled after the token ids ``prompts`` (its rendered prompt, or a context a caller
+        builds, e.g. a TRL row): new tokens capped to fit, a context that fills the model a
+        :class:`PromptTooLongError` in its place, batches of similar lengths halved on CUDA out of memory."""
         budgets = self.plan(asks, prompts)
         out: list[Sample | BaseException | None] = [None] * len(asks)
         for k, budget in enumerate(budgets):
@@ -377,7 +382,7 @@ class HFGenerator(Generator):
         # Similar lengths share a batch (less padding); results never depend on the grouping.
         order = sorted((k for k in range(len(asks)) if out[k] is None), key=lambda k: len(prompts[k]))
         if not order:
-            return settled(out, "prompts fill the context")
+            return out  # type: ignore[return-value]  # every slot holds its error
         size = first = self.batch_size(max(len(prompts[k]) for k in order), max(budgets[k] for k in order))
         start = 0
         while start < len(order):
@@ -401,7 +406,7 @@ class HFGenerator(Generator):
             for k, sample in zip(chunk, samples):
                 out[k] = sample
             start += len(chunk)
-        return settled(out, "prompts fill the context")  # the runner keeps the answers, fails only those
+        return out  # type: ignore[return-value]  # every slot filled above
 
     def _free_memory(self) -> None:
         if self._static is not None:

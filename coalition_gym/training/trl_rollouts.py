@@ -137,20 +137,12 @@ class RowPolicy(Generator):
                 (later if rollout in taken else now).append(k)
                 taken.add(rollout)
             contexts = [self.context(asks[k]) for k in now]
-            budgets = self.hf.plan([asks[k] for k in now], contexts)
-            fits = [j for j, budget in enumerate(budgets) if budget >= 1]
-            for j in range(len(now)):
-                if budgets[j] < 1:  # this execution fails (its reward: None); the others go on
-                    out[now[j]] = PromptTooLongError(self.too_long(asks[now[j]], len(contexts[j])))
-            if fits:
-                size = self.hf.batch_size(max(len(contexts[j]) for j in fits), max(budgets[j] for j in fits))
-                for start in range(0, len(fits), size):
-                    chunk = fits[start:start + size]
-                    samples = self.hf._generate_batch([asks[now[j]] for j in chunk], [contexts[j] for j in chunk],
-                                                      [budgets[j] for j in chunk])
-                    for j, sample in zip(chunk, samples):
-                        self.record(asks[now[j]], contexts[j], sample)
-                        out[now[j]] = sample
+            for j, sample in enumerate(self.hf.sample_after([asks[k] for k in now], contexts)):
+                if isinstance(sample, PromptTooLongError):  # this execution fails (its reward: None); others go on
+                    sample = PromptTooLongError(self.too_long(asks[now[j]], len(contexts[j])))
+                elif isinstance(sample, Sample):
+                    self.record(asks[now[j]], contexts[j], sample)
+                out[now[j]] = sample
             pending = later
         return settled(out, "policy contexts fill the model's context")  # the runner fails only those
 
