@@ -137,6 +137,22 @@ class AdapterModel:
             raise ConfigError(f"adapter weights do not fit adapter {self.adapter!r}: unexpected "
                               f"{list(result.unexpected_keys)[:3]}, missing {missing[:3]}")
 
+    def merged_state_dict(self) -> dict[str, Any]:
+        """The plain model's weights (its own names) with this adapter's update added, computed aside: the wrapped
+        model is not touched (merging in place and back would not restore the base bitwise). What a process that
+        rebuilds the policy from a config (a Ray worker) loads."""
+        from peft.tuners.lora import LoraLayer
+
+        state: dict[str, Any] = {}
+        for name, module in self.inner.named_modules():
+            if isinstance(module, LoraLayer) and self.adapter in module.lora_A:
+                base = module.get_base_layer()
+                state[f"{name}.weight"] = (base.weight + module.get_delta_weight(self.adapter)).detach()
+        for key, value in self.inner.state_dict().items():
+            if "lora_" not in key:
+                state.setdefault(key.replace(".base_layer", ""), value.detach())
+        return state
+
     def save_pretrained(self, folder: str | Path) -> None:
         """A standard peft adapter folder (``PeftModel.from_pretrained(base, folder)`` loads it)."""
         from safetensors.torch import save_file

@@ -239,7 +239,9 @@ class PolicyWeights:
     @classmethod
     def of(cls, policy: RecordingPolicy) -> "PolicyWeights":
         hf = policy.backend
-        state = {k: v.detach().cpu() for k, v in hf.model.state_dict().items()}
+        # a LoRA policy ships base + adapter merged: the worker rebuilds a plain model from the config
+        weights = hf.model.merged_state_dict() if hasattr(hf.model, "merged_state_dict") else hf.model.state_dict()
+        state = {k: v.detach().cpu() for k, v in weights.items()}
         return cls(hf.model.config, state, hf.tokenizer, hf.max_new_tokens, hf.identity, policy.system_prompt,
                    policy.temperature)
 

@@ -175,3 +175,25 @@ def test_lora_settings_are_checked_before_any_rollout(tmp_path):
     with pytest.raises(ConfigError, match="lora_target='nope' does not fit"):
         Trainer(config(lora_target="nope"), out=tmp_path / "bad")
     assert config(lora_r=0).lora is None and config().lora == LoraSpec(4, 8, 0.0, "all-linear")
+
+
+def test_a_lora_policy_ships_merged_weights_to_a_worker():
+    """A Ray worker rebuilds the policy from its config and a state dict: base + adapter merged, computed without
+    touching the trained model, equal to peft's own merge."""
+    import copy
+
+    from coalition_gym.training.rollouts import PolicyWeights, RecordingPolicy
+
+    model, tokenizer = load_policy(POLICY, "cpu", "float32", lora=SPEC, seed=3)
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # a trained adapter: B no longer zero
+            p.add_(0.05 * torch.randn_like(p))
+    before = {n: p.detach().clone() for n, p in model.inner.named_parameters()}
+    policy = RecordingPolicy(HFGenerator(model, tokenizer, max_new_tokens=4, identity="lora-test"))
+    rebuilt = PolicyWeights.of(policy).rebuild().backend.model
+    ids = torch.tensor([[3, 5, 7, 11, 13]])
+    with torch.no_grad():
+        assert torch.allclose(rebuilt(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5)
+        merged = copy.deepcopy(model.peft_model).merge_and_unload()
+        assert torch.allclose(rebuilt(input_ids=ids).logits, merged(input_ids=ids).logits, atol=1e-5)
+    assert all(torch.equal(p, before[n]) for n, p in model.inner.named_parameters())  # untouched
