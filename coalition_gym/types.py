@@ -155,6 +155,7 @@ class Sample:
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     finish_reason: str = "stop"
+    n_tokens: int | None = None  # generated tokens the backend counted without giving ids (an API's ``usage``)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def ask_key(identity: str, ask: Ask) -> str:
 
 def _encode(sample: Sample) -> str:
     return json.dumps({"text": sample.text, "token_ids": sample.token_ids, "logprobs": sample.logprobs,
-                       "finish_reason": sample.finish_reason}, ensure_ascii=False)
+                       "finish_reason": sample.finish_reason, "n_tokens": sample.n_tokens}, ensure_ascii=False)
 
 
 def _decode(raw: str) -> Sample:
@@ -54,7 +54,8 @@ def _decode(raw: str) -> Sample:
     ids, lps = data.get("token_ids"), data.get("logprobs")
     return Sample(text=data["text"], token_ids=tuple(ids) if ids is not None else None,
                   logprobs=tuple(lps) if lps is not None else None,
-                  finish_reason=str(data.get("finish_reason", "stop")))
+                  finish_reason=str(data.get("finish_reason", "stop")),
+                  n_tokens=int(data["n_tokens"]) if data.get("n_tokens") is not None else None)
 
 
 class GenerationCache:

@@ -146,8 +146,8 @@ class AdapterModel:
         state: dict[str, Any] = {}
         for name, module in self.inner.named_modules():
             if isinstance(module, LoraLayer) and self.adapter in module.lora_A:
-                base = module.get_base_layer()
-                state[f"{name}.weight"] = (base.weight + module.get_delta_weight(self.adapter)).detach()
+                delta = module.get_delta_weight(self.adapter)  # type: ignore[attr-defined]  # on every LoRA layer type
+                state[f"{name}.weight"] = (module.get_base_layer().weight + delta).detach()
         for key, value in self.inner.state_dict().items():
             if "lora_" not in key:
                 state.setdefault(key.replace(".base_layer", ""), value.detach())

@@ -15,6 +15,8 @@ carries the replies of the others, which are used and never sent again. ``seed``
 31 bits) unless ``send_seed=False``;
 whether the server honours it is up to the server. With ``logprobs=True`` the request asks for
 per-token log-probs and ``Sample.logprobs`` holds them when the server returns them.
+``Sample.n_tokens`` is the reply's generated-token count: the server's ``usage.completion_tokens`` when it
+sends it, else its log-prob entries, else the count of the ``tokenizer`` given (see :meth:`count_tokens`).
 
 For several GPUs, run ``vllm serve MODEL --tensor-parallel-size N`` (or one server per GPU) and point
 this backend at it: ``OpenAIGenerator("http://127.0.0.1:8000/v1", "MODEL")``.
@@ -108,7 +110,8 @@ class OpenAIGenerator(Generator):
                  max_concurrency: int = 8, timeout: float = 120.0, max_retries: int = 5,
                  backoff_base: float = 0.5, backoff_max: float = 30.0, logprobs: bool = False,
                  send_seed: bool = True, max_new_tokens: int | None = None,
-                 extra_body: Mapping[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep):
+                 extra_body: Mapping[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep,
+                 tokenizer: Any = None):
         if not model:
             raise ConfigError("the OpenAI backend needs a model name (the server's model id)")
         if max_concurrency < 1:
@@ -128,6 +131,8 @@ class OpenAIGenerator(Generator):
         self.logprobs, self.send_seed, self.max_new_tokens = bool(logprobs), bool(send_seed), max_new_tokens
         self.extra_body = dict(extra_body or {})
         self._sleep = sleep
+        self.tokenizer: Any = tokenizer  # counts reply tokens when the server does not (a name, folder or object)
+        self._loaded_tokenizer: Any = None
         self._rng = random.Random()  # jitter only; never affects samples
         self._local = threading.local()
         self.identity = f"openai:{model}@{self.base_url}"
@@ -248,7 +253,33 @@ class OpenAIGenerator(Generator):
         content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
         if content:
             logprobs = tuple(float(t["logprob"]) for t in content if isinstance(t, dict) and "logprob" in t)
-        return Sample(text=text, token_ids=None, logprobs=logprobs, finish_reason=str(finish))
+        return Sample(text=text, token_ids=None, logprobs=logprobs, finish_reason=str(finish),
+                      n_tokens=self.count_tokens(data, text, content))
+
+    def count_tokens(self, data: Any, text: str, content: Any = None) -> int | None:
+        """Generated tokens of one reply, as honestly as the server allows: its ``usage.completion_tokens``
+        (one choice per request, so the request's count is the reply's), else the number of per-token
+        log-prob entries it returned, else the ``tokenizer`` given to the backend (a Hugging Face tokenizer
+        name or folder); None when none of these exist (the runner then counts whitespace words)."""
+        usage = data.get("usage") if isinstance(data, dict) else None
+        used = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if isinstance(used, int) and not isinstance(used, bool) and used >= 0:
+            return used
+        if content:
+            return len(content)
+        if self.tokenizer is not None:
+            return len(self._tokenizer()(text, add_special_tokens=False)["input_ids"])
+        return None
+
+    def _tokenizer(self) -> Any:
+        if self._loaded_tokenizer is None:
+            if not isinstance(self.tokenizer, str):
+                self._loaded_tokenizer = self.tokenizer  # a tokenizer object given directly
+            else:
+                from transformers import AutoTokenizer
+
+                self._loaded_tokenizer = AutoTokenizer.from_pretrained(self.tokenizer)
+        return self._loaded_tokenizer
 
     # -- batches --------------------------------------------------------------------------------
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:

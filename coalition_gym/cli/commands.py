@@ -312,6 +312,57 @@ def cmd_robustness(args: argparse.Namespace) -> int:
     return verdict(report.failures(), args.max_failures, _say)
 
 
+def cmd_gain(args: argparse.Namespace) -> int:
+    """Each protocol against cost-matched baselines; see :mod:`coalition_gym.reports.gain`. A separate
+    command, not ``cgym eval --baselines``: eval values one protocol's members over many coalitions, gain
+    compares whole systems (several protocols) with single-model spend, in files of its own."""
+    from ..agents.pools import load_pool
+    from ..envs.protocols import make_protocol
+    from ..envs.system import System
+    from ..reports import gain_files
+    from ..reports.gain import MIN_ITEMS, GainOptions, gain
+    from ..reports.robustness import check_protocols
+    from ..tasks import make as make_task
+
+    protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
+    settings = _settings(args.set)
+    unknown = [k for k in settings if not any(k in _settings_for(p, settings) for p in protocols)]
+    if unknown:
+        raise ConfigError(f"--set {unknown[0]}: none of {', '.join(protocols)} has that setting (see `cgym protocols`)")
+    per_protocol = {p: _settings_for(p, settings) for p in protocols}
+    for name, cfg in per_protocol.items():  # bad values refused before any work
+        make_protocol(name, **cfg)
+    pool = load_pool(args.pool)
+    coalition = pool.select(args.members.split(",")) if args.members else pool.member_names
+    task = make_task(args.task, size=args.items, seed=args.task_seed)
+    items = task.items(args.split)[:args.items]
+    if len(items) < MIN_ITEMS:
+        raise ConfigError(f"task {task.name!r} has {len(items)} items in split {args.split!r}; gain needs at least "
+                          f"{MIN_ITEMS} for a paired bootstrap CI")
+    records: list[dict] = []
+    cache = _open_cache(args.cache, pool.name)
+    try:
+        systems = [System(make_protocol(name, **cfg), task, pool, coalition, items=items, cache=cache)
+                   for name, cfg in per_protocol.items()]
+        options = GainOptions(unit=args.unit, max_k=args.max_k, seed=args.seed, n_boot=args.bootstrap, progress=True,
+                              record_text=not args.no_text)
+        report = gain(systems, options, on_records=lambda arm, rows: records.extend({"system": arm, **r} for r in rows))
+    finally:
+        cache.close()
+    print(gain_files.markdown(report), end="")
+    record = args.record.finish(pool=describe_pool(pool, coalition), task=describe_task(task, args.split),
+                                gain={"protocols": protocols, "settings": per_protocol, "unit": args.unit,
+                                      "max_k": args.max_k, "best_member": report.best_member},
+                                seeds={"seed": args.seed, "task_seed": args.task_seed})
+    out = Path(args.out)
+    paths = gain_files.write(report, out, record)
+    with JsonLines(out / "results.jsonl", "w") as lines:
+        for row in records:
+            lines.write(row)
+    print(f"wrote {', '.join(str(p) for p in paths.values())} and {out / 'results.jsonl'}")
+    return verdict(report.failures(), args.max_failures, _say)
+
+
 def _settings_for(protocol: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The ``--set`` settings that ``protocol`` has (one list of settings for several protocols)."""
     from ..envs.protocols import PROTOCOLS
@@ -329,10 +380,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     grid = SweepGrid([s.strip() for s in args.pools.split(",")], [s.strip() for s in args.protocols.split(",")],
                      [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items)
     options = SweepOptions(seed=args.seed, cache_dir=Path(args.cache) if args.cache else None, alpha=args.alpha,
-                           progress=True, record_text=not args.no_text)
+                           progress=True, record_text=not args.no_text, gain_unit=args.gain)
     result = run_sweep(grid, Path(args.out), options, failures=failures, record=args.record)
-    if result["summary"]:
+    if result["summary"].get("sentence"):
         print(result["summary"]["sentence"])
+    if "gain" in result["summary"]:
+        print(f"Gain (cost in {result['summary']['gain']['unit']}): {result['summary']['gain']['sentence']}")
     print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
     return verdict(failures, args.max_failures, _say)
 

@@ -193,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _subcommand(sub, "sweep", "pools x protocols x tasks, with the cross-setting significance summary",
                     "cgym sweep --pools sim:demo,sim:independent --protocols debate,majority_vote "
-                    "--tasks rg/basic_arithmetic,rg/chain_sum --items 100 --out runs/sweep")
+                    "--tasks rg/basic_arithmetic,rg/chain_sum --items 100 --out runs/sweep",
+                    "cgym sweep --pools sim:demo,sim:independent --protocols debate,majority_vote "
+                    "--tasks rg/basic_arithmetic --estimator loo --items 50 --gain tokens --out runs/sweep_gain")
     p.add_argument("--pools", default="sim:demo,sim:independent", help="comma-separated pools (see `cgym pools`)")
     p.add_argument("--protocols", default="debate,llm_blender,slm_mux,majority_vote",
                    help="comma-separated protocols")
@@ -201,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--estimator", default="loo", help="loo, shapley, banzhaf, mc, a comma-separated list, or all")
     p.add_argument("--items", type=_number_at_least(1), default=100, help="items per task")
     p.add_argument("--alpha", type=_probability, default=0.05, help="Benjamini-Hochberg false discovery rate")
+    _choice(p, "--gain", "cost unit", ["tokens", "calls"], None,
+            "also each protocol's gain over cost-matched baselines per pool x task (see `cgym gain`), cost in "
+            "this unit; the summary gives per protocol the share of settings where it beats the best baseline "
+            "with the CI above 0 (default: off)")
     p.add_argument("--out", default="runs/sweep", help="folder for sweep_summary.json, sweep.md and one "
                                                        "leaderboard folder per setting")
     p.add_argument("--cache", default=None, help="folder for the generation caches (default: none)")
@@ -237,6 +243,34 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_robustness)
+
+    p = _subcommand(sub, "gain", "would the same spend on the best model alone do better? each protocol's score "
+                    "and cost against cost-matched baselines (best single member, its self-consistency@k, the "
+                    "pool's majority vote), with the gain's paired bootstrap CI and a Pareto plot",
+                    "cgym gain --pool sim:demo --task rg/basic_arithmetic --items 200",
+                    "cgym gain --pool sim:independent --protocols debate,majority_vote --unit calls --out runs/gain")
+    _pool_option(p)
+    p.add_argument("--protocols", default="debate,majority_vote,llm_blender,slm_mux",
+                   help="comma-separated protocols (see `cgym protocols`)")
+    _task_options(p)
+    p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
+    p.add_argument("--items", type=_number_at_least(10), default=200,
+                   help="items to evaluate on (at least 10: the gain's CI is a paired bootstrap over items)")
+    _choice(p, "--unit", "cost unit", ["tokens", "calls"], "tokens",
+            "what cost counts: generated tokens per item (as the backends count them) or model calls per item; "
+            "self-consistency's k is matched on it")
+    p.add_argument("--max-k", type=_number_at_least(1), default=16,
+                   help="the most answers self-consistency may draw to match a protocol's cost")
+    _protocol_settings(p)
+    p.add_argument("--seed", type=int, default=0, help="episode and bootstrap seed (the same for every system)")
+    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
+    p.add_argument("--out", default="runs/gain", help="folder for gain.json/.md/.csv, pareto.png, results.jsonl "
+                                                      "and run.json")
+    p.add_argument("--cache", default=None, help="folder for the persistent generation cache: an interrupted run "
+                                                 "resumes from it (default: no cache)")
+    _output_options(p)
+    _max_failures_option(p)
+    p.set_defaults(func=commands.cmd_gain)
 
     p = _subcommand(sub, "compare", "one table (and HTML page) across `cgym eval` output folders",
                     "cgym compare runs/debate runs/blender --out runs/compare")

@@ -41,9 +41,12 @@ class RunStats:
 
 
 def sample_tokens(sample: Sample) -> int:
-    """Tokens of one reply: ``len(token_ids)`` when the backend gave them, else the number of
+    """Tokens of one reply: ``len(token_ids)`` when the backend gave them, else the count the backend
+    reported (``n_tokens``: an OpenAI-compatible server's ``usage``), else the number of
     whitespace-separated words of the text (a backend-independent stand-in)."""
-    return len(sample.token_ids) if sample.token_ids is not None else len(sample.text.split())
+    if sample.token_ids is not None:
+        return len(sample.token_ids)
+    return int(sample.n_tokens) if sample.n_tokens is not None else len(sample.text.split())
 
 
 @dataclass

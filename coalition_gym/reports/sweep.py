@@ -15,6 +15,7 @@ from ..agents.cache import GenerationCache
 from ..agents.pools import check_pool_name, load_pool
 from ..envs.protocols import make_protocol
 from ..envs.system import System
+from ..errors import ConfigError
 from ..failures import FailureSummary
 from ..records import RunRecord
 from ..result_files import write_json, write_text
@@ -51,6 +52,26 @@ class SweepOptions:
     alpha: float = 0.05
     progress: bool = False
     record_text: bool = True
+    gain_unit: str | None = None  # also each protocol's gain over cost-matched baselines, cost in this unit
+
+
+def _gain_reports(pool: Any, grid: SweepGrid, cache: GenerationCache, out: Path, options: SweepOptions,
+                  record: RunRecord) -> list[Any]:
+    """Per task of ``grid``: every protocol against its cost-matched baselines (:mod:`.gain`), files under
+    ``out/<pool>/gain/<task>``."""
+    from . import gain_files
+    from .gain import GainOptions, gain
+
+    reports = []
+    for task_name in grid.tasks:
+        task = make_task(task_name, size=grid.n_items)
+        systems = [System(make_protocol(p), task, pool, items=task.items("test")[:grid.n_items], cache=cache)
+                   for p in grid.protocols]
+        report = gain(systems, GainOptions(unit=options.gain_unit or "tokens", seed=options.seed,
+                                           progress=options.progress, record_text=options.record_text))
+        gain_files.write(report, out / _slug(pool.name) / "gain" / _slug(task_name), record.data)
+        reports.append(report)
+    return reports
 
 
 def run_sweep(grid: SweepGrid, out: Path, options: SweepOptions = SweepOptions(), *,
@@ -67,6 +88,15 @@ def run_sweep(grid: SweepGrid, out: Path, options: SweepOptions = SweepOptions()
         make_protocol(protocol_name)
     for task_name in tasks:
         make_task(task_name, size=n_items)
+    if options.gain_unit is not None:
+        from .baselines import check_unit
+        from .gain import MIN_ITEMS
+
+        check_unit(options.gain_unit)
+        if n_items < MIN_ITEMS:
+            raise ConfigError(f"the gain needs at least {MIN_ITEMS} items per task for a paired bootstrap CI; "
+                              f"got {n_items}")
+    gains: list[Any] = []
     out.mkdir(parents=True, exist_ok=True)
     settings: dict[str, dict[str, Any]] = {}
     failures = failures if failures is not None else FailureSummary()
@@ -91,6 +121,11 @@ def run_sweep(grid: SweepGrid, out: Path, options: SweepOptions = SweepOptions()
             corr = correlate([o["solo"] for o in obs], [o["strength"] for o in obs], seed=seed)
             settings[key] = {"pool": pool_name, "protocol": protocol_name, "observations": obs, "correlation": corr,
                              "estimator": FIELDS[report.primary]}
+        if options.gain_unit is not None:
+            for g in _gain_reports(pool, grid, cache, out, options, record):
+                gains.append(g)
+                failures.merge(g.failures())
+                log(f"{pool_name} | {g.task}: gain over cost-matched baselines computed")
         cache.close()
     testable = {k: s["correlation"]["spearman_p"] for k, s in settings.items()
                 if s["correlation"]["spearman_p"] is not None}
@@ -101,6 +136,10 @@ def run_sweep(grid: SweepGrid, out: Path, options: SweepOptions = SweepOptions()
                 + "; ".join(f"{k} ({settings[k]['correlation']['method']})" for k in undefined))
         overall = {**overall, "undefined": undefined,
                    "sentence": "; ".join(s for s in (overall.get("sentence"), note) if s)}
+    if options.gain_unit is not None:
+        from .gain import gain_share
+
+        overall = {**overall, "gain": gain_share(gains)}
     result = {"pools": list(pools), "protocols": list(protocols), "tasks": list(tasks), "n_items": n_items,
               "seed": seed, "alpha": alpha, "settings": settings, "summary": overall,
               "failures": failures.to_dict()}
@@ -115,8 +154,14 @@ def run_sweep(grid: SweepGrid, out: Path, options: SweepOptions = SweepOptions()
         rho = "undefined" if c["spearman"] is None else f"{c['spearman']:.3f}"
         lines.append(f"| {key} | {c['n']} | {rho} | {format_p(c['spearman_p'])} | "
                      f"{'n/a' if sig is None else ('yes' if sig else 'no')} |")
-    if overall:
+    if overall.get("sentence"):
         lines += ["", overall["sentence"]]
+    if "gain" in overall:
+        lines += ["", "| protocol | settings | beats best cost-matched baseline (CI > 0) | share | beaten (CI < 0) |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {name} | {e['settings']} | {e['beats']} | {e['share']:.0%} | {e['beaten']} |"
+                  for name, e in overall["gain"]["per_protocol"].items()]
+        lines += ["", f"Gain (cost in {overall['gain']['unit']}): {overall['gain']['sentence']}"]
     if failures.failed:
         lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
     write_text(out / "sweep.md", "\n".join(lines) + "\n")
