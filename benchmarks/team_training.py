@@ -51,12 +51,10 @@ reward calls / update); counterfactual generations (what credit cost beyond the 
 (credit chosen on dev)" is the credit mode whose run has the highest final team dev score (the trainer's
 own dev evaluation; test never chooses).
 
-Wall time: the quick run took 1.4 min on the 2-core development machine (one job at a time, the machine
-shared); scaled up from its timings the full run takes 1.5 h with 2 jobs (``full_run_estimate``: each job's
-seconds per step x 150/8 steps x 4x the executions per step, its other training time x 4x the dev items, its
-evaluation x 5x the test items, x 5 seeds, / 2 jobs). Two jobs run once at full size (seed 0, specialisation:
-team-loo 0.69 s per step, MAGRPO 1.65 s) were about 25% slower per step than that scaling predicts, so expect
-about 2 h. The full run has not been run yet. Run
+Wall time: the quick run took 1.4 min on the 2-core development machine. The recorded full runs (one per
+setting, every method but GRPO-indiv) took 24 min (specialisation) and 27 min (credit) with 2 jobs; GRPO-indiv
+ran afterwards with Base on the same seeds (``--methods base,grpo-indiv``: 7 min each; the Base rows equal the
+first runs', so the columns are paired). Run
 folders go to benchmarks/results/team_training/ and team_training_quick/ (not kept in git).
 """
 
