@@ -363,3 +363,49 @@ def test_the_trainer_speed_table_is_the_result():
         assert f"{step[0]:.3f} [{step[1]:.3f}, {step[2]:.3f}]" in section
         if r.get("ratio"):
             assert f"{r['ratio'][0]:.2f} [{r['ratio'][1]:.2f}, {r['ratio'][2]:.2f}]" in section
+
+
+# --------------------------------------------------------------------------------- Is it worth it?
+
+
+def test_the_gain_table_is_the_result():
+    """The README's gain table (and the numbers its sentences quote) are benchmarks/collaboration_gain.py's."""
+    d = result("collaboration_gain.json")
+    section = README.read_text().split("## Is it worth it?", 1)[1].split("## Plugging in RL libraries", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    assert cells[0] == ["pool (errors)", "task", *d["protocols"]]
+
+    def ci(e):
+        return f"{e['value']:+.3f} [{e['ci'][0]:+.3f}, {e['ci'][1]:+.3f}]"
+
+    mark = {"protocol": " **+**", "baseline": " **-**", "no difference": ""}
+    expected = [[f"{s['pool']} ({s['errors']})", s["task"]]
+                + [ci(s["protocols"][p]["gain"]) + mark[s["protocols"][p]["verdict"]] for p in d["protocols"]]
+                for s in d["settings"]]
+    share = d["share"]
+    expected.append(["**won at equal cost**", ""] + [
+        f"{share[p]['beats']}/{share[p]['settings']} ({share[p]['share']:.0%}); lost {share[p]['beaten']}"
+        for p in d["protocols"]])
+    assert cells[1:] == expected
+    assert len(d["settings"]) == 8 and {s["n_items"] for s in d["settings"]} == {d["items"]} == {200}
+
+    by = {(s["pool"], s["task"]): s for s in d["settings"]}
+    demo, arith, rev = by["sim:demo", "rg/basic_arithmetic"], by["zoo:default", "zoo:arith"], by["zoo:default",
+                                                                                                    "zoo:reverse"]
+    alone, low, high = stated(r"\(atlas: ([\d.]+) alone, ([\d.]+)-([\d.]+) at 2 to 16 answers\)")
+    assert alone == f"{demo['baselines']['best_single']['mean_score']:.3f}"
+    scores = [b["mean_score"] for k, b in demo["baselines"].items() if k.startswith("self_consistency@")]
+    assert (low, high) == (f"{min(scores):.3f}", f"{max(scores):.3f}")
+    sc, mux, debate, alone = stated(r"abacus's self-consistency reaches ([\d.]+) on `zoo:arith` at 16 answers, where "
+                                    r"the best protocol, SLM-MUX, scores ([\d.]+) for more tokens and debate ([\d.]+) "
+                                    r"\(abacus alone: ([\d.]+)\)")
+    assert sc == f"{arith['baselines']['self_consistency@16']['mean_score']:.3f}"
+    assert (mux, debate) == tuple(f"{arith['protocols'][p]['score']['value']:.3f}" for p in ("slm_mux", "debate"))
+    assert alone == f"{arith['baselines']['best_single']['mean_score']:.3f}"
+    assert arith["protocols"]["slm_mux"]["cost"]["value"] > arith["baselines"]["self_consistency@16"]["mean_cost"]
+    (quill,) = stated(r"on `zoo:reverse` quill alone already scores (\d\.\d+)")
+    assert quill == f"{rev['baselines']['best_single']['mean_score']:.3f}" and rev["best_member"] == "quill"
+    (m,) = stated(r"collaboration_gain.py \[--quick\] # 8 settings x 10 protocols, 200 items "
+                  r"\(([\d.]+) min on 2 cores\)", BENCH_README)
+    assert m == minutes(*run_seconds("collaboration_gain"))

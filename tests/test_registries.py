@@ -137,7 +137,8 @@ def test_every_registry_lists_its_builtins():
     assert {cls.name for cls in BUILTIN_PROTOCOLS} <= set(PROTOCOLS)
     assert list(pools.BACKENDS)[:4] == ["sim", "hf", "openai", "vllm"]  # sim and openai like hf and vllm
     assert list(ESTIMATORS)[:5] == ["loo", "shapley", "banzhaf", "mc", "solo"]
-    assert dict(FIELDS) == {"loo": "loo", "shapley": "shapley", "banzhaf": "banzhaf", "mc": "mc_shapley"}
+    assert dict(FIELDS) == {"loo": "loo", "shapley": "shapley", "banzhaf": "banzhaf", "mc": "mc_shapley",
+                            "interactions": "interaction"}
     assert list(SAMPLER_CLASSES)[:4] == list(SAMPLERS)
     assert list(REGISTERED_ADVERSARIES)[:len(ADVERSARIES)] == list(ADVERSARIES)  # the simulated ones registered
 

@@ -207,6 +207,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         EvalOptions,
         evaluate,
         format_leaderboard,
+        interaction_lines,
         parse_estimators,
         training_sentence,
         write_report,
@@ -230,6 +231,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     task = make_task(args.task, size=args.items, seed=args.task_seed)
     pool = load_pool(args.pool)
     members = args.members.split(",") if args.members else pool.member_names
+    if args.best_team is not None and args.best_team > len(members):
+        raise ConfigError(f"--best-team {args.best_team}: a team has at most {len(members)} members (the pool's "
+                          f"{', '.join(members)})")
     cache = _open_cache(args.cache, pool.name)
     mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget, "budget_generations": args.mc_budget_generations,
           "sampler": args.sampler}
@@ -244,7 +248,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         else:
             game = CoalitionGame(system, **options)
         report = evaluate(game, estimators, EvalOptions(n_boot=args.bootstrap, mc=mc, requested=args.estimator,
-                                                        split=args.split), record=args.record)
+                                                        split=args.split, best_team=args.best_team),
+                          record=args.record)
         if args.save_trained:
             assert isinstance(game, TrainedCoalitionGame)  # checked above: a coalition-training recipe
             print(f"saved the trained coalition as a pool: {game.export(game.players, Path(args.save_trained))}")
@@ -259,6 +264,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(training_sentence(training))
     print(format_leaderboard(report))
     print(correlation_sentence(report.correlation, FIELDS[report.primary]))
+    for line in filter(None, interaction_lines(report)):  # the interactions sentence, the best team
+        print(line)
     paths = write_report(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return verdict(game.failure_summary(), args.max_failures, _say)

@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "cgym eval", "cgym eval --pool sim:demo --protocol llm_blender --task rg/gsm_symbolic "
                     "--estimator all --items 300 --out runs/blender --cache runs/cache",
                     "cgym eval --pool zoo:default --protocol majority_vote --estimator loo --items 100",
+                    "cgym eval --pool sim:demo --protocol majority_vote --estimator interactions --best-team 2",
                     "cgym eval --pool zoo:default --protocol sparta --task zoo:arith --estimator loo --items 100 "
                     "--cache runs/cache --save-trained runs/sparta_pool")
     _pool_option(p)
@@ -172,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "pool.yaml (use it as --pool DIR/pool.yaml)")
     p.add_argument("--seed", type=int, default=0, help="episode, bootstrap and permutation seed")
     p.add_argument("--bootstrap", type=_number_at_least(1), default=2000, help="bootstrap resamples over items")
+    p.add_argument("--best-team", type=_number_at_least(1), default=None, metavar="K",
+                   help="also report the coalition of K members with the highest value among those evaluated "
+                        "(exact when all are), next to the K members with the highest Shapley values")
     p.add_argument("--mc-tolerance", type=_number_at_least(0.0, float, strict=True), default=0.005,
                    help="MC Shapley: stop when every value's permutation stderr is below this")
     p.add_argument("--mc-budget", type=_number_at_least(1), default=None,
@@ -264,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     _protocol_settings(p)
     p.add_argument("--seed", type=int, default=0, help="episode and bootstrap seed (the same for every system)")
     p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
-    p.add_argument("--out", default="runs/gain", help="folder for gain.json/.md/.csv, pareto.png, results.jsonl "
+    p.add_argument("--out", default="runs/gain", help="folder for gain.json/.md/.csv/.html, pareto.png, results.jsonl "
                                                       "and run.json")
     p.add_argument("--cache", default=None, help="folder for the persistent generation cache: an interrupted run "
                                                  "resumes from it (default: no cache)")

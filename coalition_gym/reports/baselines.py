@@ -9,10 +9,11 @@ Three baselines, each run on the same items with the runner's per-item episode s
 - ``pool_vote``: every member answering once, the most frequent answer winning (majority vote).
 
 Cost is per item, in a unit (:data:`UNITS`): ``tokens``, the generated tokens of every call of the episode
-(members and fixed helpers, as the backends count them: token ids for HF, vLLM and simulated agents, an
-OpenAI-compatible server's ``usage``, else whitespace words), or ``calls``, the Asks answered. ``k`` is
-matched to a protocol's mean cost per item (:func:`matched_k`: the k whose expected cost, k times the
-single answer's, is closest) and the match is reported as measured (:class:`CostMatch`).
+(members and fixed helpers, as the backends count them: token ids for HF and vLLM, an OpenAI-compatible
+server's ``usage``, else whitespace words: simulated agents carry no token ids, one token per word of their
+text), or ``calls``, the Asks answered. ``k`` is matched to a protocol's mean cost per item
+(:func:`matched_k`: the k whose expected cost, k times the single answer's, is closest) and the match is
+reported as measured (:class:`CostMatch`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from ..valuation.game import CoalitionGame
 
 #: cost units: what one item's cost counts
 UNITS = {"tokens": "generated tokens per item (every call of an episode, members and helpers, as the backends "
-                   "count them: token ids for HF, vLLM and simulated agents (one per whitespace word), an "
-                   "OpenAI-compatible server's usage, else whitespace words)",
+                   "count them: token ids for HF and vLLM, an OpenAI-compatible server's usage, else "
+                   "whitespace words; simulated agents carry no token ids: one token per word of their text)",
          "calls": "model calls per item (Asks answered, members and helpers)"}
 #: the baselines' sampling temperature: the protocols' default for members' answers
 BASELINE_TEMPERATURE = 0.7

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from ..errors import ConfigError
 from . import html
+from .interaction_files import heatmap_html
 from .tables import fmt_ci
 
 
@@ -102,6 +103,7 @@ def compare(folders: Sequence[str | Path]) -> dict[str, Any]:
                      for label, r in zip(labels, runs)],
             "estimators": estimators, "rows": rows, "wide": wide,
             "notes": comparability_notes(runs, labels),
+            "interactions": {label: r["interactions"] for label, r in zip(labels, runs) if r.get("interactions")},
             "records": {label: r.get("run") for label, r in zip(labels, runs)}}
 
 
@@ -117,8 +119,33 @@ def markdown(result: dict[str, Any]) -> str:
     for model, cells in result["wide"].items():
         lines.append(f"| {model} | " + " | ".join("-" if c is None else fmt_ci(c["value"], c["ci"])
                                                    for c in cells.values()) + " |")
+    lines += interaction_markdown(result.get("interactions") or {})
     lines += [""] + [f"Note: {n}." for n in result["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def interaction_pairs(found: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any] | None]]:
+    """Pair "a + b" -> run label -> its Shapley interaction (value, ci), None where the run lacks the pair:
+    the runs' interaction matrices side by side."""
+    out: dict[str, dict[str, dict[str, Any] | None]] = {}
+    for label, summary in found.items():
+        for pair in summary["pairs"]:
+            key = " + ".join(sorted((pair["a"], pair["b"])))
+            out.setdefault(key, {k: None for k in found})[label] = {"value": pair["shapley"], "ci": pair["shapley_ci"]}
+    return out
+
+
+def interaction_markdown(found: dict[str, dict[str, Any]]) -> list[str]:
+    """The runs' pairwise Shapley interactions side by side (runs without them left out); [] if none has them."""
+    if not found:
+        return []
+    labels = list(found)
+    lines = ["", "Pairwise Shapley interactions side by side (+ complementary, - redundant):", "",
+             "| pair | " + " | ".join(labels) + " |", "|" + "---|" * (1 + len(labels))]
+    for pair, cells in interaction_pairs(found).items():
+        lines.append(f"| {pair} | " + " | ".join("-" if c is None else fmt_ci(c["value"], c["ci"])
+                                                  for c in cells.values()) + " |")
+    return lines + [""] + [f"{label}: {summary['sentence']}" for label, summary in found.items()]
 
 
 def page(result: dict[str, Any]) -> str:
@@ -134,6 +161,25 @@ def page(result: dict[str, Any]) -> str:
         intro=["95% bootstrap CIs over items, as each run computed them. Click a column header to sort."],
         tables=[html.Table(["run", "model", "solo [95% CI]"] + [f"{e} [95% CI]" for e in est], long_rows,
                            "Every model of every run", id="leaderboard"),
-                html.Table(["model"] + labels, wide_rows, "Each run's ranking estimate, side by side", id="wide")],
+                html.Table(["model"] + labels, wide_rows, "Each run's ranking estimate, side by side", id="wide")]
+        + _interaction_tables(result.get("interactions") or {}),
+        figures=_heatmaps(result.get("interactions") or {}),
         notes=[f"Note: {n}." for n in result["notes"]],
         records={f"Run record: {label}": record for label, record in result["records"].items() if record}))
+
+
+def _interaction_tables(found: dict[str, dict[str, Any]]) -> list[html.Table]:
+    if not found:
+        return []
+    rows = [[html.Cell(pair)] + [html.Cell("-", None) if c is None else html.ci_cell(c["value"], c["ci"])
+                                 for c in cells.values()] for pair, cells in interaction_pairs(found).items()]
+    return [html.Table(["pair"] + list(found), rows, "Pairwise Shapley interactions, side by side",
+                       id="interactions-compare")]
+
+
+def _heatmaps(found: dict[str, dict[str, Any]]) -> list[str]:
+    if not found:
+        return []
+    maps = "".join(f'<div>{heatmap_html(summary, table_id=f"interactions-{k + 1}", caption=label)}</div>'
+                   for k, (label, summary) in enumerate(found.items()))
+    return [f'<div class="side-by-side" style="display:flex;gap:2em;flex-wrap:wrap">{maps}</div>']

@@ -1,4 +1,5 @@
-"""The gain report's files: JSON (strict), Markdown, CSV and a Pareto plot (score against cost, error bars)."""
+"""The gain report's files: JSON (strict), Markdown, CSV, HTML (:mod:`.gain_html`) and a Pareto plot (score against
+cost, error bars)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..result_files import write_json, write_text
+from . import html
 from .gain import CI_TEXT, GainReport
+from .gain_html import gain_table, pareto_svg
 from .tables import fmt_ci
 
 
@@ -141,10 +144,22 @@ def plot(report: GainReport, path: Path) -> None:
     plt.close(fig)
 
 
+def page(report: GainReport, record: dict[str, Any]) -> str:
+    """gain.html: the sortable table, the Pareto plot (inline SVG, :mod:`.gain_html`), the notes, the run record."""
+    pts = points(report)
+    return html.render(html.Page(
+        title=title(report),
+        intro=[f"Coalition {', '.join(report.coalition)}. Each protocol against the best single member (chosen on "
+               f"dev), its self-consistency at a matched cost and the pool's vote; {CI_TEXT}s. Click a column "
+               "header to sort; hover a point of the plot for its numbers."],
+        tables=[gain_table(report)], figures=[pareto_svg(report, pts, pareto_front(pts))], notes=notes(report),
+        records={"Run record": record}))
+
+
 def write(report: GainReport, out: Path, record: dict[str, Any]) -> dict[str, Path]:
-    """gain.json, gain.md, gain.csv, pareto.png and run.json in ``out``."""
+    """gain.json, gain.md, gain.csv, gain.html (table and Pareto plot), pareto.png and run.json in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = {k: out / f"gain.{k}" for k in ("json", "md", "csv")}
+    paths = {k: out / f"gain.{k}" for k in ("json", "md", "csv", "html")}
     paths["png"] = out / "pareto.png"
     paths["run"] = out / "run.json"
     write_json(paths["json"], {**report.to_dict(), "pareto_front": [p["label"] for p in pareto_front(points(report))],
@@ -152,9 +167,11 @@ def write(report: GainReport, out: Path, record: dict[str, Any]) -> dict[str, Pa
                                "per_item": {r.protocol: r.per_item for r in report.rows}, "run": record})
     write_text(paths["md"], markdown(report))
     write_text(paths["csv"], csv_text(report))
+    write_text(paths["html"], page(report, record))
     plot(report, paths["png"])
     write_json(paths["run"], record)
     return paths
 
 
-__all__ = ["csv_text", "markdown", "notes", "pareto_front", "plot", "points", "table_rows", "title", "write"]
+__all__ = ["csv_text", "markdown", "notes", "page", "pareto_front", "plot", "points", "table_rows", "title",
+           "write"]

@@ -37,6 +37,7 @@ class Page:
     tables: list[Table] = field(default_factory=list)
     png: bytes | None = None  # an image shown under the tables
     png_alt: str = "solo vs compositional strength"
+    figures: list[str] = field(default_factory=list)  # trusted inline markup (e.g. an SVG plot), under the tables
     notes: list[str] = field(default_factory=list)
     records: dict[str, Any] = field(default_factory=dict)  # label -> run record, shown folded
 
@@ -97,6 +98,7 @@ def render(page: Page) -> str:
     parts = [f"<h1>{html.escape(page.title)}</h1>"]
     parts += [f"<p>{html.escape(line)}</p>" for line in page.intro]
     parts += [_table(t) for t in page.tables]
+    parts += page.figures  # built by this package from numbers and escaped labels, never from raw user text
     if page.png:
         data = base64.b64encode(page.png).decode("ascii")
         parts.append(f'<img alt="{html.escape(page.png_alt, quote=True)}" src="data:image/png;base64,{data}">')

@@ -21,8 +21,11 @@ from ..records import RunRecord, describe_pool, describe_task
 from ..result_files import JsonLines, write_json, write_text
 from ..valuation.estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult, primary_estimator
 from ..valuation.game import CoalitionGame
+from ..valuation.interactions import Interactions
 from ..valuation.stats import Correlation, pearson, rescue_drag, spearman
+from ..valuation.teams import best_team, best_team_sentence
 from . import html
+from .interaction_files import heatmap_html, heatmap_png, interaction_summary
 from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, p_phrase, terminal_table
 
 
@@ -94,10 +97,25 @@ class EvalReport:
     correlation: dict[str, float | None] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)  # the run record (see coalition_gym.records)
     auto: dict[str, Any] | None = None  # what --estimator auto chose, and why
+    best_team: dict[str, Any] | None = None  # --best-team K (see coalition_gym.valuation.teams)
 
     @property
     def primary(self) -> str:
         return primary_estimator(self.results)
+
+    @property
+    def interactions(self) -> Interactions | None:
+        """The pairwise interactions, when ``interactions`` was among the estimators."""
+        found = self.results["interactions"].extras.get("interactions") if "interactions" in self.results else None
+        return found if isinstance(found, Interactions) else None
+
+    def shapley_values(self) -> ValuationResult:
+        """The best Shapley estimate computed: exact, sampled, the interactions' own, else the primary one."""
+        for name in ("shapley", "mc"):
+            if name in self.results:
+                return self.results[name]
+        found = self.interactions
+        return found.values if found is not None else self.results[self.primary]
 
 
 def correlate(x: Sequence[float], y: Sequence[float], seed: int = 0) -> dict[str, Any]:
@@ -128,6 +146,7 @@ class EvalOptions:
     budget_generations: int | None = None
     requested: str | None = None
     split: str | None = None
+    best_team: int | None = None  # K: report the best coalition of K members next to the top K by Shapley
 
 
 def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOptions = EvalOptions(),
@@ -150,7 +169,7 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
         game.evaluate(_known_coalitions(game, estimators))  # one batch, one progress bar with its real total
         results = {}
         for name in estimators:
-            kwargs = dict(mc) if name == "mc" else {}
+            kwargs = dict(mc) if name in ("mc", "interactions") else {}  # the same stop rules and budgets
             results[name] = ESTIMATORS[name](game, n_boot=n_boot, seed=seed, **kwargs)
         solo = ESTIMATORS["solo"](game, n_boot=n_boot, seed=seed)
     finally:
@@ -158,6 +177,11 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
     report = EvalReport(game, solo, results, options.requested or ",".join(estimators), time.perf_counter() - start)
     report.correlation = correlate(list(solo.values), list(results[report.primary].values), seed=seed)
     report.auto = auto
+    if options.best_team is not None:
+        found = report.interactions
+        report.best_team = best_team(game, options.best_team, report.shapley_values(),
+                                     found.shapley if found is not None else None)
+        report.best_team["sentence"] = best_team_sentence(report.best_team)
     report.record = record.finish(pool=describe_pool(game.pool, game.players),
                                   task=describe_task(game.task, options.split),
                                   protocol={"name": game.protocol_name, "settings": game.protocol_settings()},
@@ -169,7 +193,7 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
 def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[frozenset]:
     """The coalitions the exact estimators will ask for (Monte Carlo's depend on its draws)."""
     players = frozenset(game.players)
-    if {"shapley", "banzhaf"} & set(estimators) and len(players) <= EXACT_LIMIT:  # above it they refuse
+    if {"shapley", "banzhaf", "interactions"} & set(estimators) and len(players) <= EXACT_LIMIT:  # above it they refuse
         return [frozenset(c) for k in range(1, len(players) + 1) for c in itertools.combinations(game.players, k)]
     wanted = [players] + ([players - {p} for p in players] if "loo" in estimators else [])
     if game.solo_game() is game:
@@ -218,6 +242,8 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "wall_seconds": report.wall_seconds,
         "mc": report.results["mc"].extras if "mc" in report.results else None,
         "auto": report.auto,
+        "interactions": interaction_summary(report.interactions) if report.interactions is not None else None,
+        "best_team": report.best_team,
         "run": report.record,
     }
 
@@ -233,10 +259,21 @@ def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
         lines += [training_sentence(training), ""]
     lines += markdown_table(rows)
     lines += ["", correlation_sentence(report.correlation, label)]
+    lines += interaction_lines(report)
     failures = game.failure_summary()
     if failures.failed:
         lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def interaction_lines(report: EvalReport) -> list[str]:
+    """The interactions sentence and the best-team sentence, each after a blank line (none when absent)."""
+    lines = []
+    if report.interactions is not None:
+        lines += ["", interaction_summary(report.interactions)["sentence"] + " Heatmap: interactions.png."]
+    if report.best_team is not None:
+        lines += ["", report.best_team["sentence"]]
+    return lines
 
 
 def plot(report: EvalReport, path: Path) -> None:
@@ -282,6 +319,10 @@ def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
     write_text(paths["leaderboard.csv"], csv_table(rows, report.primary))
     plot(report, paths["solo_vs_compositional.png"])
     png = paths["solo_vs_compositional.png"].read_bytes()
+    if report.interactions is not None:
+        paths["interactions.png"] = heatmap_png(interaction_summary(report.interactions), out / "interactions.png",
+                                                f"{report.game.protocol_name} on {report.game.task.name}:\n"
+                                                "pairwise Shapley interactions")
     write_text(paths["leaderboard.html"], leaderboard_html(report, rows, png))
     return paths
 
@@ -304,7 +345,9 @@ def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes 
         intro=[f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); 95% "
                "bootstrap CIs over items. Click a column header to sort."],
         tables=[html.leaderboard_table(rows)], png=png,
+        figures=[heatmap_html(interaction_summary(report.interactions))] if report.interactions is not None else [],
         notes=[correlation_sentence(report.correlation, label)]
+        + ([report.best_team["sentence"]] if report.best_team is not None else [])
         + (["Failed episodes: " + "; ".join(line.strip() for line in failures.lines())] if failures.failed else []),
         records={"Run record": report.record})
     return html.render(page)

@@ -8,6 +8,9 @@
   round limit, exact when the budget covers every coalition; its interval includes the sampling error.
   The classic permutation estimator is one of its samplers (``sampler="permutation"``).
 - ``solo``: v({i}), the model alone.
+- ``interactions``: the pairwise Shapley (Grabisch-Roubens) and Banzhaf interaction indices of every
+  pair (:mod:`coalition_gym.valuation.interactions`); its column is each model's mean Shapley
+  interaction with the others, the matrices are in ``extras["interactions"]``.
 
 Every value is linear in the per-item values, so each estimator also gives per-item
 contributions; standard errors and 95% CIs come from a bootstrap over items (the same resampled
@@ -26,6 +29,7 @@ import numpy as np
 from ..errors import ConfigError
 from .exact import EXACT_LIMIT, ValuationResult, exact_banzhaf, exact_shapley, result_of, shapley_weight
 from .game import Game
+from .interactions import interaction_estimator
 from .sampling import Budget, MaxRounds, StopRule, Tolerance, sampled_shapley
 
 
@@ -116,6 +120,9 @@ register_estimator("banzhaf", exact_banzhaf, rank=2, description="exact Banzhaf 
 register_estimator("mc", sampled_shapley_values, field="mc_shapley", rank=1,
                    description="Shapley values from sampled coalitions (--sampler), stopped at a tolerance or budget")
 register_estimator("solo", solo, rank=math.inf, in_all=False, description="v({i}): each model alone")
+register_estimator("interactions", interaction_estimator, field="interaction", rank=50,
+                   description="pairwise Shapley and Banzhaf interactions of every pair (column: mean Shapley "
+                               "interaction with the others); exact up to n = 12, else sampled like mc")
 
 
 def valued_estimators() -> list[str]:

@@ -69,6 +69,10 @@ class Game(ABC):
     def coalitions_evaluated(self) -> int:
         return len(self._values)
 
+    def known(self) -> list[frozenset]:
+        """The coalitions evaluated so far (their values are free), in evaluation order."""
+        return list(self._values)
+
     @property
     def generations(self) -> int:
         """What evaluating cost the backends; a game without backends counts one per coalition."""

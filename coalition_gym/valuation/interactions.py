@@ -1,0 +1,340 @@
+"""Pairwise interactions: who complements whom in a pool.
+
+For a pair {i, j} and a coalition S without either, the pair's *synergy in S* is
+``d_ij(S) = v(S + ij) - v(S + i) - v(S + j) + v(S)``: positive when the two together add more than
+each adds alone (complementary), negative when each makes the other partly redundant. Two indices
+average it over S subset of N minus {i, j} (s = |S|):
+
+- the **Shapley interaction index** (Grabisch & Roubens 1999), weight ``s! (n - s - 2)! / (n - 1)!``;
+  for a pair it equals shapiq's ``SII`` and ``k-SII`` of order 2 (k-SII coincides with SII at its top
+  order), *not* the Shapley-Taylor index ``STII`` (which weights ``2/n / C(n - 1, s)``);
+- the **Banzhaf interaction index**, uniform weight ``1 / 2^(n-2)`` (shapiq's ``BII`` of order 2).
+
+Both are linear in v, so each has a per-item value and a bootstrap CI over items (the same resampled
+items for every pair). Up to :data:`~coalition_gym.valuation.exact.EXACT_LIMIT` players they are exact,
+from all 2^n coalitions (the ones exact Shapley needs: no extra cost); above it they are estimated from
+sampled coalitions (the stratified design of :mod:`.sampling`, stopped by the same rules and budgets as
+``--estimator mc``), each index's strata ``(size, i in S, j in S)`` estimated by the mean of the sampled
+coalitions in them, with a two-level bootstrap (items and sampled units).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .exact import EXACT_LIMIT, ValuationResult, exact_shapley, result_of
+from .game import Game
+from .sampling import (
+    Budget,
+    Design,
+    MaxRounds,
+    Progress,
+    StopRule,
+    StratifiedSampler,
+    Tolerance,
+    _combination,
+    _resample_units,
+)
+from .stats import bootstrap_mean
+
+INDICES = ("shapley", "banzhaf")
+
+
+@dataclass
+class PairMatrix:
+    """One interaction index for every pair: players x players matrices (symmetric, diagonal NaN)."""
+
+    index: str  # "shapley" or "banzhaf"
+    players: tuple[str, ...]
+    per_item: np.ndarray  # pairs x items, pairs in itertools.combinations order
+    value: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    stderr: np.ndarray
+
+    def __getitem__(self, pair: tuple[str, str]) -> float:
+        i, j = (self.players.index(p) for p in pair)
+        return float(self.value[i, j])
+
+    def pairs(self) -> list[dict[str, Any]]:
+        """Every pair with its value, CI and stderr, most complementary first."""
+        n = len(self.players)
+        rows = [{"a": self.players[i], "b": self.players[j], "value": float(self.value[i, j]),
+                 "ci": [float(self.ci_low[i, j]), float(self.ci_high[i, j])], "stderr": float(self.stderr[i, j])}
+                for i in range(n) for j in range(i + 1, n)]
+        return sorted(rows, key=lambda r: -r["value"])
+
+
+@dataclass
+class Interactions:
+    """Both indices for every pair, how they were obtained, and the Shapley values from the same coalitions."""
+
+    shapley: PairMatrix
+    banzhaf: PairMatrix
+    values: ValuationResult  # Shapley values of the players (exact, or stratified from the same design)
+    exact: bool
+    details: dict[str, Any] = field(default_factory=dict)  # cost, stop reason (sampled)
+
+
+def _pair_list(n: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def size_weights(index: str, n: int) -> np.ndarray:
+    """Weight of each |S| = s (0..n-2) summed over the C(n-2, s) coalitions of that size."""
+    if index == "shapley":
+        return np.full(n - 1, 1.0 / (n - 1))
+    return np.array([math.comb(n - 2, s) / 2 ** (n - 2) for s in range(n - 1)])
+
+
+def _to_matrix(values: np.ndarray, n: int) -> np.ndarray:
+    out = np.full((n, n), np.nan)
+    for k, (i, j) in enumerate(_pair_list(n)):
+        out[i, j] = out[j, i] = values[k]
+    return out
+
+
+def pair_matrix(index: str, players: tuple[str, ...], per_item: np.ndarray, bounds: tuple[np.ndarray, ...]
+                ) -> PairMatrix:
+    """A :class:`PairMatrix` from per-item pair values and (low, high, stderr) over pairs."""
+    n = len(players)
+    low, high, se = bounds
+    return PairMatrix(index, players, per_item, _to_matrix(per_item.mean(axis=1), n), _to_matrix(low, n),
+                      _to_matrix(high, n), _to_matrix(se, n))
+
+
+# -- exact ---------------------------------------------------------------------------------------------------
+
+
+def exact_pair_values(table: np.ndarray, n: int, index: str) -> np.ndarray:
+    """Per-item interaction of every pair from ``table`` (2^n x items, row = bitmask, row 0 = v(empty))."""
+    masks = np.arange(1 << n)
+    sizes = np.array([bin(int(m)).count("1") for m in masks])
+    weight_of_size = size_weights(index, n) / np.array([math.comb(n - 2, s) for s in range(n - 1)])
+    out = np.zeros((n * (n - 1) // 2, table.shape[1]))
+    for k, (i, j) in enumerate(_pair_list(n)):
+        bi, bj = 1 << i, 1 << j
+        s = masks[(masks & (bi | bj)) == 0]
+        delta = table[s | bi | bj] - table[s | bi] - table[s | bj] + table[s]
+        out[k] = (weight_of_size[sizes[s]][:, None] * delta).sum(axis=0)
+    return out
+
+
+def _table(game: Game) -> np.ndarray:
+    n = len(game.players)
+    coalitions = [frozenset(p for k, p in enumerate(game.players) if m >> k & 1) for m in range(1 << n)]
+    game.evaluate(coalitions)
+    return np.stack([game.per_item(c) for c in coalitions])
+
+
+def exact_interactions(game: Game, n_boot: int = 2000, seed: int = 0) -> Interactions:
+    """Both indices for every pair from all 2^n coalitions (n <= EXACT_LIMIT), with bootstrap CIs."""
+    n = len(game.players)
+    table = _table(game)
+    matrices = {}
+    for index in INDICES:
+        per_item = exact_pair_values(table, n, index)
+        _, se, lo, hi = bootstrap_mean(per_item, n_boot=n_boot, seed=seed)
+        matrices[index] = pair_matrix(index, game.players, per_item, (lo, hi, se))
+    values = exact_shapley(game, n_boot=n_boot, seed=seed)
+    return Interactions(matrices["shapley"], matrices["banzhaf"], values, True,
+                        {"coalitions": game.coalitions_evaluated, "generations": game.generations})
+
+
+# -- sampled ---------------------------------------------------------------------------------------------------
+
+
+def stratified_pair_values(design: Design, value: Callable[[int], np.ndarray], index: str,
+                           units: list | None = None) -> np.ndarray:
+    """Per-item pair interactions from a stratified design: each (size, i in T, j in T) stratum's mean
+    v(T) over the design's coalitions in it (enumerated sizes: all of them)."""
+    n = design.n
+    full = value((1 << n) - 1)
+    by_size: dict[int, list[int]] = {0: [0], n: [(1 << n) - 1]}
+    for s in design.complete:
+        by_size[s] = [_combination(r, n, s) for r in range(math.comb(n, s))]
+    for u in design.units if units is None else units:
+        for m in u.masks:
+            s = bin(m).count("1")
+            if s not in design.complete:
+                by_size.setdefault(s, []).append(m)
+    # per size: the mean v(T) over the design's T of that size with (i in T, j in T) as given, all pairs at once
+    means: dict[tuple[int, bool, bool], np.ndarray] = {}
+    for s, ms in by_size.items():
+        if not ms:
+            continue
+        vals = np.stack([value(m) for m in ms])  # coalitions x items
+        inside = np.array([[(m >> k) & 1 for k in range(n)] for m in ms], dtype=float)
+        for has_i, a in ((True, inside), (False, 1 - inside)):
+            for has_j, b in ((True, inside), (False, 1 - inside)):
+                count = a.T @ b
+                total = np.einsum("ti,tj,tk->ijk", a, b, vals)
+                overall = np.broadcast_to(vals.mean(axis=0), total.shape)
+                means[s, has_i, has_j] = np.where(count[:, :, None] > 0,
+                                                  total / np.maximum(count, 1)[:, :, None], overall)
+    zero = np.zeros((n, n, full.shape[0]))
+    weights = size_weights(index, n)
+    matrix = np.zeros_like(zero)
+    for s in range(n - 1):
+        matrix += weights[s] * (means.get((s + 2, True, True), zero) - means.get((s + 1, True, False), zero)
+                                - means.get((s + 1, False, True), zero) + means.get((s, False, False), zero))
+    return np.stack([matrix[i, j] for i, j in _pair_list(n)])
+
+
+@dataclass(frozen=True)
+class SampledSettings:
+    """The stop rules of ``--estimator mc``: tolerance (largest sampling stderr of a pair's Shapley
+    interaction), a budget in distinct coalitions and/or generations, and a round limit."""
+
+    tolerance: float = 0.005
+    budget: int | None = None
+    budget_generations: int | None = None
+    max_rounds: int = 500
+
+    def stop(self) -> StopRule:
+        rule: StopRule = MaxRounds(self.max_rounds)
+        if self.tolerance and self.tolerance > 0:
+            rule = rule | Tolerance(self.tolerance)
+        if self.budget is not None or self.budget_generations is not None:
+            rule = rule | Budget(coalitions=self.budget, generations=self.budget_generations)
+        return rule
+
+
+def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings(), n_boot: int = 400,
+                         seed: int = 0) -> Interactions:
+    """Both indices for every pair from sampled coalitions (any n), stopped like ``--estimator mc``."""
+    players, n = game.players, len(game.players)
+    rng = np.random.default_rng(seed)
+    impl = StratifiedSampler(n, rng)
+    stop = settings.stop()
+    start = (game.coalitions_evaluated, game.generations)
+    memo: dict[int, np.ndarray] = {0: np.zeros(game.n_items)}
+
+    def names(mask: int) -> frozenset:
+        return frozenset(players[k] for k in range(n) if mask >> k & 1)
+
+    def value(mask: int) -> np.ndarray:
+        if mask not in memo:
+            memo[mask] = game.per_item(names(mask))
+        return memo[mask]
+
+    def spent() -> tuple[int, int]:
+        return game.coalitions_evaluated - start[0], game.generations - start[1]
+
+    game.evaluate([names((1 << n) - 1)])
+    design, rounds, reason, step = Design(n), 0, "no new coalitions", 2 * n
+    while True:
+        used, _ = spent()
+        room = max(4 * step, 2 * used) if settings.budget is None else settings.budget - used
+        proposal = impl.propose(design, room, step)
+        if not proposal:
+            reason = "budget" if settings.budget is not None else reason
+            break
+        masks: set[int] = set()
+        for p in proposal:
+            masks |= {_combination(r, n, p) for r in range(math.comb(n, p))} if isinstance(p, int) else set(p.masks)
+        game.evaluate([names(m) for m in masks])
+        impl.observe(masks, value)
+        for p in proposal:
+            if isinstance(p, int):
+                design.complete.add(p)
+            else:
+                design.units.append(p)
+        rounds += 1
+        if len(design.masks()) >= 2 ** n - 1 and n <= EXACT_LIMIT:
+            result = exact_interactions(game, n_boot=n_boot, seed=seed)
+            result.details.update(stop_reason="exact: every coalition was sampled")
+            return result
+        se = _sampling_stderr(design, value, rng)
+        used, gens = spent()
+        progress = Progress(used, gens, rounds, se)
+        if stop.done(progress):
+            reason = next(r for r, rule in _named_rules(settings) if rule.done(progress))
+            break
+    used, gens = spent()
+    matrices = {index: _bootstrapped(design, value, index, players, (seed, n_boot)) for index in INDICES}
+    shapley = impl.estimate(design, value)
+    _, vse, vlo, vhi = bootstrap_mean(shapley, n_boot=n_boot, seed=seed)
+    values = ValuationResult("shapley", players, shapley.mean(axis=1), vse, vlo, vhi, shapley,
+                             game.coalitions_evaluated,
+                             {"sampled": True})
+    return Interactions(matrices["shapley"], matrices["banzhaf"], values, False,
+                        {"coalitions": used, "generations": gens, "rounds": rounds, "stop_reason": reason,
+                         "sampling_stderr": se})
+
+
+def _named_rules(settings: SampledSettings) -> list[tuple[str, StopRule]]:
+    rules: list[tuple[str, StopRule]] = [("max_rounds", MaxRounds(settings.max_rounds))]
+    if settings.tolerance and settings.tolerance > 0:
+        rules.append(("tolerance", Tolerance(settings.tolerance)))
+    rules.append(("budget", Budget(coalitions=settings.budget, generations=settings.budget_generations)))
+    return rules
+
+
+def _sampling_stderr(design: Design, value: Callable[[int], np.ndarray], rng: np.random.Generator,
+                     reps: int = 40) -> float:
+    """Largest bootstrap stderr (over sampled units only) of a pair's item-mean Shapley interaction."""
+    if len(design.units) < 2:
+        return math.inf
+    draws = np.stack([stratified_pair_values(design, value, "shapley", _resample_units(design, rng)).mean(axis=1)
+                      for _ in range(reps)])
+    return float(draws.std(axis=0, ddof=1).max())
+
+
+def _bootstrapped(design: Design, value: Callable[[int], np.ndarray], index: str, players: tuple[str, ...],
+                  seed_boot: tuple[int, int]) -> PairMatrix:
+    """Two-level bootstrap: items and, within each sampled size, the sampled units."""
+    seed, n_boot = seed_boot
+    rng = np.random.default_rng(seed + 1)
+    per_item = stratified_pair_values(design, value, index)
+    items = per_item.shape[1]
+    draws = []
+    for _ in range(max(50, min(n_boot, 200))):  # every replicate re-solves the estimate
+        estimate = stratified_pair_values(design, value, index, _resample_units(design, rng)) if design.units \
+            else per_item
+        draws.append(estimate[:, rng.integers(items, size=items)].mean(axis=1))
+    d = np.stack(draws)
+    bounds = (np.percentile(d, 2.5, axis=0), np.percentile(d, 97.5, axis=0), d.std(axis=0, ddof=1))
+    return pair_matrix(index, players, per_item, bounds)
+
+
+# -- the estimator ------------------------------------------------------------------------------------------------
+
+
+def interactions(game: Game, settings: SampledSettings | None = None, n_boot: int = 2000, seed: int = 0
+                 ) -> Interactions:
+    """Exact when n <= EXACT_LIMIT and no budget is given that is smaller than 2^n - 1; else sampled."""
+    n = len(game.players)
+    if n < 2:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"pairwise interactions need at least 2 players, got {n}")
+    small = settings is None or settings.budget is None or settings.budget >= 2 ** n - 1
+    if n <= EXACT_LIMIT and small and (settings is None or settings.budget_generations is None):
+        return exact_interactions(game, n_boot=n_boot, seed=seed)
+    return sampled_interactions(game, settings or SampledSettings(), n_boot=min(n_boot, 400), seed=seed)
+
+
+def interaction_estimator(game: Game, n_boot: int = 2000, seed: int = 0, tolerance: float = 0.005,
+                          budget: int | None = None, budget_generations: int | None = None,
+                          sampler: str = "auto") -> ValuationResult:
+    """Pairwise Shapley and Banzhaf interactions (column: each model's mean Shapley interaction)."""
+    del sampler  # the interactions' sampled design is the stratified one, whatever --sampler says
+    settings = SampledSettings(tolerance, budget, budget_generations)
+    found = interactions(game, settings, n_boot=n_boot, seed=seed)
+    n = len(game.players)
+    per_pair = found.shapley.per_item
+    per_item = np.zeros((n, game.n_items))
+    for k, (i, j) in enumerate(_pair_list(n)):
+        per_item[i] += per_pair[k] / (n - 1)
+        per_item[j] += per_pair[k] / (n - 1)
+    return result_of("interactions", game, per_item, n_boot, seed, interactions=found)
+
+
+__all__ = ["INDICES", "Interactions", "PairMatrix", "SampledSettings", "exact_interactions", "exact_pair_values",
+           "interaction_estimator", "interactions", "sampled_interactions", "size_weights",
+           "stratified_pair_values"]
