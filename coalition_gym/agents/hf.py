@@ -332,7 +332,7 @@ class HFGenerator(Generator):
                     warnings.warn(f"{self.identity}: prompt of {len(p)} tokens for {a.member!r} + {self._wanted(a)} "
                                   f"new tokens exceeds the context of {self.context}; capping new tokens at "
                                   f"{budget} (said once per member; counted in capped_requests)",
-                                  NewTokensCappedWarning, stacklevel=3)
+                                  NewTokensCappedWarning, stacklevel=4)
         return budgets
 
     def too_long(self, ask: Ask, prompt_tokens: int) -> PromptTooLongError:
@@ -401,7 +401,7 @@ class HFGenerator(Generator):
                                        "prompt), free GPU memory, or use a smaller model") from exc
                 size = max(1, len(chunk) // 2)
                 warnings.warn(f"{self.identity}: CUDA out of memory at a batch of {len(chunk)} rows; retrying "
-                              f"with {size} (set max_batch_size to choose it)", RuntimeWarning, stacklevel=2)
+                              f"with {size} (set max_batch_size to choose it)", RuntimeWarning, stacklevel=3)
                 continue
             for k, sample in zip(chunk, samples):
                 out[k] = sample

@@ -161,6 +161,11 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
     start = time.perf_counter()
     seed, n_boot, mc = game.seed, options.n_boot, dict(options.mc or {})
     auto = None
+    if len(game.players) < 2 and "interactions" in estimators:  # a lone member has no pair
+        if not set(FIELDS) <= set(estimators):  # asked for by name, not as part of "all"
+            game.close()
+            raise ConfigError(f"pairwise interactions need at least 2 members; the coalition is {list(game.players)}")
+        estimators = [e for e in estimators if e != "interactions"]
     try:
         if "auto" in estimators:
             auto = choose_shapley_estimator(game, options.budget_generations or mc.get("budget_generations"),

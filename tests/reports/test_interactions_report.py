@@ -133,3 +133,14 @@ def test_a_team_larger_than_the_pool_is_refused_before_any_work(tmp_path, capsys
     assert main(["eval", "--best-team", "5", "--estimator", "loo", "--items", "5", "--out", str(tmp_path / "x")]) == 2
     assert "--best-team 5: a team has at most 4 members" in capsys.readouterr().err
     assert not (tmp_path / "x" / "summary.json").exists()
+
+
+def test_a_lone_member_has_no_pair(tmp_path):
+    """`all` on a one-member pool skips the interactions; asking for them by name is refused in one line."""
+    from coalition_gym.cli import main
+
+    pool = tmp_path / "one.yaml"
+    pool.write_text("name: one\nmembers:\n  - {name: atlas, backend: sim, model: sim:demo/atlas}\n")
+    common = ["eval", "--pool", str(pool), "--protocol", "majority_vote", "--items", "5", "--bootstrap", "20"]
+    assert main([*common, "--estimator", "all", "--out", str(tmp_path / "all")]) == 0
+    assert main([*common, "--estimator", "interactions", "--out", str(tmp_path / "named")]) == 2
