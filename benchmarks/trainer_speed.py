@@ -24,8 +24,8 @@ ours: the ``lora_*`` TrainConfig fields; the LoRA rows are left out when this tr
 
 What is timed, per optimiser step (``time.perf_counter``):
 - ours: *rollout* = ``train_step``'s ``rollout_seconds`` (the policy's generations, the collaborators,
-  scoring), of which *generate* = time inside ``HFGenerator.generate``; *update* = ``update_seconds``
-  (advantages, forward, backward, optimiser step); *other* = the metrics row and ``save_state`` (the
+  scoring), of which *generate* = time inside ``HFGenerator.sample_after`` (the policy's sampling); *update* =
+  ``update_seconds`` (advantages, forward, backward, optimiser step); *other* = the metrics row and ``save_state`` (the
   per-step checkpoint ``fit`` writes); *step* = their sum.
 - TRL: *rollout* = ``_generate_and_score_completions`` (generation, reward calls, advantages), of which
   *generate* = ``_generate``; *reward* = the reward function's calls; *step* = ``on_step_begin`` to
@@ -118,16 +118,16 @@ def run_ours(s: dict[str, Any], lora: bool, steps: int, out: Path, profile: cPro
     from coalition_gym.agents import hf
 
     gen_seconds = [0.0]
-    original = hf.HFGenerator.generate
+    original = hf.HFGenerator.sample_after  # the policy's sampling, its prompts already tokenised
 
-    def timed_generate(self: Any, asks: Any) -> Any:
+    def timed_sampling(self: Any, asks: Any, prompts: Any) -> Any:
         t = time.perf_counter()
         try:
-            return original(self, asks)
+            return original(self, asks, prompts)
         finally:
             gen_seconds[0] += time.perf_counter() - t
 
-    hf.HFGenerator.generate = timed_generate  # type: ignore[method-assign]
+    hf.HFGenerator.sample_after = timed_sampling  # type: ignore[method-assign]
     asks = count_collaborator_asks()
     trainer = ours_trainer(s, lora, out)
     out.mkdir(parents=True, exist_ok=True)
@@ -154,7 +154,7 @@ def run_ours(s: dict[str, Any], lora: bool, steps: int, out: Path, profile: cPro
             times[part].append(value)
     if profile is not None:
         profile.disable()
-    hf.HFGenerator.generate = original  # type: ignore[method-assign]
+    hf.HFGenerator.sample_after = original  # type: ignore[method-assign]
     return times
 
 
@@ -276,7 +276,7 @@ PROFILE_SPOTS = {
     "task scoring (score_batch)": ("tasks/base.py", "score_batch"),
     "ours: rollouts (collect)": ("training/rollouts.py", "collect"),
     "ours: . protocol runner (run_programs)": ("envs/runner.py", "run_programs"),
-    "ours: . . policy HFGenerator.generate": ("agents/hf.py", "generate"),
+    "ours: . . policy sampling (HFGenerator.sample_after)": ("agents/hf.py", "sample_after"),
     "ours: . . . prefill": ("agents/hf_fast.py", "prefill"),
     "ours: . . . model calls (_forward: prefill and decode)": ("agents/hf.py", "_forward"),
     "simulated collaborators (SimulatedAgent.generate)": ("agents/simulated.py", "generate"),
@@ -421,10 +421,10 @@ def findings(rows: list[dict[str, Any]], profiles: dict[str, Any]) -> list[str]:
             out.append(
                 f"The rollout (profile, s per step): ours {g(o, 'ours: rollouts (collect)')[0]:.3f}, TRL "
                 f"{g(t, 'TRL: rollout (_generate_and_score_completions)')[0]:.3f}; of which the policy's generation "
-                f"ours {g(o, 'ours: . . policy HFGenerator.generate')[0]:.3f}, TRL "
+                f"ours {g(o, 'ours: . . policy sampling (HFGenerator.sample_after)')[0]:.3f}, TRL "
                 f"{g(t, 'TRL: . generation (_generate)')[0]:.3f}. Beyond generation: {collab}the policy's prompts "
-                f"are tokenised twice per step (HFGenerator.generate, then RecordingPolicy to record them): "
-                f"{tokenise[1]:g} encode_prompts calls, {tokenise[0]:.3f} s. Outside the rollout, the per-step "
+                f"are tokenised in {tokenise[1]:g} encode_prompts call(s) per step, {tokenise[0]:.3f} s. Outside "
+                f"the rollout, the per-step "
                 f"checkpoint (save_state) takes {save[0]:.3f} s "
                 f"({save[0] / max(ours['seconds_per_step'], 1e-9):.0%} of our profiled step).")
     return out

@@ -364,16 +364,17 @@ class HFGenerator(Generator):
         asks = list(asks)
         if not asks:
             return []
+        return settled(self.sample_after(asks, self.encode_prompts(asks)), "prompts fill the context")
+
+    def sample_after(self, asks: Sequence[Ask], prompts: Sequence[list[int]]) -> list[Sample | BaseException]:
+        """Each Ask's reply sampled after the token ids ``prompts`` (its rendered prompt from
+        :meth:`encode_prompts`, or a context a caller builds, e.g. a TRL row): new tokens capped to fit, a context
+        that fills the model a :class:`PromptTooLongError` in its place, batches of similar lengths halved on
+        CUDA out of memory."""
         for ask in asks:
             if ask.params.temperature < 0 or not 0.0 < ask.params.top_p <= 1.0:
                 raise ConfigError(f"ask for {ask.member!r}: temperature={ask.params.temperature} must be >= 0 "
                                   f"and top_p={ask.params.top_p} in (0, 1]")
-        return settled(self.sample_after(asks, self.encode_prompts(asks)), "prompts fill the context")
-
-    def sample_after(self, asks: Sequence[Ask], prompts: Sequence[list[int]]) -> list[Sample | BaseException]:
-        """Each Ask's reply sampled after the token ids ``prompts`` (its rendered prompt, or a context a caller
-        builds, e.g. a TRL row): new tokens capped to fit, a context that fills the model a
-        :class:`PromptTooLongError` in its place, batches of similar lengths halved on CUDA out of memory."""
         budgets = self.plan(asks, prompts)
         out: list[Sample | BaseException | None] = [None] * len(asks)
         for k, budget in enumerate(budgets):

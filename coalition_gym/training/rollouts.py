@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Collection, Sequence
 
-from ..agents.base import Generator, stable_hash, with_system_prompt
+from ..agents.base import Generator, settled, stable_hash, with_system_prompt
 from ..agents.cache import GenerationCache
 from ..envs.executors import wrap_with_cache
 from ..envs.protocols import EpisodeContext, ProgramGen
@@ -75,9 +75,12 @@ class RecordingPolicy(Generator):
         if self.temperature is not None:
             asks = [dataclasses.replace(a, params=dataclasses.replace(a.params, temperature=self.temperature))
                     for a in asks]
-        samples = self.backend.generate(asks)
         batched = getattr(self.backend, "encode_prompts", None)  # one tokenizer call when the backend has it
         prompts = batched(asks) if batched is not None else [self.backend.encode_prompt(a) for a in asks]
+        sample_after = getattr(self.backend, "sample_after", None)  # HF: sample after these very prompts (one
+        # tokenisation per call); other backends (vLLM) render and tokenise their own
+        samples = (settled(sample_after(asks, prompts), "prompts fill the context") if sample_after is not None
+                   else self.backend.generate(asks))
         for ask, prompt, sample in zip(asks, prompts, samples):
             if sample.token_ids is None or sample.logprobs is None:
                 raise BackendError(f"policy backend {self.backend.identity!r} returned no token ids/log-probs; "
