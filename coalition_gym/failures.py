@@ -111,6 +111,12 @@ class FailureSummary:
         too_many = self.failed > fraction * self.episodes
         return too_many or (limit.fraction is None and bool(self.whole_coalitions))
 
+    def markdown(self) -> list[str]:
+        """The failures as a paragraph of a markdown report (a blank line, then one sentence); none: []."""
+        if not self.failed:
+            return []
+        return ["", "Failed episodes: " + "; ".join(line.strip() for line in self.lines()) + "."]
+
     def lines(self) -> list[str]:
         """What a person reads: the count, the coalitions that never ran, the first distinct errors."""
         if not self.failed:

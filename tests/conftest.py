@@ -1,4 +1,4 @@
-"""Shared test helpers: a scripted generator and a tiny in-memory task."""
+"""Shared test helpers: a scripted generator, a tiny in-memory task, and a headless browser for the HTML pages."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ try:  # one intra-op thread: on a shared 2-core machine torch's default threads 
 except ImportError:  # pragma: no cover - torch is a core dependency
     pass
 
+import shutil
 from pathlib import Path
 
 from coalition_gym.agents.base import Generator
@@ -74,3 +75,27 @@ def answer_text(answer: str | None) -> str:
 @pytest.fixture
 def task() -> ListTask:
     return ListTask()
+
+
+#: the system's Chromium and its driver (Debian: chromium chromium-driver; .ci/run installs both)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium through Selenium, its console log kept (tests read errors from it); skips without it."""
+    if not (CHROMIUM and DRIVER):
+        pytest.skip("needs chromium and chromedriver (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1200,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    yield driver
+    driver.quit()

@@ -271,6 +271,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return verdict(game.failure_summary(), args.max_failures, _say)
 
 
+def _per_protocol_settings(protocols: list[str], assignments: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--set`` split per protocol (each gets the keys it has); a key no protocol has, or a bad value, is
+    refused before any work."""
+    from ..envs.protocols import make_protocol
+
+    settings = _settings(assignments)
+    unknown = [k for k in settings if not any(k in _settings_for(p, settings) for p in protocols)]
+    if unknown:
+        raise ConfigError(f"--set {unknown[0]}: none of {', '.join(protocols)} has that setting (see `cgym protocols`)")
+    per_protocol = {p: _settings_for(p, settings) for p in protocols}
+    for name, cfg in per_protocol.items():
+        make_protocol(name, **cfg)
+    return per_protocol
+
+
+def _write_with_results(paths: dict[str, Path], out: Path, records: list[dict]) -> None:
+    """Add every episode's record to ``out/results.jsonl`` beside the report's files, and say what was written."""
+    with JsonLines(out / "results.jsonl", "w") as lines:
+        for row in records:
+            lines.write(row)
+    print(f"wrote {', '.join(str(p) for p in paths.values())} and {out / 'results.jsonl'}")
+
+
 def cmd_robustness(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
     from ..envs.system import System
@@ -280,19 +303,13 @@ def cmd_robustness(args: argparse.Namespace) -> int:
 
     protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
     check_adversary(args.adversary)
-    settings = _settings(args.set)
-    unknown = [k for k in settings if not any(k in _settings_for(p, settings) for p in protocols)]
-    if unknown:
-        raise ConfigError(f"--set {unknown[0]}: none of {', '.join(protocols)} has that setting (see `cgym protocols`)")
+    per_protocol = _per_protocol_settings(protocols, args.set)
     pool = load_pool(args.pool)
     coalition = pool.select(args.members.split(",")) if args.members else pool.member_names
     seats = adversary_seats(coalition, args.adversary, args.seat)  # refuses a seat outside the coalition
     task = make_task(args.task, size=args.items, seed=args.task_seed)
-    per_protocol = {p: _settings_for(p, settings) for p in protocols}
     from ..envs.protocols import make_protocol
 
-    for name, cfg in per_protocol.items():  # bad values refused before the first protocol runs
-        make_protocol(name, **cfg)
     records: list[dict] = []
     cache = _open_cache(args.cache, pool.name)
     try:
@@ -310,12 +327,7 @@ def cmd_robustness(args: argparse.Namespace) -> int:
                                 robustness={"protocols": protocols, "adversary": args.adversary, "seats": seats,
                                             "settings": per_protocol},
                                 seeds={"seed": args.seed, "task_seed": args.task_seed})
-    out = Path(args.out)
-    paths = robustness_report.write(report, out, record)
-    with JsonLines(out / "results.jsonl", "w") as lines:
-        for row in records:
-            lines.write(row)
-    print(f"wrote {', '.join(str(p) for p in paths.values())} and {out / 'results.jsonl'}")
+    _write_with_results(robustness_report.write(report, Path(args.out), record), Path(args.out), records)
     return verdict(report.failures(), args.max_failures, _say)
 
 
@@ -332,13 +344,7 @@ def cmd_gain(args: argparse.Namespace) -> int:
     from ..tasks import make as make_task
 
     protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
-    settings = _settings(args.set)
-    unknown = [k for k in settings if not any(k in _settings_for(p, settings) for p in protocols)]
-    if unknown:
-        raise ConfigError(f"--set {unknown[0]}: none of {', '.join(protocols)} has that setting (see `cgym protocols`)")
-    per_protocol = {p: _settings_for(p, settings) for p in protocols}
-    for name, cfg in per_protocol.items():  # bad values refused before any work
-        make_protocol(name, **cfg)
+    per_protocol = _per_protocol_settings(protocols, args.set)
     pool = load_pool(args.pool)
     coalition = pool.select(args.members.split(",")) if args.members else pool.member_names
     task = make_task(args.task, size=args.items, seed=args.task_seed)
@@ -361,12 +367,7 @@ def cmd_gain(args: argparse.Namespace) -> int:
                                 gain={"protocols": protocols, "settings": per_protocol, "unit": args.unit,
                                       "max_k": args.max_k, "best_member": report.best_member},
                                 seeds={"seed": args.seed, "task_seed": args.task_seed})
-    out = Path(args.out)
-    paths = gain_files.write(report, out, record)
-    with JsonLines(out / "results.jsonl", "w") as lines:
-        for row in records:
-            lines.write(row)
-    print(f"wrote {', '.join(str(p) for p in paths.values())} and {out / 'results.jsonl'}")
+    _write_with_results(gain_files.write(report, Path(args.out), record), Path(args.out), records)
     return verdict(report.failures(), args.max_failures, _say)
 
 

@@ -69,6 +69,15 @@ def _subcommand(sub: Any, name: str, help: str, *examples: str) -> argparse.Argu
                           epilog=_examples(*examples) if examples else None, formatter_class=_Formatter)
 
 
+def _paired_run_options(p: argparse.ArgumentParser, out: str, files: str, systems: str) -> None:
+    """--seed, --bootstrap, --out and --cache of a command that compares systems on paired items (robustness, gain)."""
+    p.add_argument("--seed", type=int, default=0, help=f"episode and bootstrap seed (the same for {systems})")
+    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
+    p.add_argument("--out", default=out, help=f"folder for {files}, results.jsonl and run.json")
+    p.add_argument("--cache", default=None, help="folder for the persistent generation cache: an interrupted run "
+                                                 "resumes from it (default: no cache)")
+
+
 def _output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace the results in a non-empty --out")
     p.add_argument("--no-text", action="store_true",
@@ -238,12 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
     p.add_argument("--items", type=_number_at_least(1), default=200, help="items to evaluate on")
     _protocol_settings(p)
-    p.add_argument("--seed", type=int, default=0, help="episode and bootstrap seed (the same for both systems)")
-    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
-    p.add_argument("--out", default="runs/robustness", help="folder for robustness.json/.md/.csv/.png/.html, "
-                                                            "results.jsonl and run.json")
-    p.add_argument("--cache", default=None, help="folder for the persistent generation cache: an interrupted run "
-                                                 "resumes from it (default: no cache)")
+    _paired_run_options(p, "runs/robustness", "robustness.json/.md/.csv/.png/.html", "both systems")
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_robustness)
@@ -266,12 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-k", type=_number_at_least(1), default=16,
                    help="the most answers self-consistency may draw to match a protocol's cost")
     _protocol_settings(p)
-    p.add_argument("--seed", type=int, default=0, help="episode and bootstrap seed (the same for every system)")
-    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
-    p.add_argument("--out", default="runs/gain", help="folder for gain.json/.md/.csv/.html, pareto.png, results.jsonl "
-                                                      "and run.json")
-    p.add_argument("--cache", default=None, help="folder for the persistent generation cache: an interrupted run "
-                                                 "resumes from it (default: no cache)")
+    _paired_run_options(p, "runs/gain", "gain.json/.md/.csv/.html, pareto.png", "every system")
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_gain)

@@ -67,9 +67,7 @@ def markdown(report: GainReport) -> str:
     lines = [f"# {title(report)}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     lines += [""] + notes(report)
-    failures = report.failures()
-    if failures.failed:
-        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    lines += report.failures().markdown()
     return "\n".join(lines) + "\n"
 
 

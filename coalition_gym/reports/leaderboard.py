@@ -265,9 +265,7 @@ def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
     lines += markdown_table(rows)
     lines += ["", correlation_sentence(report.correlation, label)]
     lines += interaction_lines(report)
-    failures = game.failure_summary()
-    if failures.failed:
-        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    lines += game.failure_summary().markdown()
     return "\n".join(lines) + "\n"
 
 

@@ -50,9 +50,7 @@ def markdown(report: RobustnessReport) -> str:
         lines.append("| " + " | ".join([r.protocol] + [fmt_ci(r.estimates[q]["value"], r.estimates[q]["ci"])
                                                      for q in QUANTITIES]) + " |")
     lines += ["", verdict(report)]
-    failures = report.failures()
-    if failures.failed:
-        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    lines += report.failures().markdown()
     return "\n".join(lines) + "\n"
 
 

@@ -162,7 +162,6 @@ def run_sweep(grid: SweepGrid, out: Path, options: SweepOptions = SweepOptions()
         lines += [f"| {name} | {e['settings']} | {e['beats']} | {e['share']:.0%} | {e['beaten']} |"
                   for name, e in overall["gain"]["per_protocol"].items()]
         lines += ["", f"Gain (cost in {overall['gain']['unit']}): {overall['gain']['sentence']}"]
-    if failures.failed:
-        lines += ["", "Failed episodes: " + "; ".join(line.strip() for line in failures.lines()) + "."]
+    lines += failures.markdown()
     write_text(out / "sweep.md", "\n".join(lines) + "\n")
     return result

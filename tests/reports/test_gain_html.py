@@ -3,7 +3,6 @@ bars on both axes), checked as markup and in a real headless browser (the system
 Selenium, as the leaderboard page is; the browser test is skipped without Chromium and its driver)."""
 
 import re
-import shutil
 
 import pytest
 
@@ -12,8 +11,6 @@ from coalition_gym.reports import gain_files
 from coalition_gym.reports.gain import GainOptions, gain
 from coalition_gym.reports.gain_html import nice_ticks
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 PROTOCOLS = ("debate", "majority_vote", "slm_mux")
 
 
@@ -48,23 +45,6 @@ def test_nice_ticks_cover_the_range():
     ticks = nice_ticks(0, 143.7)
     assert ticks[0] == 0 and ticks[-1] >= 143.7 and len(ticks) <= 8
 
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (CHROMIUM and DRIVER):
-        pytest.skip("needs chromium and chromedriver (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1200,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def test_the_pareto_plot_renders_in_the_browser_and_the_table_sorts(written, browser, tmp_path):

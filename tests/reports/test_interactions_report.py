@@ -5,7 +5,6 @@ heatmap in leaderboard.html (in a real headless browser when Chromium is there),
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -13,9 +12,6 @@ from coalition_gym import CoalitionGame, System, load_pool, make_protocol, make_
 from coalition_gym.cli import main
 from coalition_gym.reports import compare
 from coalition_gym.reports.leaderboard import EvalOptions, evaluate, write_report
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 
 
 def strict(path):
@@ -90,43 +86,31 @@ def test_compare_shows_the_matrices_side_by_side(run, tmp_path):
     assert 'id="interactions-compare"' in page and 'id="interactions-1"' in page and 'id="interactions-2"' in page
 
 
-@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromium and chromedriver")
-def test_the_heatmap_is_interactive_in_a_browser(run):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+def test_the_heatmap_is_interactive_in_a_browser(run, browser):
     from selenium.webdriver.common.action_chains import ActionChains
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1200,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    try:
-        driver.get((run / "leaderboard.html").as_uri())
-        assert [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
-        cells = driver.find_elements("css selector", "#interactions td.pair")
-        assert len(cells) == 12
-        summary = strict(run / "summary.json")
-        first = cells[0]
-        a, b = first.get_attribute("data-a"), first.get_attribute("data-b")
-        i, j = summary["pool"].index(a), summary["pool"].index(b)
-        assert first.text == f"{summary['interactions']['shapley']['value'][i][j]:+.3f}"
-        ActionChains(driver).move_to_element(first).perform()  # hover shows the pair, its value and CI
-        detail = driver.find_element("id", "interaction-detail").text
-        low = summary["interactions"]["shapley"]["ci_low"][i][j]
-        assert detail.startswith(f"{a} + {b}: shapley interaction") and f"[{low:+.3f}," in detail
-        driver.find_element("css selector", 'button[data-index="banzhaf"]').click()
-        assert first.text == f"{summary['interactions']['banzhaf']['value'][i][j]:+.3f}"
-        pressed = driver.find_element("css selector", 'button[data-index="banzhaf"]').get_attribute("aria-pressed")
-        assert pressed == "true"
-        first.click()
-        assert "banzhaf interaction" in driver.find_element("id", "interaction-detail").text
-        colors = {c.value_of_css_property("background-color") for c in cells}
-        assert len(colors) > 2  # a heatmap, not a plain table
-    finally:
-        driver.quit()
+    driver = browser
+    driver.get((run / "leaderboard.html").as_uri())
+    assert [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+    cells = driver.find_elements("css selector", "#interactions td.pair")
+    assert len(cells) == 12
+    summary = strict(run / "summary.json")
+    first = cells[0]
+    a, b = first.get_attribute("data-a"), first.get_attribute("data-b")
+    i, j = summary["pool"].index(a), summary["pool"].index(b)
+    assert first.text == f"{summary['interactions']['shapley']['value'][i][j]:+.3f}"
+    ActionChains(driver).move_to_element(first).perform()  # hover shows the pair, its value and CI
+    detail = driver.find_element("id", "interaction-detail").text
+    low = summary["interactions"]["shapley"]["ci_low"][i][j]
+    assert detail.startswith(f"{a} + {b}: shapley interaction") and f"[{low:+.3f}," in detail
+    driver.find_element("css selector", 'button[data-index="banzhaf"]').click()
+    assert first.text == f"{summary['interactions']['banzhaf']['value'][i][j]:+.3f}"
+    pressed = driver.find_element("css selector", 'button[data-index="banzhaf"]').get_attribute("aria-pressed")
+    assert pressed == "true"
+    first.click()
+    assert "banzhaf interaction" in driver.find_element("id", "interaction-detail").text
+    colors = {c.value_of_css_property("background-color") for c in cells}
+    assert len(colors) > 2  # a heatmap, not a plain table
 
 
 def test_a_team_larger_than_the_pool_is_refused_before_any_work(tmp_path, capsys):

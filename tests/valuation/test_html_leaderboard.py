@@ -2,15 +2,12 @@
 without console errors or network requests, its columns sort by value, and it renders a screenshot.
 Skipped when Chromium or its driver is absent; .ci/run installs both first."""
 
-import shutil
-
 import pytest
+from conftest import CHROMIUM, DRIVER
 
 from coalition_gym import CoalitionGame, System, load_pool, make_protocol, make_task
 from coalition_gym.reports.leaderboard import EvalOptions, evaluate, write_report
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromium and chromedriver "
                                                                     "(apt-get install chromium chromium-driver)")
 
@@ -25,21 +22,6 @@ def page(tmp_path_factory):
     write_report(report, out)
     return out / "leaderboard.html", report
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1200,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 def column(driver, index):
