@@ -98,11 +98,11 @@ QUICK = {"steps": 8, "items_per_step": 4, "group_size": 4, "eval_items": 50, "te
 
 def setting_system(s: dict[str, Any], common: dict[str, Any], split: str = "train") -> Any:
     """The setting's System: frozen collaborators from their pool, the seats in the coalition after them."""
-    from coalition_gym.envs.system import SystemSpec, build_system
+    from coalition_gym.envs.system import System, SystemSpec
 
     spec = SystemSpec(s["protocol"], s["task"], s["collaborators"], s["members"], split, common["task_kwargs"],
                       {**s["protocol_settings"], "max_new_tokens": common["max_new_tokens"]})
-    return build_system(spec, {seat: "compact" for seat in s["seats"]})
+    return System.build(spec, {seat: "compact" for seat in s["seats"]})
 
 
 def shapley_per_item(values: dict[frozenset, np.ndarray], seats: list[str]) -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from magrpo_adapter import SystemReward, train_magrpo  # noqa: E402
 
 from coalition_gym.agents.hf import HFGenerator  # noqa: E402
-from coalition_gym.envs.system import SystemSpec, build_system  # noqa: E402
+from coalition_gym.envs.system import System, SystemSpec  # noqa: E402
 from coalition_gym.errors import ConfigError  # noqa: E402
 from coalition_gym.training.policy_model import load_policy  # noqa: E402
 
@@ -23,7 +23,7 @@ SEATS = ["a", "b"]
 def team_system():
     spec = SystemSpec("majority_vote", "zoo:arith", "sim:split", ["ana"], "train", {"size": 40},
                       {"tie_break": "random", "temperature": 1.0, "max_new_tokens": 8})
-    return build_system(spec, {s: "compact" for s in SEATS})
+    return System.build(spec, {s: "compact" for s in SEATS})
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_the_collaborators_draw_once_per_group(pico):
 
 def test_a_protocol_asking_a_seat_twice_is_refused(pico):
     spec = SystemSpec("slm_mux", "zoo:arith", "sim:split", ["ana"], "train", {"size": 40}, {"samples": 2})
-    system = build_system(spec, {s: "compact" for s in SEATS})
+    system = System.build(spec, {s: "compact" for s in SEATS})
     reward = SystemReward(system, SEATS, {s: pico[1] for s in SEATS}, seed=0)
     (row,) = reward.dataset(list(system.task.items("train"))[:1])
     with pytest.raises(ConfigError, match="one-shot"):

@@ -21,45 +21,44 @@ action, ends the episode with the system's reward.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 
 from ..agents.base import render_plain
-from ..agents.pools import DEFAULT_POOL
 from ..errors import ActionError, ConfigError, EpisodeStateError
-from ..tasks import DEFAULT_TASK
 from ..tasks.base import check_style
 from ..types import Ask, Sample
 from .protocols import EpisodeContext, make_protocol
 from .runner import RunStats
 from .seated import SeatedEpisode, final_info, messages_info, own_answer
 from .spaces import UnicodeText
-from .system import SystemSpec, build_system
+from .system import System, SystemSpec, seated_system
 
 
 class CollaborationEnv(gym.Env[str, str]):
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
-    def __init__(self, protocol: str = "debate", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
-                 members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
-                 split: str = "train", task_kwargs: dict[str, Any] | None = None,
-                 max_prompt_chars: int = 1 << 20, max_action_chars: int = 1 << 16,
-                 render_mode: str | None = None, helper_seat: str | None = None, **protocol_settings: Any):
+    def __init__(self, system: System | SystemSpec | None = None, *, policy_name: str = "policy",
+                 policy_style: str = "chat", helper_seat: str | None = None, max_prompt_chars: int = 1 << 20,
+                 max_action_chars: int = 1 << 16, render_mode: str | None = None, **spec: Any):
+        """``system``: the System (or spec) the policy plays in; without one, ``spec`` are a
+        :class:`SystemSpec`'s fields and protocol settings (what ``gym.make(env_id, **kwargs)`` passes)."""
         check_style(policy_style)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r}; use one of {self.metadata['render_modes']} or None")
-        spec = SystemSpec(protocol, task, collaborators, members, split, task_kwargs, protocol_settings)
+        source = _source(system, spec)
         if helper_seat is None:
-            self.system = build_system(spec, {policy_name: policy_style})
             self.policy_name = policy_name
+            self.system = seated_system(source, {policy_name: policy_style})
         else:  # the policy takes a fixed helper's decisions (router, ranker, fuser ...); members stay frozen
-            proto = make_protocol(spec.protocol, **dict(protocol_settings))
+            proto = source.protocol if isinstance(source, System) else make_protocol(
+                source.protocol, **dict(source.protocol_settings))
             if helper_seat not in proto.helper_fields or not getattr(proto, helper_seat):
                 raise ConfigError(f"helper_seat={helper_seat!r}: protocol {proto.name!r} has "
                                   f"helpers {list(proto.helper_fields) or 'none'}")
             self.policy_name = getattr(proto, helper_seat)
-            self.system = build_system(spec, {self.policy_name: policy_style}, in_coalition=False)
+            self.system = seated_system(source, {self.policy_name: policy_style}, in_coalition=False)
         self.coalition = tuple(self.system.members)
         self.styles = self.system.styles
         # what a method learns before episodes (a trained router's dev outcomes) is learned now, once
@@ -145,3 +144,17 @@ class CollaborationEnv(gym.Env[str, str]):
         if self.render_mode == "human":
             self.render()
         return self._last_obs, info
+
+
+def _source(system: "System | SystemSpec | None", spec: dict[str, Any]) -> "System | SystemSpec":
+    """The System or spec an environment is made from: the one given, else the spec its keywords name."""
+    if system is None:
+        return SystemSpec.from_kwargs(**spec)
+    registered = spec.pop("protocol", None)  # gym.make(env_id, system=...) passes the id's protocol name too
+    playing = system.protocol if isinstance(system, SystemSpec) else system.protocol.name
+    if registered is not None and registered != getattr(playing, "name", playing):
+        raise ConfigError(f"this environment id is protocol {registered!r}, but the given system plays "
+                          f"{getattr(playing, 'name', playing)!r}")
+    if spec:
+        raise ConfigError(f"got a {type(system).__name__} and spec keywords {sorted(spec)}: pass one or the other")
+    return system

@@ -17,27 +17,28 @@ import numpy as np
 from pettingzoo import ParallelEnv
 
 from ..agents.base import render_plain
-from ..agents.pools import DEFAULT_POOL
 from ..errors import ActionError, ConfigError, EpisodeStateError
-from ..tasks import DEFAULT_TASK
 from ..types import Sample
 from .protocols import EpisodeContext
 from .registration import protocol_of
 from .runner import RunStats
 from .seated import SeatedEpisode, final_info, messages_info, own_answer
 from .spaces import UnicodeText
-from .system import SystemSpec, build_system
+from .system import System, SystemSpec
 
 
 class CollaborationParallelEnv(ParallelEnv):
     metadata = {"name": "coalition_gym_collaboration_v0", "render_modes": ["ansi"]}
 
-    def __init__(self, protocol: str = "debate", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
-                 members: Sequence[str] | None = None, automated: Sequence[str] = (), split: str = "train",
-                 task_kwargs: dict[str, Any] | None = None, max_prompt_chars: int = 1 << 20,
-                 max_action_chars: int = 1 << 16, render_mode: str | None = None, **protocol_settings: Any):
-        system = build_system(SystemSpec(protocol, task, collaborators, members, split, task_kwargs,
-                                         protocol_settings))
+    def __init__(self, system: System | SystemSpec | None = None, *, automated: Sequence[str] = (),
+                 max_prompt_chars: int = 1 << 20, max_action_chars: int = 1 << 16, render_mode: str | None = None,
+                 **spec: Any):
+        """``system``: the System (or spec) whose members are the agents; without one, ``spec`` are a
+        :class:`SystemSpec`'s fields and protocol settings."""
+        source = system if system is not None else SystemSpec.from_kwargs(**spec)
+        if system is not None and spec:
+            raise ConfigError(f"got a {type(system).__name__} and spec keywords {sorted(spec)}: pass one or the other")
+        system = System.build(source) if isinstance(source, SystemSpec) else source
         unknown = [a for a in automated if a not in system.members]
         if unknown:
             raise ConfigError(f"automated member {unknown[0]!r} is not in the coalition {list(system.members)}")

@@ -54,6 +54,53 @@ class System:
             self.learned = self.protocol.fresh_learned()
         self._by_id = {it.id: it for it in self.items}
         self._dev: DevScores | None = None
+        self._check()
+
+    def _check(self) -> None:
+        """The one check every system passes, however it was made: the protocol's fixed helpers exist (in
+        the pool or answered by a seat) and are not coalition members."""
+        pool, proto = self.pool, self.protocol
+        missing = [h for h in proto.helper_names()
+                   if h not in pool.helpers and h not in pool.members and h not in self.seats]
+        if missing:
+            raise ConfigError(f"protocol {proto.name!r} needs helper {missing[0]!r}, which pool {pool.name!r} "
+                              f"does not provide (its helpers: {', '.join(pool.helpers) or 'none'}); "
+                              "add it to the pool or set the protocol's helper setting")
+        helpers_in_coalition = set(self.members) & set(proto.helper_names())
+        if helpers_in_coalition:
+            raise ConfigError(f"{sorted(helpers_in_coalition)} are fixed helpers of {proto.name!r} and cannot "
+                              "also be coalition members")
+
+    @classmethod
+    def build(cls, spec: "SystemSpec", seats: Mapping[str, str] | None = None, *, seats_in_coalition: bool = True,
+              cache: GenerationCache | None = None, dev_scores: Mapping[str, float] | None = None,
+              learned: Any = None) -> "System":
+        """The system ``spec`` names, checked: the one way to build a System from names (drivers, envs,
+        trainers, reports and CLI commands all come here). Refuses a coalition-training recipe as protocol,
+        a held-out task outside its test split and an empty split; fills the protocol settings the pool
+        knows (a router's member descriptions). ``seats`` (name -> prompt style) sit after the frozen
+        members when ``seats_in_coalition``, else they answer a fixed helper's requests and the coalition is
+        the frozen members alone. ``cache``, ``dev_scores`` and ``learned``: see the class."""
+        seats = dict(seats or {})
+        proto = make_protocol(spec.protocol, **dict(spec.protocol_settings))
+        the_task = make_task(spec.task, **dict(spec.task_kwargs or {}))
+        items: list[Item] = []
+        if spec.split is not None:
+            if the_task.held_out and spec.split != "test":
+                raise ConfigError(f"task {the_task.name!r} is held out (evaluation only: a test split and nothing "
+                                  f"to train on), and it was asked for split={spec.split!r}; pass split='test' "
+                                  "to evaluate on it")
+            items = list(the_task.items(spec.split))[:spec.n_items]
+            if not items:
+                raise ConfigError(f"task {the_task.name!r} has no items in split {spec.split!r}")
+        pool = load_pool(spec.collaborators)
+        proto = with_pool_defaults(proto, pool)
+        chosen = pool.select(list(spec.members)) if spec.members is not None else pool.member_names
+        if seats_in_coalition:
+            _refuse_clashes(seats, pool)
+        members = list(chosen) + (list(seats) if seats_in_coalition else [])
+        return cls(proto, the_task, pool, members, seats=seats, items=items, dev_scores=dev_scores, cache=cache,
+                   learned=learned)
 
     @classmethod
     def from_backends(cls, protocol: Protocol, task: Task, backends: Mapping[str, Generator],
@@ -132,18 +179,34 @@ class System:
             other._dev = self._dev
         return other
 
+    def with_seats(self, seats: Mapping[str, str], *, in_coalition: bool = True) -> "System":
+        """This system with ``seats`` (name -> prompt style) added: after the frozen members when
+        ``in_coalition``, else answering a fixed helper's requests outside the coalition. Seats it already
+        has are kept where they are."""
+        new = {name: style for name, style in seats.items() if name not in self.seats or self.seats[name] != style}
+        if not new:
+            return self
+        added = [name for name in new if name not in self.members] if in_coalition else []
+        _refuse_clashes(added, self.pool)
+        return self.replace(members=(*self.members, *added), seats={**self.seats, **new})
+
     def with_protocol(self, protocol: Protocol) -> "System":
         """The same system under another protocol (its own learned state; the dev scores measured so far kept)."""
-        other = self.replace(protocol=protocol, learned=None)
+        other = self.replace(protocol=with_pool_defaults(protocol, self.pool), learned=None)
         other._dev = self._dev
         return other
 
 
+def _refuse_clashes(seats: Sequence[str], pool: Pool) -> None:
+    """A seat added to a coalition is answered from outside: it may not take a name the pool answers (the
+    PettingZoo view turns pool members into seats on purpose, through ``replace``)."""
+    for name in seats:
+        if name in pool.members or name in pool.helpers:
+            raise ConfigError(f"seat name {name!r} clashes with a name in pool {pool.name!r}; choose another")
+
+
 #: the fields a System's dev scores depend on
 _DEV_INPUTS = frozenset({"protocol", "task", "pool", "members", "seats", "dev_scores"})
-
-
-CollaborativeSystem = System  # the old name, kept for one release
 
 
 def with_pool_defaults(protocol: Protocol, pool: Pool) -> Protocol:
@@ -156,50 +219,34 @@ def with_pool_defaults(protocol: Protocol, pool: Pool) -> Protocol:
 
 @dataclass(frozen=True)
 class SystemSpec:
-    """What names a system for an environment: protocol and task (names or objects), the pool (a name, file
-    or Pool), the frozen ``members`` (default: all the pool's), the ``split`` to draw items from, the task's
-    keyword arguments and the protocol's settings."""
+    """What names a system: protocol and task (names or objects), the pool (a name, file or Pool), the frozen
+    ``members`` (default: all the pool's), the ``split`` its items come from (None: no items of its own, the
+    driver gives each episode's item), the first ``n_items`` of it (None: all), the task's keyword arguments
+    and the protocol's settings."""
 
     protocol: "str | Protocol" = "debate"
     task: Any = DEFAULT_TASK
     collaborators: Any = DEFAULT_POOL
     members: Sequence[str] | None = None
-    split: str = "train"
+    split: str | None = "train"
     task_kwargs: Mapping[str, Any] | None = None
     protocol_settings: Mapping[str, Any] = field(default_factory=dict)
+    n_items: int | None = None
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> "SystemSpec":
+        """The spec ``gym.make(env_id, **kwargs)`` names: the spec's own fields by name, every other keyword
+        a protocol setting (``rounds=2``)."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        settings = {**dict(kwargs.pop("protocol_settings", None) or {}),
+                    **{k: kwargs.pop(k) for k in list(kwargs) if k not in own}}
+        return cls(**kwargs, protocol_settings=settings)
 
 
-def build_system(spec: SystemSpec, seats: Mapping[str, str] | None = None, *,
-                 in_coalition: bool = True) -> System:
-    """The system ``spec`` names, checked: an episodic protocol, items in the split, the helpers the protocol
-    needs in the pool and no seat name clashing with the pool's. ``seats`` (name -> prompt style) sit after
-    the frozen members when ``in_coalition`` (else they take a fixed helper's decisions and the coalition is
-    the frozen members alone)."""
-    seats = dict(seats or {})
-    proto = make_protocol(spec.protocol, **dict(spec.protocol_settings))  # refuses a coalition-training recipe
-    the_task = make_task(spec.task, **dict(spec.task_kwargs or {}))
-    if the_task.held_out and spec.split != "test":
-        raise ConfigError(f"task {the_task.name!r} is held out (evaluation only: a test split and nothing to "
-                          f"train on), and environments default to split='train'; pass split='test' to "
-                          "evaluate on it")
-    items = list(the_task.items(spec.split))
-    if not items:
-        raise ConfigError(f"task {the_task.name!r} has no items in split {spec.split!r}")
-    pool = load_pool(spec.collaborators)
-    proto = with_pool_defaults(proto, pool)
-    chosen = pool.select(list(spec.members)) if spec.members is not None else pool.member_names
-    missing = [h for h in proto.helper_names() if h not in pool.helpers and h not in pool.members]
-    if missing:
-        raise ConfigError(f"protocol {proto.name!r} needs helper {missing[0]!r}, which pool {pool.name!r} "
-                          f"does not provide (its helpers: {', '.join(pool.helpers) or 'none'}); "
-                          "add it to the pool or set the protocol's helper setting")
-    helpers_in_coalition = set(chosen) & set(proto.helper_names())
-    if helpers_in_coalition:
-        raise ConfigError(f"{sorted(helpers_in_coalition)} are fixed helpers of {proto.name!r} and cannot "
-                          "also be coalition members")
-    if in_coalition:
-        for name in seats:
-            if name in pool.members or name in pool.helpers:
-                raise ConfigError(f"seat name {name!r} clashes with a name in pool {pool.name!r}; choose another")
-    members = list(chosen) + (list(seats) if in_coalition else [])
-    return System(proto, the_task, pool, members, seats=seats, items=items)
+def seated_system(source: "System | SystemSpec", seats: Mapping[str, str], *, in_coalition: bool = True) -> System:
+    """A system with ``seats``, from a spec (built and checked) or from a System (the seats added)."""
+    if isinstance(source, SystemSpec):
+        return System.build(source, seats, seats_in_coalition=in_coalition)
+    if isinstance(source, System):
+        return source.with_seats(seats, in_coalition=in_coalition)
+    raise ConfigError(f"expected a System or a SystemSpec, not {type(source).__name__}")

@@ -29,13 +29,11 @@ from typing import Any, Sequence
 
 from ..agents.base import stable_hash
 from ..agents.cache import GenerationCache
-from ..agents.pools import DEFAULT_POOL
 from ..envs.executors import wrap_with_cache
 from ..envs.runner import ProgramFailed
 from ..envs.seated import SeatedEpisode, own_answer_of
-from ..envs.system import SystemSpec, build_system
+from ..envs.system import System, SystemSpec, seated_system
 from ..errors import ConfigError
-from ..tasks import DEFAULT_TASK
 from ..tasks.base import SPLITS
 from ..types import Sample
 
@@ -53,11 +51,18 @@ class PolicySeat:
     """What both TRL entry points share: the system with one policy seat (answered by TRL's model), the
     dataset of the policy's first prompts, item look-up, the episode seeds and the scoring of an episode."""
 
-    def __init__(self, protocol: str = "majority_vote", task: Any = DEFAULT_TASK, collaborators: Any = DEFAULT_POOL,
-                 members: Sequence[str] | None = None, policy_name: str = "policy", policy_style: str = "chat",
-                 seed: int = 0, task_kwargs: dict[str, Any] | None = None, **protocol_settings: Any):
-        self.system = build_system(SystemSpec(protocol, task, collaborators, members, "test", task_kwargs,
-                                              protocol_settings), {policy_name: policy_style})
+    def __init__(self, system: System | SystemSpec | str | None = None, *, policy_name: str = "policy",
+                 policy_style: str = "chat", seed: int = 0, **spec: Any):
+        """``system``: the System (or spec, or protocol name) the policy plays in; else ``spec`` are a
+        :class:`SystemSpec`'s fields and protocol settings (default protocol ``majority_vote``, split
+        ``test``: the split the dataset's rows are drawn from is chosen per call)."""
+        if isinstance(system, str):
+            system, spec = None, {"protocol": system, **spec}
+        if system is None:
+            system = SystemSpec.from_kwargs(**{"protocol": "majority_vote", "split": "test", **spec})
+        elif spec:
+            raise ConfigError(f"got a {type(system).__name__} and spec keywords {sorted(spec)}: pass one or the other")
+        self.system = seated_system(system, {policy_name: policy_style})
         self.policy_name, self.policy_style, self.seed = policy_name, policy_style, seed
         self.coalition = tuple(self.system.members)
         self.styles = self.system.styles

@@ -159,10 +159,12 @@ class ProtocolRollout(PolicySeat):
     arguments are :class:`~coalition_gym.training.trl_adapter.SystemOutcomeReward`'s, plus ``turns``.
     :attr:`last_episodes`: the latest batch's executions, one :class:`EpisodeRecord` per row."""
 
-    def __init__(self, protocol: str = "debate", *args: Any, turns: str = "first", **kwargs: Any):
+    def __init__(self, system: Any = None, *, turns: str = "first", **kwargs: Any):
         if turns not in TURNS:
             raise ConfigError(f"turns={turns!r}; use one of {', '.join(TURNS)}")
-        super().__init__(protocol, *args, **kwargs)
+        if system is None and "protocol" not in kwargs:
+            system = "debate"
+        super().__init__(system, **kwargs)
         self.turns = turns
         probe_items = list(self.system.items)[:4]
         if protocol_asks(self.system, probe_items, self.policy_name) is False:

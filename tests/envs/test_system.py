@@ -5,7 +5,7 @@ import pytest
 from conftest import Recorder
 
 from coalition_gym import System, load_pool, make_protocol, make_task, run_episodes
-from coalition_gym.envs.system import CollaborativeSystem, SystemSpec, build_system
+from coalition_gym.envs.system import SystemSpec
 from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.learners.router_model import RouterKnowledge
 
@@ -63,11 +63,11 @@ def test_replace_shares_the_learned_state_unless_told_and_keeps_dev_scores_it_ca
 
 
 def test_build_system_checks_what_the_spec_names():
-    system = build_system(SystemSpec("debate", "rg/basic_arithmetic", "sim:demo", ["atlas", "delta"],
+    system = System.build(SystemSpec("debate", "rg/basic_arithmetic", "sim:demo", ["atlas", "delta"],
                                      task_kwargs={"size": 5}), {"policy": "compact"})
-    assert isinstance(system, CollaborativeSystem)  # the old name, kept for one release
+    assert isinstance(system, System)
     assert system.members == ("atlas", "delta", "policy") and system.seats == {"policy": "compact"}
     assert system.items and all(it in system.task.items("train") for it in system.items)
     with pytest.raises(ConfigError, match="clashes"):
-        build_system(SystemSpec("debate", "rg/basic_arithmetic", "sim:demo", task_kwargs={"size": 5}),
+        System.build(SystemSpec("debate", "rg/basic_arithmetic", "sim:demo", task_kwargs={"size": 5}),
                      {"atlas": "chat"})

@@ -192,8 +192,8 @@ def test_bad_inputs_are_refused_before_any_training(task):
         import gymnasium as gym
 
         import coalition_gym  # noqa: F401
-        from coalition_gym.envs.system import SystemSpec, build_system
-        build_system(SystemSpec("sparta", "zoo:arith", "sim:demo"))
+        from coalition_gym.envs.system import System, SystemSpec
+        System.build(SystemSpec("sparta", "zoo:arith", "sim:demo"))
     with pytest.raises(ConfigError, match="no episodes and no environment"):
         make_protocol("sparta")
     assert not any("sparta" in env_id.lower() for env_id in gym.registry if env_id.startswith("coalition_gym/"))
