@@ -12,9 +12,9 @@ from statistics import fmean
 import gymnasium as gym
 
 from .agents.pools import load_pool
-from .envs.protocols import PROTOCOLS, make_protocol
+from .envs.protocols import PROTOCOLS
 from .envs.registration import ENV_IDS
-from .envs.system import System
+from .envs.system import System, SystemSpec
 from .reports.leaderboard import EvalReport, evaluate, summary, write_report
 from .result_files import write_json, write_text
 from .tasks import make as make_task
@@ -71,7 +71,7 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
     summaries = []
     markdown: list[str] = []
     for name in PROTOCOLS:  # coalition training (sparta, ...) is no protocol: it needs HF members
-        game = CoalitionGame(System(make_protocol(name), task, pool, items=items), seed=seed, progress=True)
+        game = CoalitionGame(System.build(SystemSpec(name, task, pool, split="test")), seed=seed, progress=True)
         report = evaluate(game, ["loo", "shapley"])
         write_report(report, out / name)
         summaries.append(summary(report))

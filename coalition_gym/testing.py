@@ -22,7 +22,7 @@ from .agents.pools import load_pool
 from .envs.protocols import Protocol, make_protocol
 from .envs.protocols.base import EpisodeContext
 from .envs.runner import episode_seed
-from .envs.system import System
+from .envs.system import System, SystemSpec
 from .scorers.result import ScoreResult
 from .tasks import make as make_task
 from .tasks.base import PROMPT_STYLES, SPLITS, Task, split_overlap
@@ -53,7 +53,7 @@ def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Ta
     members = pool.member_names
     assert len(members) >= max(3, protocol.min_members), "check_protocol needs a pool of at least 3 members"
     backends = pool.backends()
-    system = System(protocol, task, pool, members)  # dev scores as every driver gives them
+    system = System.build(SystemSpec(protocol, task, pool, members, split=None))  # dev scores as drivers give them
     system.prepare()  # what a method learns before episodes
     allowed = set(members) | set(protocol.helper_names()) | set(pool.helpers)
     for item in task.items("test")[:items]:
@@ -101,7 +101,8 @@ def check_coalition_recipe(recipe: str, pool: Any = None, task: "Task | str" = "
                if hasattr(g, "model")}
     values = []
     for _ in range(2):
-        game = TrainedCoalitionGame(settings, System(settings.evaluation, task, pool, items=task.items("test")[:items]))
+        game = TrainedCoalitionGame(settings, System.build(SystemSpec(settings.evaluation, task, pool, split="test",
+                                                                      n_items=items)))
         values.append([game.value(c) for c in (game.players, game.players[:2], game.players[:1])])
         assert all(0.0 <= v <= 1.0 for v in values[-1]), f"{recipe}: values {values[-1]} outside [0, 1]"
         assert game.trained and all(t.record for t in game.trained.values()), f"{recipe}: no training record"

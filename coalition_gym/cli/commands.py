@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 from pathlib import Path
-from statistics import fmean, pstdev
 from typing import Any, Sequence
 
 import yaml
@@ -31,13 +29,6 @@ def _settings(pairs: Sequence[str]) -> dict[str, Any]:
         value = yaml.safe_load(raw)
         out[key] = float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value
     return out
-
-
-def _mean_se(values: Sequence[float]) -> tuple[float, float]:
-    if not values:
-        return 0.0, 0.0
-    se = pstdev(values) / math.sqrt(len(values) - 1) if len(values) > 1 else 0.0
-    return fmean(values), se
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -130,59 +121,22 @@ def cmd_estimators(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..agents.pools import load_pool
-    from ..envs.dev_scores import DEFAULT_DEV_ITEMS
-    from ..envs.protocols import make_protocol
     from ..envs.registration import protocol_of
-    from ..envs.runner import RunStats, episode_record, run_episodes
-    from ..envs.system import System
-    from ..tasks import make as make_task
+    from ..envs.system import SystemSpec
+    from ..reports.episodes import EpisodeRunOptions, run_env
 
-    protocol = make_protocol(protocol_of(args.env_id), **_settings(args.set))
-    task = make_task(args.task, size=max(args.episodes, 1) if args.size is None else args.size, seed=args.task_seed)
-    pool = load_pool(args.pool)
-    members = pool.select(args.members.split(",")) if args.members else pool.member_names
-    missing = [h for h in protocol.helper_names() if h not in pool.backends()]
-    if missing:
-        raise ConfigError(f"pool {pool.name!r} has no helper {missing[0]!r} needed by {protocol.name!r}")
-    items = list(task.items(args.split))
-    # dev scores rest on the task's full default dev split, not on as few items as --episodes asks for
-    dev_task = make_task(args.task, size=max(len(items), DEFAULT_DEV_ITEMS), seed=args.task_seed)
-    dev = System(protocol, dev_task, pool, members).dev
-    system = System(protocol, task, pool, members, dev_scores=dev.scores)
-    stats = RunStats()
-    results = []
-    for cycle in range(math.ceil(args.episodes / len(items))):  # more episodes than items: new seeds
-        chunk = items[: args.episodes - cycle * len(items)]
-        results += run_episodes(system, chunk, seed=args.seed + cycle, stats=stats, progress=True,
-                                description=protocol.name)
-    mean, se = _mean_se([r.score for r in results])
-    parsed = sum(r.parsed for r in results) / len(results)
-    failures = FailureSummary().add_records(results)
-    summary = {"env_id": args.env_id, "protocol": protocol.settings(), "task": task.name, "pool": pool.name,
-               "members": members, "episodes": len(results), "seed": args.seed, "system_score": mean,
-               "stderr": se, "parse_rate": parsed, "failures": failures.to_dict(),
-               "batching_factor": stats.batching_factor, "backend_calls": stats.backend_calls,
-               "dev_scores": dev.record()}
-    print(f"{args.env_id} on {task.name} with {pool.name} {members}: system score {mean:.3f} ± {se:.3f} "
-          f"(n={len(results)}, parsed {parsed:.0%}, failures {failures.failed}, "
-          f"{stats.batching_factor:.0f} asks per backend call)")
-    summary["run"] = args.record.finish(pool=describe_pool(pool, members), task=describe_task(task, args.split),
-                                        protocol={"name": protocol.name, "settings": protocol.settings()},
-                                        seeds={"seed": args.seed, "task_seed": args.task_seed},
-                                        dev_scores=dev.record())
+    spec = SystemSpec(protocol_of(args.env_id), args.task, args.pool, args.members.split(",") if args.members else None,
+                      args.split, {"size": args.episodes if args.size is None else args.size, "seed": args.task_seed},
+                      _settings(args.set))
+    run = run_env(spec, EpisodeRunOptions(episodes=args.episodes, seed=args.seed, n_boot=args.bootstrap,
+                                          progress=True, record_text=not args.no_text))
+    print(f"{args.env_id}: {run.sentence()}")
+    summary = {"env_id": args.env_id, **run.summary()}
+    summary["run"] = args.record.finish(**run.run_record(args.split),
+                                        seeds={"seed": args.seed, "task_seed": args.task_seed})
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        by_id = {it.id: it for it in items}
-        with JsonLines(out / "episodes.jsonl", "w") as lines:
-            for r in results:
-                lines.write({**episode_record(r, by_id[r.item_id], not args.no_text),
-                             "details": dict(r.outcome.details) if r.outcome is not None else None})
-        write_json(out / "summary.json", summary)
-        write_json(out / "run.json", summary["run"])
-        print(f"wrote {out / 'episodes.jsonl'}, {out / 'summary.json'} and {out / 'run.json'}")
-    return verdict(failures, args.max_failures, _say)
+        print(f"wrote {', '.join(str(p) for p in run.write(Path(args.out), summary))}")
+    return verdict(run.failures(), args.max_failures, _say)
 
 
 def _say(line: str) -> None:

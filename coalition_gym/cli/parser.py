@@ -151,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
     p.add_argument("--seed", type=int, default=0, help="episode seed (the same for every coalition)")
     _protocol_settings(p)
+    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over episodes")
     p.add_argument("--out", default=None, help="folder for episodes.jsonl, summary.json and run.json "
                                                "(default: print only)")
     _output_options(p)

@@ -125,9 +125,6 @@ class CoalitionGame(Game):
         self.players = tuple(pool.select(list(system.members)))
         if not self.players:
             raise ConfigError(f"pool {pool.name!r} has no members to value")
-        missing = [h for h in self.protocol.helper_names() if h not in pool.backends()]
-        if missing:
-            raise ConfigError(f"protocol {self.protocol.name!r} needs helper {missing[0]!r}, not in pool {pool.name!r}")
         self.n_items = len(self.items)
         self.cache: GenerationCache = cache
         self.share_generations = share_generations
@@ -225,8 +222,7 @@ class CoalitionGame(Game):
         if self._solo is None:
             single = make_protocol("majority_vote", temperature=self.protocol.temperature,
                                    max_new_tokens=self.protocol.max_new_tokens, tie_break="first")  # alone: no ties
-            self._solo = CoalitionGame(System(single, self.task, self.pool, self.players, items=self.items,
-                                              cache=self.cache), seed=self.seed,
+            self._solo = CoalitionGame(self.system.with_protocol(single).replace(members=self.players), seed=self.seed,
                                        share_generations=self.share_generations, executor=self.executor,
                                        record_text=self.record_text)
         return self._solo
