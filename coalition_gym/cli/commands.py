@@ -130,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                       _settings(args.set))
     run = run_env(spec, EpisodeRunOptions(episodes=args.episodes, seed=args.seed, n_boot=args.bootstrap,
                                           progress=True, record_text=not args.no_text))
-    print(f"{args.env_id}: {run.sentence()}")
+    print(run.sentence(args.env_id))
     summary = {"env_id": args.env_id, **run.summary()}
     summary["run"] = args.record.finish(**run.run_record(args.split),
                                         seeds={"seed": args.seed, "task_seed": args.task_seed})
@@ -156,7 +156,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
     from ..envs.executors import make_executor
     from ..envs.protocols import make_protocol
-    from ..envs.system import System
+    from ..envs.system import System, SystemSpec
     from ..reports.leaderboard import (
         EvalOptions,
         evaluate,
@@ -193,7 +193,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
           "sampler": args.sampler}
     executor = make_executor(args.executor, address=args.address, num_cpus=args.num_cpus)
     try:
-        system = System(protocol, task, pool, members, items=task.items(args.split)[:args.items], cache=cache)
+        system = System.build(SystemSpec(protocol, task, pool, members, args.split, n_items=args.items), cache=cache)
         options = {"seed": args.seed, "progress": True, "executor": executor, "record_text": not args.no_text}
         game: CoalitionGame
         if trained is not None:
@@ -225,21 +225,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return verdict(game.failure_summary(), args.max_failures, _say)
 
 
-def _per_protocol_settings(protocols: list[str], assignments: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``--set`` split per protocol (each gets the keys it has); a key no protocol has, or a bad value, is
-    refused before any work."""
-    from ..envs.protocols import make_protocol
-
-    settings = _settings(assignments)
-    unknown = [k for k in settings if not any(k in _settings_for(p, settings) for p in protocols)]
-    if unknown:
-        raise ConfigError(f"--set {unknown[0]}: none of {', '.join(protocols)} has that setting (see `cgym protocols`)")
-    per_protocol = {p: _settings_for(p, settings) for p in protocols}
-    for name, cfg in per_protocol.items():
-        make_protocol(name, **cfg)
-    return per_protocol
-
-
 def _write_with_results(paths: dict[str, Path], out: Path, records: list[dict]) -> None:
     """Add every episode's record to ``out/results.jsonl`` beside the report's files, and say what was written."""
     with JsonLines(out / "results.jsonl", "w") as lines:
@@ -250,26 +235,24 @@ def _write_with_results(paths: dict[str, Path], out: Path, records: list[dict]) 
 
 def cmd_robustness(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
-    from ..envs.system import System
+    from ..envs.protocols import settings_per_protocol
+    from ..envs.system import System, SystemSpec
     from ..reports import robustness_files as robustness_report
     from ..reports.robustness import RobustnessOptions, adversary_seats, check_adversary, check_protocols, robustness
     from ..tasks import make as make_task
 
     protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
     check_adversary(args.adversary)
-    per_protocol = _per_protocol_settings(protocols, args.set)
+    per_protocol = settings_per_protocol(protocols, _settings(args.set))
     pool = load_pool(args.pool)
     coalition = pool.select(args.members.split(",")) if args.members else pool.member_names
     seats = adversary_seats(coalition, args.adversary, args.seat)  # refuses a seat outside the coalition
     task = make_task(args.task, size=args.items, seed=args.task_seed)
-    from ..envs.protocols import make_protocol
-
     records: list[dict] = []
     cache = _open_cache(args.cache, pool.name)
     try:
-        items = task.items(args.split)[:args.items]
-        systems = [System(make_protocol(name, **cfg), task, pool, coalition, items=items, cache=cache)
-                   for name, cfg in per_protocol.items()]
+        systems = [System.build(SystemSpec(name, task, pool, coalition, args.split, protocol_settings=cfg,
+                                           n_items=args.items), cache=cache) for name, cfg in per_protocol.items()]
         options = RobustnessOptions(seat=args.seat, seed=args.seed, n_boot=args.bootstrap, progress=True,
                                     record_text=not args.no_text)
         report = robustness(systems, args.adversary, options, on_records=lambda proto, label, rows: records.extend(
@@ -290,15 +273,15 @@ def cmd_gain(args: argparse.Namespace) -> int:
     command, not ``cgym eval --baselines``: eval values one protocol's members over many coalitions, gain
     compares whole systems (several protocols) with single-model spend, in files of its own."""
     from ..agents.pools import load_pool
-    from ..envs.protocols import make_protocol
-    from ..envs.system import System
+    from ..envs.protocols import settings_per_protocol
+    from ..envs.system import System, SystemSpec
     from ..reports import gain_files
     from ..reports.gain import MIN_ITEMS, GainOptions, gain
     from ..reports.robustness import check_protocols
     from ..tasks import make as make_task
 
     protocols = check_protocols([p.strip() for p in args.protocols.split(",") if p.strip()])
-    per_protocol = _per_protocol_settings(protocols, args.set)
+    per_protocol = settings_per_protocol(protocols, _settings(args.set))
     pool = load_pool(args.pool)
     coalition = pool.select(args.members.split(",")) if args.members else pool.member_names
     task = make_task(args.task, size=args.items, seed=args.task_seed)
@@ -309,8 +292,8 @@ def cmd_gain(args: argparse.Namespace) -> int:
     records: list[dict] = []
     cache = _open_cache(args.cache, pool.name)
     try:
-        systems = [System(make_protocol(name, **cfg), task, pool, coalition, items=items, cache=cache)
-                   for name, cfg in per_protocol.items()]
+        systems = [System.build(SystemSpec(name, task, pool, coalition, args.split, protocol_settings=cfg,
+                                           n_items=args.items), cache=cache) for name, cfg in per_protocol.items()]
         options = GainOptions(unit=args.unit, max_k=args.max_k, seed=args.seed, n_boot=args.bootstrap, progress=True,
                               record_text=not args.no_text)
         report = gain(systems, options, on_records=lambda arm, rows: records.extend({"system": arm, **r} for r in rows))
@@ -323,15 +306,6 @@ def cmd_gain(args: argparse.Namespace) -> int:
                                 seeds={"seed": args.seed, "task_seed": args.task_seed})
     _write_with_results(gain_files.write(report, Path(args.out), record), Path(args.out), records)
     return verdict(report.failures(), args.max_failures, _say)
-
-
-def _settings_for(protocol: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The ``--set`` settings that ``protocol`` has (one list of settings for several protocols)."""
-    from ..envs.protocols import PROTOCOLS
-    from ..settings_check import setting_names
-
-    fields = set(setting_names(PROTOCOLS[protocol]))
-    return {k: v for k, v in settings.items() if k in fields}
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

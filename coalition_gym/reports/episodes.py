@@ -78,10 +78,11 @@ class EpisodeRun:
     def parse_rate(self) -> float:
         return sum(r.parsed for r in self.results) / len(self.results)
 
-    def sentence(self) -> str:
+    def sentence(self, label: str | None = None) -> str:
+        """One line: ``label`` (default: the protocol's name) on the task with the pool, score and CI, ..."""
         mean, low, high = self.score
         system = self.system
-        return (f"{system.protocol.name} on {system.task.name} with {system.pool.name} {list(system.members)}: "
+        return (f"{label or system.protocol.name} on {system.task.name} with {system.pool.name} {list(system.members)}: "
                 f"system score {mean:.3f} [95% CI {low:.3f}, {high:.3f}] (n={len(self.results)}, parsed "
                 f"{self.parse_rate:.0%}, failures {self.failures().failed}, {self.stats.batching_factor:.0f} asks "
                 "per backend call)")

@@ -45,6 +45,22 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
     return cls(**settings)
 
 
-__all__ = ["PROTOCOLS", "BUILTIN_PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext", "ProgramGen",
+def settings_per_protocol(protocols: "list[str]", settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One list of settings for several protocols (``cgym gain/robustness --set``) split per protocol: each
+    gets the keys it has. A key no protocol has, or a value one of them refuses, is refused before any work."""
+    fields = {p: set(setting_names(PROTOCOLS[p])) if p in PROTOCOLS else set() for p in protocols}
+    unknown = [k for k in settings if not any(k in f for f in fields.values())]
+    if unknown:
+        every = sorted(set().union(*fields.values()))
+        raise ConfigError(f"setting {unknown[0]!r}: none of {', '.join(protocols)} has it; their settings are: "
+                          f"{', '.join(every)} (see `cgym protocols`)")
+    per_protocol = {p: {k: v for k, v in settings.items() if k in fields[p]} for p in protocols}
+    for name, chosen in per_protocol.items():
+        make_protocol(name, **chosen)
+    return per_protocol
+
+
+__all__ = ["PROTOCOLS", "settings_per_protocol", "BUILTIN_PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext",
+           "ProgramGen",
            "Debate", "LLMBlender", "MajorityVote", "SLMMux", "MixtureOfAgents", "HeterogeneousSwarms",
            "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph", "SelectedCheckpoint"]
