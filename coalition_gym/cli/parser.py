@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import typing
 from typing import Any, Sequence
 
 from ..errors import did_you_mean
 from ..failures import FailureLimit
+from ..settings_check import bounds_of
 from ..version import __version__
 from . import commands
 
@@ -40,12 +43,34 @@ def _choice(p: argparse.ArgumentParser, flag: str, kind: str, names: Sequence[st
     p.add_argument(flag, default=default, type=_one_of(kind, names), metavar="|".join(names), help=help)
 
 
-def _probability(text: str) -> float:
-    """An argparse type: a number strictly between 0 and 1 (a significance level)."""
-    value = _number_at_least(0.0, float, strict=True)(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"{text} must be < 1")
-    return value
+def _option(p: argparse.ArgumentParser, flag: str, options: type, name: str, help: str | None = None) -> None:
+    """``flag`` for the field ``name`` of an options dataclass: its default, bounds, choices and doc come from
+    the field (declared once, with ``settings_check.setting``), so the command line and the library agree."""
+    field = next(f for f in dataclasses.fields(options) if f.name == name)
+    bounds, kind = bounds_of(field), typing.get_type_hints(options)[name]
+    text = help or (bounds.doc if bounds is not None else "")
+    if bounds is not None and bounds.choices is not None:
+        _choice(p, flag, name, [str(c) for c in bounds.choices], field.default, text)
+        return
+    number = int if kind is int else float if kind is float else None
+    if number is None:
+        p.add_argument(flag, default=field.default, help=text)
+        return
+    low = None if bounds is None else bounds.ge if bounds.ge is not None else bounds.gt
+    strict = bounds is not None and bounds.gt is not None
+    parse = number if low is None else _number_at_least(low, number, strict=strict)
+    if bounds is not None and bounds.le is not None:
+        parse = _at_most(parse, bounds.le)
+    p.add_argument(flag, type=parse, default=field.default, help=text)
+
+
+def _at_most(parse: Any, high: float) -> Any:
+    def within(text: str) -> Any:
+        value = parse(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"{text} must be <= {high}")
+        return value
+    return within
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -69,10 +94,10 @@ def _subcommand(sub: Any, name: str, help: str, *examples: str) -> argparse.Argu
                           epilog=_examples(*examples) if examples else None, formatter_class=_Formatter)
 
 
-def _paired_run_options(p: argparse.ArgumentParser, out: str, files: str, systems: str) -> None:
+def _paired_run_options(p: argparse.ArgumentParser, options: type, out: str, files: str) -> None:
     """--seed, --bootstrap, --out and --cache of a command that compares systems on paired items (robustness, gain)."""
-    p.add_argument("--seed", type=int, default=0, help=f"episode and bootstrap seed (the same for {systems})")
-    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over items")
+    _option(p, "--seed", options, "seed")
+    _option(p, "--bootstrap", options, "n_boot")
     p.add_argument("--out", default=out, help=f"folder for {files}, results.jsonl and run.json")
     p.add_argument("--cache", default=None, help="folder for the persistent generation cache: an interrupted run "
                                                  "resumes from it (default: no cache)")
@@ -109,6 +134,12 @@ def _protocol_settings(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..reports.episodes import EpisodeRunOptions
+    from ..reports.gain import GainOptions
+    from ..reports.leaderboard import EvalOptions
+    from ..reports.robustness import RobustnessOptions
+    from ..reports.sweep import SweepOptions
+
     parser = argparse.ArgumentParser(
         prog="cgym", formatter_class=_Formatter,
         description="Measure and train multi-LLM collaboration: collaboration protocols as environments, "
@@ -144,14 +175,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "--out runs/debate",
                     "cgym run coalition_gym/MajorityVote-v0 --pool pool.yaml --task gsm8k --episodes 50")
     p.add_argument("env_id", help="environment id, e.g. coalition_gym/Debate-v0 (see `cgym envs`)")
-    p.add_argument("--episodes", type=_number_at_least(1), default=100, help="episodes to run")
+    _option(p, "--episodes", EpisodeRunOptions, "episodes")
     _task_options(p)
     p.add_argument("--size", type=_number_at_least(1), default=None, help="items per split (default: --episodes)")
     _pool_option(p)
     p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
-    p.add_argument("--seed", type=int, default=0, help="episode seed (the same for every coalition)")
+    _option(p, "--seed", EpisodeRunOptions, "seed")
     _protocol_settings(p)
-    p.add_argument("--bootstrap", type=_number_at_least(2), default=2000, help="bootstrap resamples over episodes")
+    _option(p, "--bootstrap", EpisodeRunOptions, "n_boot")
     p.add_argument("--out", default=None, help="folder for episodes.jsonl, summary.json and run.json "
                                                "(default: print only)")
     _output_options(p)
@@ -182,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sparta / multiagent_finetuning: save the full coalition's trained members in DIR with a "
                         "pool.yaml (use it as --pool DIR/pool.yaml)")
     p.add_argument("--seed", type=int, default=0, help="episode, bootstrap and permutation seed")
-    p.add_argument("--bootstrap", type=_number_at_least(1), default=2000, help="bootstrap resamples over items")
+    _option(p, "--bootstrap", EvalOptions, "n_boot")
     p.add_argument("--best-team", type=_number_at_least(1), default=None, metavar="K",
                    help="also report the coalition of K members with the highest value among those evaluated "
                         "(exact when all are), next to the K members with the highest Shapley values")
@@ -216,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", default="rg/basic_arithmetic,rg/gsm_symbolic", help="comma-separated tasks")
     p.add_argument("--estimator", default="loo", help="loo, shapley, banzhaf, mc, a comma-separated list, or all")
     p.add_argument("--items", type=_number_at_least(1), default=100, help="items per task")
-    p.add_argument("--alpha", type=_probability, default=0.05, help="Benjamini-Hochberg false discovery rate")
+    _option(p, "--alpha", SweepOptions, "alpha")
     _choice(p, "--gain", "cost unit", ["tokens", "calls"], None,
             "also each protocol's gain over cost-matched baselines per pool x task (see `cgym gain`), cost in "
             "this unit; the summary gives per protocol the share of settings where it beats the best baseline "
@@ -224,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/sweep", help="folder for sweep_summary.json, sweep.md and one "
                                                        "leaderboard folder per setting")
     p.add_argument("--cache", default=None, help="folder for the generation caches (default: none)")
-    p.add_argument("--seed", type=int, default=0, help="episode, bootstrap and permutation seed")
+    _option(p, "--seed", SweepOptions, "seed")
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_sweep)
@@ -248,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
     p.add_argument("--items", type=_number_at_least(1), default=200, help="items to evaluate on")
     _protocol_settings(p)
-    _paired_run_options(p, "runs/robustness", "robustness.json/.md/.csv/.png/.html", "both systems")
+    _paired_run_options(p, RobustnessOptions, "runs/robustness", "robustness.json/.md/.csv/.png/.html")
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_robustness)
@@ -265,13 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--members", default=None, help="comma-separated coalition (default: the whole pool)")
     p.add_argument("--items", type=_number_at_least(10), default=200,
                    help="items to evaluate on (at least 10: the gain's CI is a paired bootstrap over items)")
-    _choice(p, "--unit", "cost unit", ["tokens", "calls"], "tokens",
-            "what cost counts: generated tokens per item (as the backends count them) or model calls per item; "
-            "self-consistency's k is matched on it")
-    p.add_argument("--max-k", type=_number_at_least(1), default=16,
-                   help="the most answers self-consistency may draw to match a protocol's cost")
+    _option(p, "--unit", GainOptions, "unit")
+    _option(p, "--max-k", GainOptions, "max_k")
     _protocol_settings(p)
-    _paired_run_options(p, "runs/gain", "gain.json/.md/.csv/.html, pareto.png", "every system")
+    _paired_run_options(p, GainOptions, "runs/gain", "gain.json/.md/.csv/.html, pareto.png")
     _output_options(p)
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_gain)

@@ -25,7 +25,7 @@ from ..records import describe_pool, describe_task
 from ..result_files import JsonLines, write_json
 from ..settings_check import check_settings, setting
 from ..tasks import make as make_task
-from ..valuation.stats import bootstrap_mean
+from ..valuation.stats import N_BOOT, bootstrap_mean
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class EpisodeRunOptions:
 
     episodes: int = setting(100, ge=1, doc="episodes to run")
     seed: int = setting(0, doc="episode seed (the same for every coalition)")
-    n_boot: int = setting(2000, ge=2, doc="bootstrap resamples over episodes")
+    n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over episodes")
     progress: bool = False
     record_text: bool = True
 
@@ -82,10 +82,10 @@ class EpisodeRun:
         """One line: ``label`` (default: the protocol's name) on the task with the pool, score and CI, ..."""
         mean, low, high = self.score
         system = self.system
-        return (f"{label or system.protocol.name} on {system.task.name} with {system.pool.name} {list(system.members)}: "
-                f"system score {mean:.3f} [95% CI {low:.3f}, {high:.3f}] (n={len(self.results)}, parsed "
-                f"{self.parse_rate:.0%}, failures {self.failures().failed}, {self.stats.batching_factor:.0f} asks "
-                "per backend call)")
+        return (f"{label or system.protocol.name} on {system.task.name} with {system.pool.name} "
+                f"{list(system.members)}: system score {mean:.3f} [95% CI {low:.3f}, {high:.3f}] "
+                f"(n={len(self.results)}, parsed {self.parse_rate:.0%}, failures {self.failures().failed}, "
+                f"{self.stats.batching_factor:.0f} asks per backend call)")
 
     def run_record(self, split: str | None) -> dict[str, Any]:
         """The parts of the run record this run fills (pool, task, protocol, seeds, dev scores)."""

@@ -25,7 +25,8 @@ import numpy as np
 from ..envs.system import System
 from ..errors import ConfigError
 from ..failures import FailureSummary
-from ..valuation.stats import bootstrap_mean
+from ..settings_check import check_settings, setting
+from ..valuation.stats import N_BOOT, bootstrap_mean
 from .baselines import (
     UNITS,
     Arm,
@@ -52,14 +53,18 @@ class GainOptions:
     ``seed`` (episode seeds and bootstraps), ``n_boot`` resamples, the pool vote's cost ``tolerance`` (see
     the module doc), ``progress`` bars and ``record_text`` (reply texts in the per-episode records)."""
 
-    unit: str = "tokens"
-    max_k: int = 16
-    seed: int = 0
-    n_boot: int = 2000
-    tolerance: float = 0.1
+    unit: str = setting("tokens", choices=tuple(UNITS), doc="what cost counts: generated tokens per item (as "
+                        "the backends count them) or model calls per item; self-consistency's k is matched on it")
+    max_k: int = setting(16, ge=1, doc="the most answers self-consistency may draw to match a protocol's cost")
+    seed: int = setting(0, doc="episode and bootstrap seed (the same for every system)")
+    n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over items")
+    tolerance: float = setting(0.1, ge=0, doc="how much more than the protocol the pool vote may cost")
     progress: bool = False
     record_text: bool = False
 
+
+    def __post_init__(self) -> None:
+        check_settings(self, "gain options")
 
 def _estimate(boot: Any, k: int) -> dict[str, Any]:
     return {"value": float(boot.mean[k]), "ci": [float(boot.ci_low[k]), float(boot.ci_high[k])]}

@@ -19,10 +19,11 @@ import numpy as np
 from ..errors import ConfigError, did_you_mean
 from ..records import RunRecord, describe_pool, describe_task
 from ..result_files import JsonLines, write_json, write_text
+from ..settings_check import check_settings, setting
 from ..valuation.estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult, primary_estimator
 from ..valuation.game import CoalitionGame
 from ..valuation.interactions import Interactions
-from ..valuation.stats import Correlation, pearson, rescue_drag, spearman
+from ..valuation.stats import N_BOOT, Correlation, pearson, rescue_drag, spearman
 from ..valuation.teams import best_team, best_team_sentence
 from . import html
 from .interaction_files import heatmap_html, heatmap_png, interaction_summary
@@ -141,13 +142,16 @@ class EvalOptions:
     what ``auto`` may spend; ``requested`` the estimator spec as the user gave it (for the report);
     ``split`` where the game's items came from (for the run record)."""
 
-    n_boot: int = 2000
+    n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over items")
     mc: Mapping[str, Any] | None = None
     budget_generations: int | None = None
     requested: str | None = None
     split: str | None = None
     best_team: int | None = None  # K: report the best coalition of K members next to the top K by Shapley
 
+
+    def __post_init__(self) -> None:
+        check_settings(self, "eval options")
 
 def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOptions = EvalOptions(),
              record: RunRecord | None = None) -> EvalReport:

@@ -41,8 +41,9 @@ from ..envs.protocols.collaborative import refuse_not_episodic
 from ..envs.system import System
 from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..failures import FailureSummary
+from ..settings_check import check_settings, setting
 from ..valuation.game import CoalitionGame
-from ..valuation.stats import bootstrap_mean, rescue_drag
+from ..valuation.stats import N_BOOT, bootstrap_mean, rescue_drag
 
 #: quantities reported per protocol, in the order of the bootstrap rows
 QUANTITIES = ("honest", "adversarial", "effect", "drag", "rescue", "adversary_solo", "seat_solo")
@@ -166,7 +167,7 @@ def overlap(a: ProtocolRobustness, b: ProtocolRobustness) -> bool:
 
 
 def summarise(honest: np.ndarray, adversarial: np.ndarray, adversary_solo: np.ndarray, seat_solo: np.ndarray,
-              n_boot: int = 2000, seed: int = 0) -> dict[str, dict[str, Any]]:
+              n_boot: int = N_BOOT, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Every quantity of :data:`QUANTITIES` with its paired bootstrap CI, from per-item scores."""
     moves = rescue_drag(honest, adversarial)  # "model" = the honest system, "system" = the adversarial one
     right_h, right_a = honest >= 1.0, adversarial >= 1.0
@@ -186,11 +187,14 @@ class RobustnessOptions:
     (reply texts in the per-episode records)."""
 
     seat: str | None = None
-    seed: int = 0
-    n_boot: int = 2000
+    seed: int = setting(0, doc="episode and bootstrap seed (the same for both systems)")
+    n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over items")
     progress: bool = False
     record_text: bool = False
 
+
+    def __post_init__(self) -> None:
+        check_settings(self, "robustness options")
 
 def robustness(systems: Sequence[System], adversary: str, options: RobustnessOptions = RobustnessOptions(), *,
                on_records: Callable[[str, str, list[dict]], None] | None = None) -> RobustnessReport:

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..failures import FailureSummary
 from ..records import RunRecord
 from ..result_files import write_json, write_text
+from ..settings_check import check_settings, setting
 from ..tasks import make as make_task
 from ..valuation.game import CoalitionGame
 from ..valuation.stats import format_p, summarise_settings
@@ -47,13 +48,16 @@ class SweepOptions:
     ``alpha`` (the Benjamini-Hochberg level), ``progress`` bars and ``record_text`` (reply texts in the
     results files)."""
 
-    seed: int = 0
+    seed: int = setting(0, doc="episode, bootstrap and permutation seed")
     cache_dir: Path | None = None
-    alpha: float = 0.05
+    alpha: float = setting(0.05, gt=0, le=0.5, doc="Benjamini-Hochberg false discovery rate")
     progress: bool = False
     record_text: bool = True
     gain_unit: str | None = None  # also each protocol's gain over cost-matched baselines, cost in this unit
 
+
+    def __post_init__(self) -> None:
+        check_settings(self, "sweep options")
 
 def _gain_reports(pool: Any, grid: SweepGrid, cache: GenerationCache, out: Path, options: SweepOptions,
                   record: RunRecord) -> list[Any]:

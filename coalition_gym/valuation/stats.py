@@ -59,6 +59,10 @@ class BootstrapMean(NamedTuple):
 # ----------------------------------------------------------------------------- validation helpers
 
 
+#: bootstrap resamples of every CI unless a caller asks for another number (the one default)
+N_BOOT = 2000
+
+
 def _vector(values: ArrayLike, name: str) -> NDArray[np.float64]:
     try:
         arr = np.asarray(values, dtype=float)
@@ -273,7 +277,7 @@ def rescue_drag(model_scores: ArrayLike, system_scores: ArrayLike, threshold: fl
                       drag=float(np.count_nonzero(model_right & ~system_right) / n), n_items=n)
 
 
-def bootstrap_mean(per_item: ArrayLike, n_boot: int = 2000, seed: int = 0,
+def bootstrap_mean(per_item: ArrayLike, n_boot: int = N_BOOT, seed: int = 0,
                    confidence: float = 0.95) -> BootstrapMean:
     """Paired item bootstrap of each player's mean contribution.
 

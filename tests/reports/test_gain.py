@@ -143,7 +143,7 @@ def test_too_few_items_or_no_protocol_is_refused_before_work(monkeypatch):
         gain([System(make_protocol("debate"), task, pool, items=task.items("test")[:5])])
     with pytest.raises(ConfigError, match="at least one protocol"):
         gain([])
-    with pytest.raises(ConfigError, match="cost unit"):
+    with pytest.raises(ConfigError, match="unit=.dollars.; use one of tokens, calls"):
         items = make_task("rg/basic_arithmetic", size=20, seed=0).items("test")
         gain([System(make_protocol("debate"), task, pool, items=items)], GainOptions(unit="dollars"))
     assert not ran
