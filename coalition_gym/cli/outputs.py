@@ -86,9 +86,11 @@ def _difference(theirs: dict[str, Any], mine: dict[str, Any]) -> str:
 
 def check_fresh_output(args: argparse.Namespace) -> None:
     """Refuse an ``--out`` that holds another run (other arguments, per its ``run.json``) or files
-    that are no run, unless ``--overwrite``; the same arguments again resume or repeat the run."""
-    if not getattr(args, "out", None) or getattr(args, "overwrite", True) or args.command == "train":
-        return  # train: one root for many runs; each run folder checks its own config (run_methods)
+    that are no run, unless ``--overwrite``; the same arguments again resume or repeat the run. A
+    ``train`` root holds many runs (one folder per method and seed, each checking its own config), so it
+    is refused only when it holds another command's run or files that are no training run."""
+    if not getattr(args, "out", None) or getattr(args, "overwrite", True):
+        return
     folder = Path(args.out).expanduser()
     if not folder.is_dir() or not any(folder.iterdir()):
         return
@@ -98,6 +100,9 @@ def check_fresh_output(args: argparse.Namespace) -> None:
     except (OSError, ValueError):
         record = None
     theirs = _recorded_arguments(record) if isinstance(record, dict) else None
+    if args.command == "train":
+        _check_training_root(args, folder, theirs)
+        return
     if theirs is None:
         raise ConfigError(f"--out {args.out} already holds files that are not a cgym run record (no readable "
                           "run.json); pass --overwrite to write into it anyway, or choose another folder")
@@ -105,6 +110,21 @@ def check_fresh_output(args: argparse.Namespace) -> None:
     if theirs != mine:
         raise ConfigError(f"--out {args.out} holds a run with other arguments ({_difference(theirs, mine)}); "
                           "pass --overwrite to replace it, or choose another folder")
+
+
+def _check_training_root(args: argparse.Namespace, folder: Path, theirs: dict[str, Any] | None) -> None:
+    """A training root may hold training runs only: a record of another command, or entries that are not
+    run folders of `cgym train` (``<method>-seed<seed>/config.json``) or its own files, are refused."""
+    if theirs is not None and theirs.get("command") != "train":
+        raise ConfigError(f"--out {args.out} holds a `cgym {theirs.get('command')}` run; training would rewrite its "
+                          "run.json; choose another folder, or pass --overwrite to train into it anyway")
+    own = {"run.json", "summary.md"}
+    foreign = sorted(p.name for p in folder.iterdir()
+                     if p.name not in own and not (p.is_dir() and (p / "config.json").is_file()))
+    if foreign:
+        raise ConfigError(f"--out {args.out} holds files that are not training runs ({', '.join(foreign[:3])}"
+                          f"{', ...' if len(foreign) > 3 else ''}); choose another folder, or pass --overwrite to "
+                          "train into it anyway")
 
 
 def mark_unfinished(args: argparse.Namespace, status: str) -> None:

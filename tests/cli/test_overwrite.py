@@ -81,6 +81,21 @@ def test_train_refuses_a_run_folder_of_another_configuration_before_any_work(tmp
     assert not (tmp_path / "runs" / "train" / "run.json").exists()
 
 
+def test_train_refuses_a_folder_holding_another_commands_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert call(EVAL + ["--items", "20", "--out", "out"])[0] == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    train = ["train", "--method", "base", "--policy", "zoo:tiny/pico", "--task", "zoo:arith", "--steps", "1"]
+    code, out, err = call(train + ["--out", "out"])
+    assert code == 2 and out == "" and "--out out holds a `cgym eval` run" in err and "--overwrite" in err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before  # the eval is untouched
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "notes.txt").write_text("mine")
+    code, _, err = call(train + ["--out", "loose"])
+    assert code == 2 and "holds files that are not training runs (notes.txt)" in err
+    assert call(EVAL + ["--items", "20", "--out", "out"])[0] == 0  # the eval still resumes there
+
+
 def test_a_write_that_fails_mid_run_is_one_line_with_what_was_kept(tmp_path, monkeypatch):
     import errno
 
