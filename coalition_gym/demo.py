@@ -94,10 +94,11 @@ def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic"
             if asked:  # routing and cascades do not always ask the policy
                 own.append(info["policy_score"])
         env.close()
-        alone = fmean(own) if own else float("nan")
-        seated.append({"env_id": env_id, "policy_asked": len(own) / gym_episodes, "policy_score": alone,
+        own_score = fmean(own) if own else None  # never asked: the policy gave no answer to score
+        seated.append({"env_id": env_id, "policy_asked": len(own) / gym_episodes, "policy_score": own_score,
                        "system_reward": fmean(rewards)})
-        print(f"  {env_id:<38} asked in {len(own) / gym_episodes:4.0%}   policy alone {alone:.2f}   "
+        shown = f"{own_score:.2f}" if own_score is not None else "  - "
+        print(f"  {env_id:<38} asked in {len(own) / gym_episodes:4.0%}   policy's own answers {shown}   "
               f"system with policy {fmean(rewards):.2f}")
 
     out.mkdir(parents=True, exist_ok=True)
