@@ -33,21 +33,21 @@ from .protocols import EpisodeContext, make_protocol
 from .runner import RunStats
 from .seated import SeatedEpisode, final_info, messages_info, own_answer
 from .spaces import UnicodeText
-from .system import System, SystemSpec, seated_system
+from .system import System, SystemSpec, seated_system, system_source
 
 
 class CollaborationEnv(gym.Env[str, str]):
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
-    def __init__(self, system: System | SystemSpec | None = None, *, policy_name: str = "policy",
+    def __init__(self, system: System | SystemSpec | str | None = None, *, policy_name: str = "policy",
                  policy_style: str = "chat", helper_seat: str | None = None, max_prompt_chars: int = 1 << 20,
                  max_action_chars: int = 1 << 16, render_mode: str | None = None, **spec: Any):
-        """``system``: the System (or spec) the policy plays in; without one, ``spec`` are a
+        """``system``: the System (or spec, or protocol name) the policy plays in; else ``spec`` are a
         :class:`SystemSpec`'s fields and protocol settings (what ``gym.make(env_id, **kwargs)`` passes)."""
         check_style(policy_style)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r}; use one of {self.metadata['render_modes']} or None")
-        source = _source(system, spec)
+        source = system_source(system, spec)
         if helper_seat is None:
             self.policy_name = policy_name
             self.system = seated_system(source, {policy_name: policy_style})
@@ -145,16 +145,3 @@ class CollaborationEnv(gym.Env[str, str]):
             self.render()
         return self._last_obs, info
 
-
-def _source(system: "System | SystemSpec | None", spec: dict[str, Any]) -> "System | SystemSpec":
-    """The System or spec an environment is made from: the one given, else the spec its keywords name."""
-    if system is None:
-        return SystemSpec.from_kwargs(**spec)
-    registered = spec.pop("protocol", None)  # gym.make(env_id, system=...) passes the id's protocol name too
-    playing = system.protocol if isinstance(system, SystemSpec) else system.protocol.name
-    if registered is not None and registered != getattr(playing, "name", playing):
-        raise ConfigError(f"this environment id is protocol {registered!r}, but the given system plays "
-                          f"{getattr(playing, 'name', playing)!r}")
-    if spec:
-        raise ConfigError(f"got a {type(system).__name__} and spec keywords {sorted(spec)}: pass one or the other")
-    return system

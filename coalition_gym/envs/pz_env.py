@@ -24,20 +24,18 @@ from .registration import protocol_of
 from .runner import RunStats
 from .seated import SeatedEpisode, final_info, messages_info, own_answer
 from .spaces import UnicodeText
-from .system import System, SystemSpec
+from .system import System, SystemSpec, system_source
 
 
 class CollaborationParallelEnv(ParallelEnv):
     metadata = {"name": "coalition_gym_collaboration_v0", "render_modes": ["ansi"]}
 
-    def __init__(self, system: System | SystemSpec | None = None, *, automated: Sequence[str] = (),
+    def __init__(self, system: System | SystemSpec | str | None = None, *, automated: Sequence[str] = (),
                  max_prompt_chars: int = 1 << 20, max_action_chars: int = 1 << 16, render_mode: str | None = None,
                  **spec: Any):
-        """``system``: the System (or spec) whose members are the agents; without one, ``spec`` are a
-        :class:`SystemSpec`'s fields and protocol settings."""
-        source = system if system is not None else SystemSpec.from_kwargs(**spec)
-        if system is not None and spec:
-            raise ConfigError(f"got a {type(system).__name__} and spec keywords {sorted(spec)}: pass one or the other")
+        """``system``: the System (or spec, or protocol name) whose members are the agents; else ``spec`` are
+        a :class:`SystemSpec`'s fields and protocol settings."""
+        source = system_source(system, spec)
         system = System.build(source) if isinstance(source, SystemSpec) else source
         unknown = [a for a in automated if a not in system.members]
         if unknown:

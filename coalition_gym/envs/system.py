@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -197,7 +197,7 @@ class System:
         return other
 
 
-def _refuse_clashes(seats: Sequence[str], pool: Pool) -> None:
+def _refuse_clashes(seats: Iterable[str], pool: Pool) -> None:
     """A seat added to a coalition is answered from outside: it may not take a name the pool answers (the
     PettingZoo view turns pool members into seats on purpose, through ``replace``)."""
     for name in seats:
@@ -241,6 +241,25 @@ class SystemSpec:
         settings = {**dict(kwargs.pop("protocol_settings", None) or {}),
                     **{k: kwargs.pop(k) for k in list(kwargs) if k not in own}}
         return cls(**kwargs, protocol_settings=settings)
+
+
+def system_source(system: "System | SystemSpec | str | None", spec: dict[str, Any],
+                  defaults: Mapping[str, Any] | None = None) -> "System | SystemSpec":
+    """What an environment or adapter is made from: the System or spec given, else the spec that ``spec``'s
+    keywords name (``system`` may be a protocol name; ``defaults`` fill the spec's fields not given). The
+    protocol name an env id passes beside a given System must be the one that System plays."""
+    if isinstance(system, str):
+        system, spec = None, {**spec, "protocol": system}
+    if system is None:
+        return SystemSpec.from_kwargs(**{**dict(defaults or {}), **spec})
+    registered = spec.pop("protocol", None)  # gym.make(env_id, system=...) passes the id's protocol name too
+    playing = system.protocol if isinstance(system, SystemSpec) else system.protocol.name
+    playing = getattr(playing, "name", playing)
+    if registered is not None and registered != playing:
+        raise ConfigError(f"this environment id is protocol {registered!r}, but the given system plays {playing!r}")
+    if spec:
+        raise ConfigError(f"got a {type(system).__name__} and spec keywords {sorted(spec)}: pass one or the other")
+    return system
 
 
 def seated_system(source: "System | SystemSpec", seats: Mapping[str, str], *, in_coalition: bool = True) -> System:

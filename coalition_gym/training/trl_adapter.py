@@ -32,7 +32,7 @@ from ..agents.cache import GenerationCache
 from ..envs.executors import wrap_with_cache
 from ..envs.runner import ProgramFailed
 from ..envs.seated import SeatedEpisode, own_answer_of
-from ..envs.system import System, SystemSpec, seated_system
+from ..envs.system import System, SystemSpec, seated_system, system_source
 from ..errors import ConfigError
 from ..tasks.base import SPLITS
 from ..types import Sample
@@ -56,12 +56,7 @@ class PolicySeat:
         """``system``: the System (or spec, or protocol name) the policy plays in; else ``spec`` are a
         :class:`SystemSpec`'s fields and protocol settings (default protocol ``majority_vote``, split
         ``test``: the split the dataset's rows are drawn from is chosen per call)."""
-        if isinstance(system, str):
-            system, spec = None, {"protocol": system, **spec}
-        if system is None:
-            system = SystemSpec.from_kwargs(**{"protocol": "majority_vote", "split": "test", **spec})
-        elif spec:
-            raise ConfigError(f"got a {type(system).__name__} and spec keywords {sorted(spec)}: pass one or the other")
+        system = system_source(system, spec, defaults={"protocol": "majority_vote", "split": "test"})
         self.system = seated_system(system, {policy_name: policy_style})
         self.policy_name, self.policy_style, self.seed = policy_name, policy_style, seed
         self.coalition = tuple(self.system.members)
