@@ -389,11 +389,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                      [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items)
     options = SweepOptions(seed=args.seed, cache_dir=Path(args.cache) if args.cache else None, alpha=args.alpha,
                            progress=True, record_text=not args.no_text, gain_unit=args.gain)
-    result = run_sweep(grid, Path(args.out), options, failures=failures, record=args.record)
-    if result["summary"].get("sentence"):
-        print(result["summary"]["sentence"])
-    if "gain" in result["summary"]:
-        print(f"Gain (cost in {result['summary']['gain']['unit']}): {result['summary']['gain']['sentence']}")
+    report = run_sweep(grid, Path(args.out), options, failures=failures, record=args.record)
+    if report.summary.get("sentence"):
+        print(report.summary["sentence"])
+    if "gain" in report.summary:
+        print(f"Gain (cost in {report.summary['gain']['unit']}): {report.summary['gain']['sentence']}")
     print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
     return verdict(failures, args.max_failures, _say)
 
