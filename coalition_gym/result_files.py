@@ -151,8 +151,8 @@ class Bundle:
     ``csv`` (a table, rendered with its ``to_csv``, or the text), ``png`` (draws the plot into the path it is
     given), ``html`` (the page, or a function of the PNG's bytes for a page that embeds the plot),
     ``results`` (one JSON line each: ``results.jsonl``), ``figures`` (more pictures: file name -> draw) and
-    ``record`` (``run.json``). Files are named ``<stem>.<json|md|csv|png|html>`` unless ``names`` (part ->
-    file name) says otherwise."""
+    ``record`` (``run.json``, :func:`write_run_record`). Files are named ``<stem>.<json|md|csv|png|html>``
+    unless ``names`` (part -> file name) says otherwise."""
 
     stem: str
     record: Any = None
@@ -166,7 +166,7 @@ class Bundle:
     names: Mapping[str, str] = field(default_factory=dict)
 
     def path(self, folder: Path, part: str) -> Path:
-        default = {"results": "results.jsonl", "run": RUN_FILE}.get(part, f"{self.stem}.{part}")
+        default = {"results": "results.jsonl"}.get(part, f"{self.stem}.{part}")
         return folder / self.names.get(part, default)
 
 
@@ -185,7 +185,7 @@ def write_bundle(folder: str | os.PathLike, bundle: Bundle) -> dict[str, Path]:
     if bundle.summary is not None:
         paths["json"] = write_json(bundle.path(out, "json"), bundle.summary)
     if bundle.record is not None:
-        paths["run"] = write_json(bundle.path(out, "run"), bundle.record)
+        paths["run"] = write_run_record(out, bundle.record)
     if bundle.markdown is not None:
         paths["md"] = write_text(bundle.path(out, "md"), bundle.markdown)
     if bundle.csv is not None:

@@ -49,7 +49,7 @@ def systems_table(report: GainReport) -> Table:
     """Every system measured, per protocol: the protocol itself, then each baseline with its cost ratio, whether
     it competes for the best baseline and its gain (gain.csv)."""
     columns = [Column("protocol"), Column("system"), Column("kind"), Column("unit"), Column("k", kind="int"),
-               Column("score", "score [95% CI]", "ci"), Column("cost", "cost [95% CI]", "ci"),
+               Column("score", "score [95% CI]", "ci"), Column("cost", "cost [95% CI]", "ci", ".4g"),
                Column("cost_ratio", "cost ratio", "number", ".2f"), Column("admissible"),
                Column("gain", "gain [95% CI]", "ci")]
     rows: list[dict[str, Any]] = []

@@ -27,8 +27,8 @@ from typing import Any, Mapping, Sequence
 KINDS = ("text", "int", "signed", "number", "ci", "at")
 
 
-def fmt_ci(value: float, ci: Sequence[float]) -> str:
-    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+def fmt_ci(value: float, ci: Sequence[float], fmt: str = ".3f") -> str:
+    return f"{value:{fmt}} [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Column:
     name: str
     header: str = ""  # default: the name
     kind: str = "text"
-    fmt: str = ".3f"  # ``number`` columns' format
+    fmt: str = ".3f"  # ``number`` and ``ci`` columns' format
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -55,7 +55,7 @@ class Column:
         if self.kind == "number":
             return format(value, self.fmt)
         if self.kind == "ci":
-            return fmt_ci(value["value"], value["ci"])
+            return fmt_ci(value["value"], value["ci"], self.fmt)
         if self.kind == "at":
             score, cost = value["score"], value["cost"]
             return f"{fmt_ci(score['value'], score['ci'])} @ {cost['value']:.4g}{value.get('note', '')}"
