@@ -42,7 +42,7 @@ from coalition_gym.agents.pools import load_pool
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.system import System
 from coalition_gym.reports.gain import GainOptions, GainReport, gain, gain_share
-from coalition_gym.reports.gain_files import pareto_front, points
+from coalition_gym.reports.pareto import pareto_front, points
 from coalition_gym.result_files import write_text
 from coalition_gym.tasks import make as make_task
 

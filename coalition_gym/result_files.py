@@ -9,7 +9,9 @@ A secret is the value of an environment variable a backend was configured to rea
 was never configured here).
 
 The writers below (:func:`write_text`, :func:`write_json`, :class:`JsonLines`) are the only way the
-library writes result files, so nothing reaches disk unredacted.
+library writes result files, so nothing reaches disk unredacted. A report's folder is written by one call,
+:func:`write_bundle` (summary JSON, Markdown, CSV, PNG, HTML, results.jsonl and run.json), and a run record
+by :func:`write_run_record` (``run.json``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import math
 import os
 import re
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -125,3 +128,78 @@ class JsonLines:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: the run record's file in every output folder (``records.RunRecord``'s data)
+RUN_FILE = "run.json"
+
+
+def write_run_record(folder: str | os.PathLike, record: Any) -> Path:
+    """``folder/run.json``: the one writer of a run record (the folder is made if missing)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_json(folder / RUN_FILE, record)
+
+
+class SupportsCsv(Protocol):
+    def to_csv(self) -> str: ...
+
+
+@dataclass
+class Bundle:
+    """What one report writes into its folder, every part optional: ``summary`` (strict JSON), ``markdown``,
+    ``csv`` (a table, rendered with its ``to_csv``, or the text), ``png`` (draws the plot into the path it is
+    given), ``html`` (the page, or a function of the PNG's bytes for a page that embeds the plot),
+    ``results`` (one JSON line each: ``results.jsonl``), ``figures`` (more pictures: file name -> draw) and
+    ``record`` (``run.json``, :func:`write_run_record`). Files are named ``<stem>.<json|md|csv|png|html>``
+    unless ``names`` (part -> file name) says otherwise."""
+
+    stem: str
+    record: Any = None
+    summary: Any = None
+    markdown: str | None = None
+    csv: "SupportsCsv | str | None" = None
+    png: Callable[[Path], Any] | None = None
+    html: "str | Callable[[bytes | None], str] | None" = None
+    results: Iterable[Any] | None = None
+    figures: Mapping[str, Callable[[Path], Any]] = field(default_factory=dict)
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def path(self, folder: Path, part: str) -> Path:
+        default = {"results": "results.jsonl"}.get(part, f"{self.stem}.{part}")
+        return folder / self.names.get(part, default)
+
+
+def write_bundle(folder: str | os.PathLike, bundle: Bundle) -> dict[str, Path]:
+    """Write every part ``bundle`` has into ``folder`` (made if missing), through this module's redacting
+    writers; returns part (``results``, ``json``, ``run``, ``md``, ``csv``, ``png``, a figure's file name,
+    ``html``) -> path, in the order written. The PNG is drawn before the page that may embed it."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    if bundle.results is not None:
+        paths["results"] = bundle.path(out, "results")
+        with JsonLines(paths["results"], "w") as lines:
+            for row in bundle.results:
+                lines.write(row)
+    if bundle.summary is not None:
+        paths["json"] = write_json(bundle.path(out, "json"), bundle.summary)
+    if bundle.record is not None:
+        paths["run"] = write_run_record(out, bundle.record)
+    if bundle.markdown is not None:
+        paths["md"] = write_text(bundle.path(out, "md"), bundle.markdown)
+    if bundle.csv is not None:
+        text = bundle.csv if isinstance(bundle.csv, str) else bundle.csv.to_csv()
+        paths["csv"] = write_text(bundle.path(out, "csv"), text)
+    png: bytes | None = None
+    if bundle.png is not None:
+        paths["png"] = bundle.path(out, "png")
+        bundle.png(paths["png"])
+        png = paths["png"].read_bytes()
+    for name, draw in bundle.figures.items():
+        paths[name] = out / name
+        draw(paths[name])
+    if bundle.html is not None:
+        page = bundle.html if isinstance(bundle.html, str) else bundle.html(png)
+        paths["html"] = write_text(bundle.path(out, "html"), page)
+    return paths

@@ -13,7 +13,7 @@ import yaml
 from ..errors import ConfigError
 from ..failures import FailureSummary, verdict
 from ..records import describe_pool, describe_task
-from ..result_files import JsonLines, write_json, write_text
+from ..result_files import write_run_record
 
 _EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
@@ -143,6 +143,10 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def _wrote(paths: dict[str, Path]) -> None:
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+
+
 def _open_cache(folder: str | None, pool_name: str):
     from ..agents.cache import GenerationCache
 
@@ -225,14 +229,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return verdict(game.failure_summary(), args.max_failures, _say)
 
 
-def _write_with_results(paths: dict[str, Path], out: Path, records: list[dict]) -> None:
-    """Add every episode's record to ``out/results.jsonl`` beside the report's files, and say what was written."""
-    with JsonLines(out / "results.jsonl", "w") as lines:
-        for row in records:
-            lines.write(row)
-    print(f"wrote {', '.join(str(p) for p in paths.values())} and {out / 'results.jsonl'}")
-
-
 def cmd_robustness(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
     from ..envs.protocols import settings_per_protocol
@@ -264,7 +260,7 @@ def cmd_robustness(args: argparse.Namespace) -> int:
                                 robustness={"protocols": protocols, "adversary": args.adversary, "seats": seats,
                                             "settings": per_protocol},
                                 seeds={"seed": args.seed, "task_seed": args.task_seed})
-    _write_with_results(robustness_report.write(report, Path(args.out), record), Path(args.out), records)
+    _wrote(robustness_report.write(report, Path(args.out), record, results=records))
     return verdict(report.failures(), args.max_failures, _say)
 
 
@@ -304,7 +300,7 @@ def cmd_gain(args: argparse.Namespace) -> int:
                                 gain={"protocols": protocols, "settings": per_protocol, "unit": args.unit,
                                       "max_k": args.max_k, "best_member": report.best_member},
                                 seeds={"seed": args.seed, "task_seed": args.task_seed})
-    _write_with_results(gain_files.write(report, Path(args.out), record), Path(args.out), records)
+    _wrote(gain_files.write(report, Path(args.out), record, results=records))
     return verdict(report.failures(), args.max_failures, _say)
 
 
@@ -317,11 +313,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                      [s.strip() for s in args.tasks.split(",")], parse_estimators(args.estimator), args.items)
     options = SweepOptions(seed=args.seed, cache_dir=Path(args.cache) if args.cache else None, alpha=args.alpha,
                            progress=True, record_text=not args.no_text, gain_unit=args.gain)
-    result = run_sweep(grid, Path(args.out), options, failures=failures, record=args.record)
-    if result["summary"].get("sentence"):
-        print(result["summary"]["sentence"])
-    if "gain" in result["summary"]:
-        print(f"Gain (cost in {result['summary']['gain']['unit']}): {result['summary']['gain']['sentence']}")
+    report = run_sweep(grid, Path(args.out), options, failures=failures, record=args.record)
+    if report.summary.get("sentence"):
+        print(report.summary["sentence"])
+    if "gain" in report.summary:
+        print(f"Gain (cost in {report.summary['gain']['unit']}): {report.summary['gain']['sentence']}")
     print(f"wrote {Path(args.out) / 'sweep_summary.json'} and {Path(args.out) / 'sweep.md'}")
     return verdict(failures, args.max_failures, _say)
 
@@ -333,14 +329,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     text = compare.markdown(result)
     print(text, end="")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_text(out / "compare.md", text)
-        write_text(out / "compare.html", compare.page(result))
-        record = args.record.finish()
-        write_json(out / "compare.json", {**result, "run": record})
-        write_json(out / "run.json", record)
-        print(f"wrote {out / 'compare.md'}, {out / 'compare.html'}, {out / 'compare.json'} and {out / 'run.json'}")
+        _wrote(compare.write(result, Path(args.out), args.record.finish()))
     return 0
 
 
@@ -403,9 +392,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.close()
-    write_json(root / "run.json", args.record.finish(training={"methods": args.method, "preset": preset,
-                                                                **settings},
-                                                      policy_weights=policy_weights(str(settings["policy"]))))
+    write_run_record(root, args.record.finish(training={"methods": args.method, "preset": preset, **settings},
+                                              policy_weights=policy_weights(str(settings["policy"]))))
     print(summary_table(root))  # every report's test scores with CIs, one row per method
     _show_trained(root, [r for r in reports if r["method"] != "base"], args.export)
     return verdict(failures, args.max_failures, _say)
@@ -442,10 +430,10 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     folder = root / f"{config.method}-seed{config.seed}"
     failures = FailureSummary()
     report = get_recipe(config.method, "team").train(config, folder, RunOptions(failures=failures), None)
-    write_json(root / "run.json", args.record.finish(training={"methods": config.method, "preset": preset,
-                                                                **config.to_dict()},
-                                                      policy_weights={s: policy_weights(p) for s, p in
-                                                                      config.seat_policies.items()}))
+    write_run_record(root, args.record.finish(training={"methods": config.method, "preset": preset,
+                                                        **config.to_dict()},
+                                              policy_weights={s: policy_weights(p) for s, p in
+                                                              config.seat_policies.items()}))
     _show_team(folder, report)
     if args.export:
         from ..training.export import export_team
@@ -547,8 +535,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..demo import run_demo
 
     result = run_demo(pool_spec=args.pool, task_name=args.task, n_items=args.items, seed=args.seed, out=Path(args.out))
-    write_json(Path(args.out) / "run.json", args.record.finish(demo={"pool": result["pool"], "task": result["task"],
-                                                                     "n_items": result["n_items"], "seed": args.seed}))
+    write_run_record(Path(args.out), args.record.finish(demo={"pool": result["pool"], "task": result["task"],
+                                                             "n_items": result["n_items"], "seed": args.seed}))
     return 0
 
 

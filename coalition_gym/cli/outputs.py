@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..result_files import write_json
+from ..result_files import write_run_record
 
 #: Options that change where work is kept or how it is reported, never the results.
 RESULT_NEUTRAL = frozenset({"func", "record", "overwrite", "out", "cache", "executor", "address", "num_cpus",
@@ -138,7 +138,7 @@ def mark_unfinished(args: argparse.Namespace, status: str) -> None:
     try:
         if not folder.is_dir() or not any(folder.iterdir()) or (folder / "run.json").is_file():
             return
-        write_json(folder / "run.json", {**record.data, "status": status})
+        write_run_record(folder, {**record.data, "status": status})
     except OSError:
         pass  # the folder itself is what failed: nothing more can be kept there
 

@@ -146,7 +146,7 @@ def run_arm(system: System, name: str, kind: str, options: ArmOptions, label: st
 def _baseline_system(system: System, protocol: str, members: Sequence[str], **settings: Any) -> System:
     proto = make_protocol(protocol, temperature=BASELINE_TEMPERATURE, max_new_tokens=system.protocol.max_new_tokens,
                           **settings)
-    return System(proto, system.task, system.pool, list(members), items=system.items, cache=system.cache)
+    return system.with_protocol(proto).replace(members=tuple(members))
 
 
 def single_arm(system: System, member: str, options: ArmOptions) -> Arm:

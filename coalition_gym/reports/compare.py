@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError
+from ..result_files import Bundle, write_bundle
 from . import html
 from .interaction_files import heatmap_html
-from .tables import fmt_ci
+from .table import Column, Table, estimate
 
 
 def load_run(folder: str | Path) -> dict[str, Any]:
@@ -107,19 +108,36 @@ def compare(folders: Sequence[str | Path]) -> dict[str, Any]:
             "records": {label: r.get("run") for label, r in zip(labels, runs)}}
 
 
-def markdown(result: dict[str, Any]) -> str:
+def tables(result: dict[str, Any]) -> list[Table]:
+    """The comparison's tables, built once: every model of every run (solo and the shared estimators), each run's
+    ranking estimate side by side, and the runs' pairwise Shapley interactions side by side (when any has them)."""
     est = result["estimators"]
-    lines = ["# Comparison", "", "| run | model | solo | " + " | ".join(est) + " |", "|" + "---|" * (3 + len(est))]
-    for r in result["rows"]:
-        lines.append(f"| {r['run']} | {r['model']} | {fmt_ci(r['solo'], r['solo_ci'])} | "
-                     + " | ".join(fmt_ci(r["estimates"][e]["value"], r["estimates"][e]["ci"]) for e in est) + " |")
     labels = [run["label"] for run in result["runs"]]
-    lines += ["", "Each run's ranking estimate, side by side:", "", "| model | " + " | ".join(labels) + " |",
-              "|" + "---|" * (1 + len(labels))]
-    for model, cells in result["wide"].items():
-        lines.append(f"| {model} | " + " | ".join("-" if c is None else fmt_ci(c["value"], c["ci"])
-                                                   for c in cells.values()) + " |")
-    lines += interaction_markdown(result.get("interactions") or {})
+    long = Table([Column("run"), Column("model"), Column("solo", "solo [95% CI]", "ci")]
+                 + [Column(e, f"{e} [95% CI]", "ci") for e in est],
+                 [{"run": r["run"], "model": r["model"], "solo": estimate(r["solo"], r["solo_ci"]), **r["estimates"]}
+                  for r in result["rows"]], "Every model of every run", id="leaderboard")
+    wide = Table([Column("model")] + [Column(label, kind="ci") for label in labels],
+                 [{"model": model, **cells} for model, cells in result["wide"].items()],
+                 "Each run's ranking estimate, side by side", id="wide")
+    found = result.get("interactions") or {}
+    if not found:
+        return [long, wide]
+    pairs = Table([Column("pair")] + [Column(label, kind="ci") for label in found],
+                  [{"pair": pair, **cells} for pair, cells in interaction_pairs(found).items()],
+                  "Pairwise Shapley interactions, side by side", id="interactions-compare")
+    return [long, wide, pairs]
+
+
+def markdown(result: dict[str, Any], parts: list[Table] | None = None) -> str:
+    long, wide, *pairs = parts or tables(result)
+    lines = ["# Comparison", ""] + long.to_markdown()
+    lines += ["", "Each run's ranking estimate, side by side:", ""] + wide.to_markdown()
+    found = result.get("interactions") or {}
+    if pairs:
+        lines += ["", "Pairwise Shapley interactions side by side (+ complementary, - redundant):", ""]
+        lines += pairs[0].to_markdown()
+        lines += [""] + [f"{label}: {summary['sentence']}" for label, summary in found.items()]
     lines += [""] + [f"Note: {n}." for n in result["notes"]]
     return "\n".join(lines) + "\n"
 
@@ -135,46 +153,23 @@ def interaction_pairs(found: dict[str, dict[str, Any]]) -> dict[str, dict[str, d
     return out
 
 
-def interaction_markdown(found: dict[str, dict[str, Any]]) -> list[str]:
-    """The runs' pairwise Shapley interactions side by side (runs without them left out); [] if none has them."""
-    if not found:
-        return []
-    labels = list(found)
-    lines = ["", "Pairwise Shapley interactions side by side (+ complementary, - redundant):", "",
-             "| pair | " + " | ".join(labels) + " |", "|" + "---|" * (1 + len(labels))]
-    for pair, cells in interaction_pairs(found).items():
-        lines.append(f"| {pair} | " + " | ".join("-" if c is None else fmt_ci(c["value"], c["ci"])
-                                                  for c in cells.values()) + " |")
-    return lines + [""] + [f"{label}: {summary['sentence']}" for label, summary in found.items()]
-
-
-def page(result: dict[str, Any]) -> str:
-    est = result["estimators"]
-    long_rows = [[html.Cell(r["run"]), html.Cell(r["model"]), html.ci_cell(r["solo"], r["solo_ci"])]
-                 + [html.ci_cell(r["estimates"][e]["value"], r["estimates"][e]["ci"]) for e in est]
-                 for r in result["rows"]]
+def page(result: dict[str, Any], parts: list[Table] | None = None) -> str:
     labels = [run["label"] for run in result["runs"]]
-    wide_rows = [[html.Cell(model)] + [html.Cell("-", None) if c is None else html.ci_cell(c["value"], c["ci"])
-                                       for c in cells.values()] for model, cells in result["wide"].items()]
     return html.render(html.Page(
         title=f"Comparison of {len(labels)} runs",
         intro=["95% bootstrap CIs over items, as each run computed them. Click a column header to sort."],
-        tables=[html.Table(["run", "model", "solo [95% CI]"] + [f"{e} [95% CI]" for e in est], long_rows,
-                           "Every model of every run", id="leaderboard"),
-                html.Table(["model"] + labels, wide_rows, "Each run's ranking estimate, side by side", id="wide")]
-        + _interaction_tables(result.get("interactions") or {}),
+        tables=parts or tables(result),
         figures=_heatmaps(result.get("interactions") or {}),
         notes=[f"Note: {n}." for n in result["notes"]],
         records={f"Run record: {label}": record for label, record in result["records"].items() if record}))
 
 
-def _interaction_tables(found: dict[str, dict[str, Any]]) -> list[html.Table]:
-    if not found:
-        return []
-    rows = [[html.Cell(pair)] + [html.Cell("-", None) if c is None else html.ci_cell(c["value"], c["ci"])
-                                 for c in cells.values()] for pair, cells in interaction_pairs(found).items()]
-    return [html.Table(["pair"] + list(found), rows, "Pairwise Shapley interactions, side by side",
-                       id="interactions-compare")]
+def write(result: dict[str, Any], out: Path, record: dict[str, Any]) -> dict[str, Path]:
+    """compare.md, compare.html, compare.json (the comparison with the run record) and run.json in ``out``: one
+    bundle."""
+    parts = tables(result)
+    return write_bundle(out, Bundle("compare", record=record, summary={**result, "run": record},
+                                    markdown=markdown(result, parts), html=page(result, parts)))
 
 
 def _heatmaps(found: dict[str, dict[str, Any]]) -> list[str]:

@@ -22,7 +22,7 @@ from ..envs.runner import EpisodeResult, RunStats, episode_record, run_episodes
 from ..envs.system import System, SystemSpec
 from ..failures import FailureSummary
 from ..records import describe_pool, describe_task
-from ..result_files import JsonLines, write_json
+from ..result_files import Bundle, write_bundle
 from ..settings_check import check_settings, setting
 from ..tasks import make as make_task
 from ..valuation.stats import N_BOOT, bootstrap_mean
@@ -96,15 +96,12 @@ class EpisodeRun:
 
     def write(self, out: Path, summary: dict[str, Any]) -> list[Path]:
         """episodes.jsonl (one record per episode, with the outcome's details), summary.json and run.json
-        (``summary["run"]``) in ``out``."""
-        out.mkdir(parents=True, exist_ok=True)
-        with JsonLines(out / "episodes.jsonl", "w") as lines:
-            for r in self.results:
-                lines.write({**episode_record(r, self.system.item(r.item_id), self.options.record_text),
-                             "details": dict(r.outcome.details) if r.outcome is not None else None})
-        write_json(out / "summary.json", summary)
-        write_json(out / "run.json", summary["run"])
-        return [out / "episodes.jsonl", out / "summary.json", out / "run.json"]
+        (``summary["run"]``) in ``out``: one bundle."""
+        rows = ({**episode_record(r, self.system.item(r.item_id), self.options.record_text),
+                 "details": dict(r.outcome.details) if r.outcome is not None else None} for r in self.results)
+        bundle = Bundle("summary", record=summary["run"], summary=summary, results=rows,
+                        names={"results": "episodes.jsonl"})
+        return list(write_bundle(out, bundle).values())
 
 
 def run_env(spec: SystemSpec, options: EpisodeRunOptions = EpisodeRunOptions()) -> EpisodeRun:

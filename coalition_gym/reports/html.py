@@ -1,6 +1,7 @@
 """Self-contained HTML pages for leaderboards: one file, no network, no CDN.
 
-A page holds sortable tables (click a column header; numbers sort by value, not by text), an
+A page holds sortable tables (:class:`.table.Table`, the same columns as the report's Markdown and CSV;
+click a column header: numbers sort by value, not by text), an
 embedded PNG, notes and the run record. The sorting script is a few lines of plain JavaScript
 inside the page.
 """
@@ -11,23 +12,9 @@ import base64
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from .tables import fmt_ci
-
-
-@dataclass
-class Cell:
-    text: str
-    sort: float | str | None = None  # what the column sorts by; the text when None
-
-
-@dataclass
-class Table:
-    headers: list[str]
-    rows: list[list[Cell]]
-    caption: str = ""
-    id: str = "leaderboard"
+from .table import Table
 
 
 @dataclass
@@ -79,25 +66,10 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 
 
-def _cell(cell: Cell, header: bool = False) -> str:
-    sort = cell.text if cell.sort is None else cell.sort
-    numeric = isinstance(sort, (int, float)) and not isinstance(sort, bool)
-    attrs = f' data-sort="{html.escape(str(sort), quote=True)}"' + (' class="num"' if numeric else "")
-    return f"<td{attrs}>{html.escape(cell.text)}</td>"
-
-
-def _table(table: Table) -> str:
-    head = "".join(f"<th scope=\"col\">{html.escape(h)}</th>" for h in table.headers)
-    body = "\n".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in table.rows)
-    caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
-    return (f'<table class="sortable" id="{html.escape(table.id, quote=True)}">{caption}'
-            f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>")
-
-
 def render(page: Page) -> str:
     parts = [f"<h1>{html.escape(page.title)}</h1>"]
     parts += [f"<p>{html.escape(line)}</p>" for line in page.intro]
-    parts += [_table(t) for t in page.tables]
+    parts += [t.to_html() for t in page.tables]
     parts += page.figures  # built by this package from numbers and escaped labels, never from raw user text
     if page.png:
         data = base64.b64encode(page.png).decode("ascii")
@@ -111,17 +83,3 @@ def render(page: Page) -> str:
             "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
             f"<title>{html.escape(page.title)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(parts) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
-
-
-def ci_cell(value: float, ci: Sequence[float]) -> Cell:
-    return Cell(fmt_ci(value, ci), value)
-
-
-def leaderboard_table(rows: list[dict[str, Any]], caption: str = "") -> Table:
-    """The leaderboard rows (see tables.leaderboard_rows) as a sortable table."""
-    columns = list(rows[0]["estimates"]) if rows else []
-    headers = ["rank", "model", "solo [95% CI]"] + [f"{c} [95% CI]" for c in columns] + ["rank change"]
-    body = [[Cell(str(r["rank"]), r["rank"]), Cell(r["model"]), ci_cell(r["solo"], r["solo_ci"])]
-            + [ci_cell(r["estimates"][c]["value"], r["estimates"][c]["ci"]) for c in columns]
-            + [Cell(f"{r['rank_change']:+d}", r["rank_change"])] for r in rows]
-    return Table(headers, body, caption)

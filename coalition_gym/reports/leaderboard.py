@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError, did_you_mean
 from ..records import RunRecord, describe_pool, describe_task
-from ..result_files import JsonLines, write_json, write_text
+from ..result_files import Bundle, write_bundle
 from ..settings_check import check_settings, setting
 from ..valuation.estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult, primary_estimator
 from ..valuation.game import CoalitionGame
@@ -27,7 +27,8 @@ from ..valuation.stats import N_BOOT, Correlation, pearson, rescue_drag, spearma
 from ..valuation.teams import best_team, best_team_sentence
 from . import html
 from .interaction_files import heatmap_html, heatmap_png, interaction_summary
-from .tables import FIELDS, correlation_sentence, csv_table, leaderboard_rows, markdown_table, p_phrase, terminal_table
+from .table import Table
+from .tables import FIELDS, correlation_sentence, leaderboard_rows, leaderboard_table, p_phrase
 
 
 def capped_requests(backends: Any) -> int:
@@ -215,6 +216,11 @@ def leaderboard(report: EvalReport) -> list[dict[str, Any]]:
     return leaderboard_rows(report.game.players, report.solo, report.results, report.primary)
 
 
+def table(report: EvalReport) -> Table:
+    """The leaderboard table, built once: the terminal, leaderboard.md, .csv and .html render it."""
+    return leaderboard_table(leaderboard(report), report.primary)
+
+
 def summary(report: EvalReport) -> dict[str, Any]:
     game = report.game
     training = game.training_summary()
@@ -257,7 +263,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
     }
 
 
-def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
+def leaderboard_markdown(report: EvalReport, rows: Table) -> str:
     game = report.game
     label = FIELDS[report.primary]
     lines = [f"# {game.protocol_name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)", "",
@@ -266,7 +272,7 @@ def leaderboard_markdown(report: EvalReport, rows: list[dict[str, Any]]) -> str:
     training = game.training_summary()
     if training:
         lines += [training_sentence(training), ""]
-    lines += markdown_table(rows)
+    lines += rows.to_markdown()
     lines += ["", correlation_sentence(report.correlation, label)]
     lines += interaction_lines(report)
     lines += game.failure_summary().markdown()
@@ -310,28 +316,20 @@ def plot(report: EvalReport, path: Path) -> None:
 
 
 def write_report(report: EvalReport, out: Path) -> dict[str, Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    rows = leaderboard(report)
-    paths = {name: out / name for name in ("results.jsonl", "summary.json", "run.json", "leaderboard.md",
-                                           "leaderboard.csv", "leaderboard.html", "solo_vs_compositional.png")}
+    """The leaderboard's files in ``out`` (see the module doc), one bundle: part -> path."""
+    rows = table(report)
     games = [report.game] + ([report.game.solo_game()] if report.game.solo_game() is not report.game else [])
-    with JsonLines(paths["results.jsonl"], "w") as lines:
-        for game in games:
-            for coalition, records in game.records.items():
-                for record in records:
-                    lines.write({"protocol": game.protocol_name, **record})
-    write_json(paths["summary.json"], summary(report))
-    write_json(paths["run.json"], report.record)
-    write_text(paths["leaderboard.md"], leaderboard_markdown(report, rows))
-    write_text(paths["leaderboard.csv"], csv_table(rows, report.primary))
-    plot(report, paths["solo_vs_compositional.png"])
-    png = paths["solo_vs_compositional.png"].read_bytes()
+    figures = {}
     if report.interactions is not None:
-        paths["interactions.png"] = heatmap_png(interaction_summary(report.interactions), out / "interactions.png",
-                                                f"{report.game.protocol_name} on {report.game.task.name}:\n"
-                                                "pairwise Shapley interactions")
-    write_text(paths["leaderboard.html"], leaderboard_html(report, rows, png))
-    return paths
+        found = interaction_summary(report.interactions)
+        figures["interactions.png"] = lambda path: heatmap_png(
+            found, path, f"{report.game.protocol_name} on {report.game.task.name}:\npairwise Shapley interactions")
+    return write_bundle(out, Bundle(
+        "leaderboard", record=report.record, summary=summary(report), markdown=leaderboard_markdown(report, rows),
+        csv=rows, png=lambda path: plot(report, path), html=lambda png: leaderboard_html(report, rows, png),
+        results=({"protocol": game.protocol_name, **record} for game in games
+                 for records in game.records.values() for record in records),
+        figures=figures, names={"json": "summary.json", "png": "solo_vs_compositional.png"}))
 
 
 def training_sentence(training: dict[str, Any]) -> str:
@@ -342,7 +340,7 @@ def training_sentence(training: dict[str, Any]) -> str:
             f"{untrained} coalitions worth 0 without training (too small to train, or nothing trainable).")
 
 
-def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes | None = None) -> str:
+def leaderboard_html(report: EvalReport, rows: Table, png: bytes | None = None) -> str:
     """The leaderboard as one self-contained page: sortable table, plot, notes, run record."""
     game = report.game
     label = FIELDS[report.primary]
@@ -351,7 +349,7 @@ def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes 
         title=f"{game.protocol_name} on {game.task.name}, pool {game.pool.name} ({game.n_items} items)",
         intro=[f"Full coalition: {game.value(game.players):.3f}. Ranked by {label} (ties share a rank); 95% "
                "bootstrap CIs over items. Click a column header to sort."],
-        tables=[html.leaderboard_table(rows)], png=png,
+        tables=[rows], png=png,
         figures=[heatmap_html(interaction_summary(report.interactions))] if report.interactions is not None else [],
         notes=[correlation_sentence(report.correlation, label)]
         + ([report.best_team["sentence"]] if report.best_team is not None else [])
@@ -362,7 +360,4 @@ def leaderboard_html(report: EvalReport, rows: list[dict[str, Any]], png: bytes 
 
 def format_leaderboard(report: EvalReport) -> str:
     """The leaderboard as a terminal table (a string; the caller prints it)."""
-    return terminal_table(leaderboard(report))
-
-
-print_leaderboard = format_leaderboard  # the old name, kept for one release
+    return table(report).to_text()

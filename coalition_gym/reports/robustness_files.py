@@ -5,15 +5,13 @@ Rows are protocols, most robust first (smallest effect = honest - adversarial sy
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from ..result_files import write_json, write_text
+from ..result_files import Bundle, write_bundle
 from . import html
 from .robustness import QUANTITIES, RobustnessReport, overlap
-from .tables import fmt_ci
+from .table import Column, Table, fmt_ci
 
 LABELS = {"honest": "honest", "adversarial": "with adversary", "effect": "effect (honest - adv.)",
           "drag": "drag", "rescue": "rescue", "adversary_solo": "adversary solo", "seat_solo": "seat solo"}
@@ -40,29 +38,23 @@ def verdict(report: RobustnessReport) -> str:
             f"(effect {_effect(worst)}); {sep}.")
 
 
-def markdown(report: RobustnessReport) -> str:
-    header = ["protocol"] + [LABELS[q] for q in QUANTITIES]
+def table(report: RobustnessReport) -> Table:
+    """One row per protocol, most robust first: rank, protocol, adversary, seats and every quantity with its CI."""
+    columns = ([Column("rank", kind="int"), Column("protocol"), Column("adversary"), Column("seats")]
+               + [Column(q, f"{LABELS[q]} [95% CI]", "ci") for q in QUANTITIES])
+    rows = [{"rank": k + 1, "protocol": r.protocol, "adversary": report.adversary, "seats": "+".join(report.seats),
+             **{q: r.estimates[q] for q in QUANTITIES}} for k, r in enumerate(report.ranking())]
+    return Table(columns, rows, id="robustness")
+
+
+def markdown(report: RobustnessReport, rows: Table | None = None) -> str:
     lines = [f"# {title(report)}", "",
              f"Coalition {', '.join(report.coalition)}; effect = honest - adversarial system score; drag = P(honest "
-             "right, adversarial wrong); rescue = the reverse. 95% paired item-bootstrap CIs. Most robust first.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in report.ranking():
-        lines.append("| " + " | ".join([r.protocol] + [fmt_ci(r.estimates[q]["value"], r.estimates[q]["ci"])
-                                                     for q in QUANTITIES]) + " |")
+             "right, adversarial wrong); rescue = the reverse. 95% paired item-bootstrap CIs. Most robust first.", ""]
+    lines += (rows or table(report)).to_markdown()
     lines += ["", verdict(report)]
     lines += report.failures().markdown()
     return "\n".join(lines) + "\n"
-
-
-def csv_text(report: RobustnessReport) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["protocol", "adversary", "seats"]
-                    + [f"{q}{s}" for q in QUANTITIES for s in ("", "_ci_low", "_ci_high")])
-    for r in report.ranking():
-        writer.writerow([r.protocol, report.adversary, "+".join(report.seats)]
-                        + [v for q in QUANTITIES for v in (r.estimates[q]["value"], *r.estimates[q]["ci"])])
-    return out.getvalue()
 
 
 def plot(report: RobustnessReport, path: Path) -> None:
@@ -90,33 +82,26 @@ def plot(report: RobustnessReport, path: Path) -> None:
     plt.close(fig)
 
 
-def page(report: RobustnessReport, png: bytes | None, record: dict[str, Any]) -> str:
-    headers = ["rank", "protocol"] + [f"{LABELS[q]} [95% CI]" for q in QUANTITIES]
-    body = [[html.Cell(str(k + 1), k + 1), html.Cell(r.protocol)]
-            + [html.ci_cell(r.estimates[q]["value"], r.estimates[q]["ci"]) for q in QUANTITIES]
-            for k, r in enumerate(report.ranking())]
+def page(report: RobustnessReport, png: bytes | None, record: dict[str, Any], rows: Table | None = None) -> str:
     return html.render(html.Page(
         title=title(report),
         intro=[f"Coalition {', '.join(report.coalition)}. Effect = honest - adversarial system score; drag = P(honest "
                "right, adversarial wrong); rescue = the reverse; paired 95% item-bootstrap CIs. Click a header to "
                "sort."],
-        tables=[html.Table(headers, body, id="robustness")], png=png, png_alt="honest vs adversarial system score",
+        tables=[rows or table(report)], png=png, png_alt="honest vs adversarial system score",
         notes=[verdict(report)], records={"Run record": record}))
 
 
-def write(report: RobustnessReport, out: Path, record: dict[str, Any]) -> dict[str, Path]:
-    """robustness.json, .md, .csv, .png, .html and run.json in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {k: out / f"robustness.{k}" for k in ("json", "md", "csv", "png", "html")}
-    paths["run"] = out / "run.json"
-    write_json(paths["json"], {**report.to_dict(), "item_ids": report.item_ids,
-                               "per_item": {r.protocol: r.per_item for r in report.rows}, "run": record})
-    write_text(paths["md"], markdown(report))
-    write_text(paths["csv"], csv_text(report))
-    plot(report, paths["png"])
-    write_text(paths["html"], page(report, paths["png"].read_bytes(), record))
-    write_json(paths["run"], record)
-    return paths
+def write(report: RobustnessReport, out: Path, record: dict[str, Any],
+          results: Iterable[dict[str, Any]] | None = None) -> dict[str, Path]:
+    """robustness.json, .md, .csv, .png, .html, run.json and (given the per-episode ``results``) results.jsonl in
+    ``out``: one bundle."""
+    rows = table(report)
+    return write_bundle(out, Bundle(
+        "robustness", record=record, summary={**report.to_dict(), "item_ids": report.item_ids,
+                                             "per_item": {r.protocol: r.per_item for r in report.rows}, "run": record},
+        markdown=markdown(report, rows), csv=rows, png=lambda path: plot(report, path),
+        html=lambda png: page(report, png, record, rows), results=results))
 
 
-__all__ = ["markdown", "csv_text", "plot", "page", "write", "verdict", "title"]
+__all__ = ["markdown", "plot", "page", "table", "write", "verdict", "title"]

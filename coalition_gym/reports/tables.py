@@ -1,14 +1,13 @@
-"""Leaderboard rows and their text forms (terminal, Markdown, CSV): solo and every computed estimator,
-each with its 95% CI; tied values share a rank."""
+"""Leaderboard rows and their table (rendered to the terminal, Markdown, CSV and HTML by :mod:`.table`): solo
+and every computed estimator, each with its 95% CI; tied values share a rank."""
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..valuation.estimators import ESTIMATORS
 from ..valuation.stats import format_p, shared_ranks
+from .table import Column, Table, estimate
 
 
 class _Fields(Mapping[str, str]):
@@ -50,48 +49,17 @@ def leaderboard_rows(players: Sequence[str], solo: Any, results: Mapping[str, An
     return rows
 
 
-def fmt_ci(value: float, ci: Sequence[float]) -> str:
-    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
-def _columns(rows: list[dict[str, Any]]) -> list[str]:
-    return list(rows[0]["estimates"]) if rows else []
-
-
-def _cells(row: dict[str, Any], columns: list[str]) -> list[str]:
-    return ([str(row["rank"]), row["model"], fmt_ci(row["solo"], row["solo_ci"])]
-            + [fmt_ci(row["estimates"][c]["value"], row["estimates"][c]["ci"]) for c in columns]
-            + [f"{row['rank_change']:+d}"])
-
-
-def terminal_table(rows: list[dict[str, Any]]) -> str:
-    columns = _columns(rows)
-    header = ["rank", "model", "solo [95% CI]"] + [f"{c} [95% CI]" for c in columns] + ["rank change"]
-    body = [_cells(r, columns) for r in rows]
-    widths = [max(len(line[i]) for line in [header] + body) for i in range(len(header))]
-    return "\n".join("  ".join(cell.rjust(w) if i == 0 else cell.ljust(w) for i, (cell, w) in
-                               enumerate(zip(line, widths))).rstrip() for line in [header] + body)
-
-
-def markdown_table(rows: list[dict[str, Any]]) -> list[str]:
-    columns = _columns(rows)
-    header = ["rank", "model", "solo"] + columns + ["rank change"]
-    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(_cells(r, columns)) + " |" for r in rows])
-
-
-def csv_table(rows: list[dict[str, Any]], primary: str) -> str:
-    columns = _columns(rows)
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["rank", "model", "solo", "solo_ci_low", "solo_ci_high"]
-                    + [f"{c}{suffix}" for c in columns for suffix in ("", "_ci_low", "_ci_high")]
-                    + ["ranked_by", "rank_change"])
-    for r in rows:
-        writer.writerow([r["rank"], r["model"], r["solo"], *r["solo_ci"]]
-                        + [v for c in columns for v in (r["estimates"][c]["value"], *r["estimates"][c]["ci"])]
-                        + [FIELDS[primary], r["rank_change"]])
-    return out.getvalue()
+def leaderboard_table(rows: list[dict[str, Any]], primary: str) -> Table:
+    """The leaderboard rows as one table: rank, model, solo and every computed estimator with its 95% CI, the
+    estimator ranked by and the rank change (the same columns in the terminal, Markdown, CSV and HTML)."""
+    fields = list(rows[0]["estimates"]) if rows else []
+    columns = ([Column("rank", kind="int"), Column("model"), Column("solo", "solo [95% CI]", "ci")]
+               + [Column(f, f"{f} [95% CI]", "ci") for f in fields]
+               + [Column("ranked_by", "ranked by"), Column("rank_change", "rank change", "signed")])
+    body = [{"rank": r["rank"], "model": r["model"], "solo": estimate(r["solo"], r["solo_ci"]),
+             **{f: r["estimates"][f] for f in fields}, "ranked_by": FIELDS[primary], "rank_change": r["rank_change"]}
+            for r in rows]
+    return Table(columns, body, id="leaderboard")
 
 
 def correlation_sentence(corr: Mapping[str, Any], label: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 from coalition_gym import System, load_pool, make_protocol, make_task
 from coalition_gym.reports import gain_files
 from coalition_gym.reports.gain import GainOptions, gain
-from coalition_gym.reports.gain_html import nice_ticks
+from coalition_gym.reports.pareto import nice_ticks, pareto_front, points
 
 PROTOCOLS = ("debate", "majority_vote", "slm_mux")
 
@@ -30,13 +30,14 @@ def written(tmp_path_factory):
 def test_the_page_holds_the_table_and_one_svg_point_per_system(written):
     path, report = written
     text = path.read_text()
-    pts = gain_files.points(report)
+    pts = points(report)
     assert len(pts) == len(PROTOCOLS) + len(report.baselines)  # every protocol and every distinct baseline
     assert text.count('<g class="point"') == len(pts)
     assert text.count('class="ybar"') == text.count('class="xbar"') == len(pts)  # error bars on both axes
     kinds = re.findall(r'<g class="point" data-label="[^"]*" data-kind="([a-z_]+)"', text)
     assert kinds.count("protocol") == len(PROTOCOLS) and len(kinds) == len(pts)
-    assert text.count('<tr><td data-sort="') == len(PROTOCOLS)
+    gain_table = text.split('id="gain"', 1)[1].split("</table>", 1)[0]
+    assert gain_table.count('<tr><td data-sort="') == len(PROTOCOLS)
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")  # nothing to fetch
 
 
@@ -67,7 +68,7 @@ def test_the_pareto_plot_renders_in_the_browser_and_the_table_sorts(written, bro
         "  return {label: g.dataset.label, kind: g.dataset.kind, cost: parseFloat(g.dataset.cost),"
         "          score: parseFloat(g.dataset.score), x: m.left + m.width / 2, y: m.top + m.height / 2,"
         "          w: m.width, bar: y.height, tip: g.querySelector('title').textContent}; })")
-    pts = gain_files.points(report)
+    pts = points(report)
     assert sorted(d["label"] for d in drawn) == sorted(p["label"] for p in pts)
     assert {d["kind"] for d in drawn} == {"protocol", "best_single", "self_consistency", "pool_vote"}
     assert all(d["w"] > 4 for d in drawn)  # the markers are on screen
@@ -80,7 +81,7 @@ def test_the_pareto_plot_renders_in_the_browser_and_the_table_sorts(written, bro
     assert "score" in debate["tip"] and "tokens/item" in debate["tip"]
     front = browser.execute_script("var f = document.querySelector('svg#pareto polyline.front');"
                                    "return f ? f.points.numberOfItems : 0")
-    assert front == len(gain_files.pareto_front(pts))
+    assert front == len(pareto_front(pts))
 
     # the table sorts by gain, numerically
     headers = browser.find_elements("css selector", "#gain th")

@@ -43,7 +43,7 @@ def test_the_page_loads_sorts_and_renders(page, browser, tmp_path):
     headers = browser.execute_script("return Array.from(document.querySelectorAll('#leaderboard th'))"
                                      ".map(h => h.textContent)")
     assert headers == ["rank", "model", "solo [95% CI]", "loo [95% CI]", "shapley [95% CI]",
-                       "banzhaf [95% CI]", "rank change"]
+                       "banzhaf [95% CI]", "ranked by", "rank change"]
 
     solo_header = browser.find_elements("css selector", "#leaderboard th")[2]
     solo_header.click()  # descending first

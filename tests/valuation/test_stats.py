@@ -385,8 +385,8 @@ def test_a_sweep_leaves_undefined_settings_out_of_the_count_and_says_so(tmp_path
     from coalition_gym.reports.sweep import SweepGrid, run_sweep
 
     grid = SweepGrid(["sim:demo", "sim:random-2"], ["majority_vote"], ["rg/basic_arithmetic"], ["loo"], 20)
-    result = run_sweep(grid, tmp_path, log=lambda _: None)
-    summary = result["summary"]
+    report = run_sweep(grid, tmp_path, log=lambda _: None)
+    summary = report.summary
     assert summary["total"] == 1 and summary["undefined"] == ["sim:random-2 / majority_vote"]
     assert "in 1 of 1 setting" in summary["sentence"] or "in 0 of 1 setting" in summary["sentence"]
     assert "1 setting left out, correlation undefined" in summary["sentence"]
