@@ -99,13 +99,13 @@ def test_train_refuses_a_folder_holding_another_commands_run(tmp_path, monkeypat
 def test_a_write_that_fails_mid_run_is_one_line_with_what_was_kept(tmp_path, monkeypatch):
     import errno
 
-    import coalition_gym.reports.leaderboard as report
+    import coalition_gym.result_files as result_files
 
     def disk_full(path, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(report, "write_json", disk_full)
+    monkeypatch.setattr(result_files, "write_json", disk_full)
     code, _, err = call(EVAL + ["--items", "10", "--cache", "c", "--out", "out"])
     lines = [line for line in err.splitlines() if line.startswith("cgym:")]
     assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
