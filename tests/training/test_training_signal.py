@@ -74,7 +74,7 @@ def test_collaborator_draws_are_shared_inside_a_group_only_when_asked(draws):
             else:  # G draws
                 assert len(seeds) == 4 and len(set(seeds)) > 1
     assert len(set(policy.backend.seeds)) == 12  # the policy always samples afresh in every execution
-    assert all(r.policy_answer is not None and len(r.calls) == 1 for r in rollouts)
+    assert all(r.own_answer is not None and len(r.calls) == 1 for r in rollouts)
 
 
 def test_unknown_draws_are_refused():
