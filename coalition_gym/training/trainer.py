@@ -59,7 +59,15 @@ from .policy_updates import PolicyUpdates
 from .probe import NoSignalError, ProbeResult, diagnose, run_probe
 from .recipes import get_recipe, make_strategy
 from .reporting import MetricsLog, summary_table, vs_base, write_report
-from .rollouts import CounterfactualCost, RecordingPolicy, Rollout, RolloutPlan, collect, collect_distributed, protocol_asks
+from .rollouts import (
+    CounterfactualCost,
+    RecordingPolicy,
+    Rollout,
+    RolloutPlan,
+    collect,
+    collect_distributed,
+    protocol_asks,
+)
 from .team.config import TeamConfig
 from .team.diagnostics import team_signal
 from .team.strategy import TeamCRL, TeamEval, check_team_models, team_report
@@ -274,8 +282,8 @@ class Trainer(RunItems):
         self.last_cost = CounterfactualCost()
         rollouts, rewards, extra = self.gather_batch(step)
         t1 = time.perf_counter()
-        metrics, advantages = self.method.update(self.updates if self.team else self.updates[self.seats[0]],
-                                                 rollouts, rewards)
+        updates: Any = self.updates if self.team else self.updates[self.seats[0]]  # a team's strategy gets each seat's
+        metrics, advantages = self.method.update(updates, rollouts, rewards)
         t2 = time.perf_counter()
         if self.team:
             cost, total = self.last_cost, CounterfactualCost(**self.state.cost)
@@ -362,7 +370,7 @@ class Trainer(RunItems):
         spec = self.seat_policies[seat]
         if seat not in self._base_weights:  # the starting weights never change: hashed once
             self._base_weights[seat] = policy_weights(spec)
-        team = {"seat": seat, "seats": list(self.seats), "credit": getattr(cfg, "credit", "system")} if self.team else {}
+        team = {"seat": seat, "seats": list(self.seats), "credit": getattr(cfg, "credit", "")} if self.team else {}
         return MemberSettings(
             style=cfg.policy_style, system_prompt=self.state.system_prompt, max_new_tokens=cfg.max_new_tokens,
             context_length=context_length(self.models[seat], self.tokenizers[seat]),

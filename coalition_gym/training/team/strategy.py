@@ -42,7 +42,10 @@ TIMING_KEYS = ("rollout_seconds", "credit_seconds", "update_seconds", "step_seco
 class TeamCRL(Method):
     """Team C-RL: every seat rewarded by its credit in each execution, updated on its own calls."""
 
-    config: TeamConfig
+    config: TeamConfig  # type: ignore[assignment]
+
+    def __init__(self, config: TeamConfig):
+        self.config = config
 
     @property
     def solo(self) -> bool:

@@ -306,8 +306,9 @@ def test_the_pettingzoo_env_is_the_external_view_of_the_team(protocol):
     rollouts = collect(system, items, policies, RolloutPlan(1, seed, "episode"), "shapley")
 
     def env_rewards(members):
-        env = CollaborationParallelEnv(protocol, task="zoo:arith", task_kwargs={"size": 12}, collaborators="sim:demo",
-                                       members=members, automated=["atlas"], split="test", **settings)
+        env = CollaborationParallelEnv(protocol=protocol, task="zoo:arith", task_kwargs={"size": 12},
+                                       collaborators="sim:demo", members=members, automated=["atlas"], split="test",
+                                       **settings)
         out = []
         for item in items:
             obs, infos = env.reset(options={"item_id": item.id, "episode_seed": episode_seed(seed, item)})
