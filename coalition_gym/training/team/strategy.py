@@ -26,7 +26,6 @@ from ...result_files import write_json
 from ...valuation.stats import rescue_drag
 from ..advantages import group_advantages
 from ..evaluation import EvalResult, summarise
-from ..methods import Method
 from ..policy_model import policy_weights, resolve_policy
 from ..rollouts import CounterfactualCost, Rollout
 from .config import TeamConfig
@@ -39,24 +38,26 @@ if TYPE_CHECKING:
 TIMING_KEYS = ("rollout_seconds", "credit_seconds", "update_seconds", "step_seconds")
 
 
-class TeamCRL(Method):
-    """Team C-RL: every seat rewarded by its credit in each execution, updated on its own calls."""
+class TeamCRL:
+    """Team C-RL: every seat rewarded by its credit in each execution, updated on its own calls. The one trainer
+    calls it as it calls a single policy's strategy (:class:`..methods.Method`)."""
 
-    config: TeamConfig  # type: ignore[assignment]
+    trains, solo, selection_sign = True, False, 1.0
+    selection_mode = "team"  # the team's dev system score, with every seat's view (TeamEval)
 
     def __init__(self, config: TeamConfig):
         self.config = config
 
-    @property
-    def solo(self) -> bool:
-        return False
+    def reward(self, rollout: Rollout) -> float:
+        """The team's system score (what dynamic sampling and the step's reward_mean read; each seat trains on its
+        credit)."""
+        return rollout.reward
 
-    @property
-    def selection_mode(self) -> str:
-        return "team"  # the team's dev system score, with every seat's view (TeamEval)
+    def candidate_prompts(self) -> list[str] | None:
+        return None
 
-    def update(self, updates: Mapping[str, PolicyUpdates], rollouts: Sequence[Rollout],  # type: ignore[override]
-               rewards: Sequence[float]) -> tuple[dict[str, Any], list[float] | None]:
+    def update(self, updates: Mapping[str, PolicyUpdates], rollouts: Sequence[Rollout], rewards: Sequence[float]
+               ) -> tuple[dict[str, Any], list[float] | None]:
         """Each seat's advantages on its credit and its clipped policy gradient; the seats' diagnostics and update
         metrics as ``<seat>/<name>``."""
         cfg = self.config
