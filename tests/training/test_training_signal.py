@@ -152,8 +152,8 @@ def test_each_method_has_only_its_own_settings():
 
 
 def _rollout(k, group, reward, solo, answer, tokens=2):
-    call = PolicyCall(k, [0], [1] * tokens, [-0.1] * tokens, 0.7, 0, f"Answer: {answer}")
-    return Rollout(k, None, group, reward, solo, [call], None, answer)
+    call = PolicyCall(k, [0], [1] * tokens, [-0.1] * tokens, 0.7, 0, f"Answer: {answer}", seat="policy")
+    return Rollout(k, None, group, reward, [call], own_scores={"policy": solo}, answers={"policy": answer})
 
 
 def test_signal_diagnostics_on_a_known_batch():
