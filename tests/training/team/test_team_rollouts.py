@@ -199,3 +199,26 @@ def test_a_sub_teams_value_is_what_that_sub_team_scores_when_it_plays(protocol):
     outcomes = run_programs([frozen.protocol.start(c) for c in contexts], frozen.backends)
     assert [r.values[frozenset()] for r in rollouts] == [x.score for x in score_outcomes(system.task, contexts,
                                                                                           outcomes)]
+
+
+@pytest.mark.parametrize("seats", [("A",), ("A", "B")])
+def test_own_answers_are_scored_in_one_batch_for_one_seat_or_several(seats, monkeypatch):
+    """A single policy is a team of one: its own answers go to the task in one scoring call (a sandboxed task
+    runs them in parallel), as a team's do, and score as one at a time would."""
+    system, items, policies, _ = setup("majority_vote", seats=seats)
+    calls = []
+    score_batch = system.task.score_batch
+
+    def counted(answers, batch_items):
+        calls.append(len(answers))
+        return score_batch(answers, batch_items)
+
+    monkeypatch.setattr(system.task, "score_batch", counted)
+    one = policies["A"] if len(seats) == 1 else policies  # a bare policy answers a system of one seat
+    rollouts = collect(system, items, one, RolloutPlan(3, seed=1))
+    assert calls[-1] == len(rollouts) * len(seats)  # the outcomes' scoring call, then the own answers' one
+    assert len(calls) == 2
+    for r in rollouts:
+        for seat in seats:
+            expected = score_batch([r.answers[seat]], [r.item])[0].score
+            assert r.own_scores[seat] == expected and r.credit[seat] == r.reward
