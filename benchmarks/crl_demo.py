@@ -178,14 +178,12 @@ def counterfactuals(setting: str, overrides: dict[str, Any], n_items: int = 1000
     import torch
 
     torch.set_num_threads(1)
-    from coalition_gym.envs.system import System
     from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan, collect
     from coalition_gym.training.trainer import Trainer
 
     config = method_config("base", {}, {**SETTINGS[setting]["train"], **overrides}, 0, eval_items=n_items)
     trainer = Trainer(config, out=Path("/dev/null"), log=lambda *_: None)
     items = trainer.dev_items()
-    coalition = trainer.members + [config.policy_name]
     categories = sorted({it.category for it in items})
     oracle = lambda ask, text: f"Answer: {ask.item.gold}"  # noqa: E731
     abstain = lambda ask, text: "I cannot work this one out, so I will not give an answer."  # noqa: E731
@@ -197,14 +195,13 @@ def counterfactuals(setting: str, overrides: dict[str, Any], n_items: int = 1000
             behaviours[f"abstain on {cat}"] = (lambda c: lambda a, t: abstain(a, t) if a.item.category == c else t)(cat)
     out = {}
     for name, behaviour in behaviours.items():
-        hf = trainer.backend().backend
+        hf = trainer.recording(config.policy_name).backend
         policy = RecordingPolicy(_Rewrite(hf, behaviour) if callable(behaviour) else hf,
                                  temperature=0.0 if behaviour == "greedy" else None)
-        system = System(trainer.collab_protocol, trainer.task, trainer.pool, coalition,
-                        seats={config.policy_name: config.policy_style}, dev_scores=trainer.pool.dev_scores)
+        system = trainer.system.replace(dev_scores=trainer.pool.dev_scores)  # the frozen members, then the policy
         rollouts = collect(system, items, policy, RolloutPlan(group_size=1, seed=777))
         scores = np.asarray([r.reward for r in rollouts])
-        solo = np.asarray([r.solo_score for r in rollouts])
+        solo = np.asarray([r.own_score for r in rollouts])
         out[name] = {"system": float(scores.mean()), "policy_answer_score": float(solo.mean()),
                      **{f"system on {c}": float(scores[[it.category == c for it in items]].mean()) for c in categories}}
     return out

@@ -167,14 +167,14 @@ def bench_crl_step(new_tokens: int, fast_decode: str, folder: Path,
                       out=str(folder / "run"), lora_r=lora_r, lora_alpha=2 * max(lora_r, 1))
     trainer = Trainer(cfg, out=folder / f"run-{fast_decode}-lora{lora_r}", log=lambda *_: None)
     made: list[Any] = []
-    original = trainer.backend
+    original = trainer.recording
 
     def keep(*a: Any, **k: Any) -> Any:
         policy = original(*a, **k)
         made.append(policy.backend)
         return policy
 
-    trainer.backend = keep  # type: ignore[method-assign]
+    trainer.recording = keep  # type: ignore[method-assign]
     trainer.train_step(0)  # warm-up (graphs, allocator)
     made.clear()
     captured: dict[str, Any] = {}
@@ -196,8 +196,9 @@ def bench_crl_step(new_tokens: int, fast_decode: str, folder: Path,
     policy_rate = tokens / row["rollout_seconds"]
     # the step's own update is empty when every group's rewards tie (no advantage): time one that is not
     forced_active = [c for c in calls if c.completion_ids]
-    _, forced = timed(lambda: trainer.policy_gradient_update(
-        forced_active, [1.0 if k % 2 else -1.0 for k in range(len(forced_active))]))
+    _, forced = timed(lambda: trainer.updates[cfg.policy_name].policy_gradient(
+        forced_active, [1.0 if k % 2 else -1.0 for k in range(len(forced_active))], eps_low=cfg.eps_low,
+        eps_high=cfg.eps_high, aggregation=cfg.aggregation, passes=cfg.updates_per_batch))
     trained = sum(p.numel() for p in trainer.model.parameters())  # LoRA: the adapter's only
     out = {**tag, "kind": "crl_step", "fast_decode": fast_decode, "lora_r": lora_r, "trained_parameters": trained,
            "executions": row["rollouts"],

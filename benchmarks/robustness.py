@@ -77,12 +77,12 @@ def part1(items: int, seed: int) -> dict[str, Any]:
 
 
 def part2(items: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
-    from coalition_gym.training.trainer import run_methods
+    from coalition_gym.training.trainer import RunOptions, run_methods
 
     train_root = out / f"train-{steps}steps-{items}items"
     shutil.rmtree(train_root, ignore_errors=True)  # trained afresh: the time below is a training's, not a resume's
     t0 = time.perf_counter()
-    reports = run_methods(["crl"], train_root, preset="tiny", progress=False, policy="zoo:default/abacus",
+    reports = run_methods(["crl"], train_root, "tiny", RunOptions(progress=False), policy="zoo:default/abacus",
                           protocol="majority_vote", protocol_settings={"tie_break": "first", "temperature": 1.0},
                           task="zoo:arith", collaborators="sim:split", steps=steps, reward="negate", seed=seed,
                           eval_every=max(steps // 4, 1), eval_items=200, test_items=items, task_kwargs={"size": 2000})

@@ -199,7 +199,7 @@ def frozen_pool_file(s: dict[str, Any], trained: str, folder: Path) -> str:
 
 def team_run(s: dict[str, Any], common: dict[str, Any], seed: int, credit: str, out: Path) -> dict[str, Any]:
     from coalition_gym.training.team.config import make_team_config
-    from coalition_gym.training.team.trainer import TeamTrainer
+    from coalition_gym.training.trainer import Trainer
 
     config = make_team_config("tiny", protocol=s["protocol"], protocol_settings=dict(s["protocol_settings"]),
                               task=s["task"], task_kwargs=dict(common["task_kwargs"]),
@@ -211,7 +211,7 @@ def team_run(s: dict[str, Any], common: dict[str, Any], seed: int, credit: str, 
                               eval_items=common["eval_items"], patience=10**6,
                               test_items=8,  # its own test report is not used: every method is evaluated below
                               seed=seed, device="cpu")
-    trainer = TeamTrainer(config, out=out, log=lambda *_: None)
+    trainer = Trainer(config, out=out, log=lambda *_: None)
     start = time.perf_counter()
     trainer.fit(progress=False)
     seconds = time.perf_counter() - start
@@ -231,7 +231,7 @@ def team_run(s: dict[str, Any], common: dict[str, Any], seed: int, credit: str, 
 
 
 def team_models(trainer: Any) -> dict[str, tuple[Any, Any]]:
-    """Each seat's current (last) model and tokenizer from a TeamTrainer."""
+    """Each seat's current (last) model and tokenizer from a team's Trainer."""
     return {seat: (trainer.models[seat], trainer.tokenizers[seat]) for seat in trainer.seats}
 
 

@@ -34,7 +34,7 @@ def pivotality(rollouts: Sequence[Rollout], rewards: Sequence[float]) -> float |
     differ = changed = 0
     for idx in _by_group(rollouts).values():
         for a, b in combinations(idx, 2):
-            if rollouts[a].policy_answer != rollouts[b].policy_answer:
+            if rollouts[a].own_answer != rollouts[b].own_answer:
                 differ += 1
                 changed += abs(rewards[a] - rewards[b]) > 1e-12
     return changed / differ if differ else None
@@ -62,7 +62,7 @@ def signal_metrics(rollouts: Sequence[Rollout], rewards: Sequence[float], advant
     out: dict[str, Any] = {
         "informative_groups": len(informative_groups(rewards, groups)) / n_groups,
         "pivotality": pivotality(rollouts, rewards),
-        "reward_solo_corr": within_group_corr(rewards, [r.solo_score for r in rollouts], groups),
+        "reward_solo_corr": within_group_corr(rewards, [r.own_score for r in rollouts], groups),
         "policy_tokens": int(sum(tokens)),
         "failed_rollouts": sum(r.error is not None for r in rollouts),
     }

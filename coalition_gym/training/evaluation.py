@@ -11,12 +11,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..agents.base import stable_hash
-from ..envs.system import System
 from ..types import Item
 from ..valuation.stats import bootstrap_mean
-from .rollouts import RecordingPolicy, Rollout, RolloutPlan, collect
 
-MODES = ("collab", "solo", "without")
+MODES = ("collab", "solo", "without", "team")
 
 
 @dataclass
@@ -29,6 +27,10 @@ class EvalResult:
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "mean": self.mean, "ci": list(self.ci), "n": len(self.per_item)}
 
+    def row(self, prefix: str = "dev") -> dict[str, Any]:
+        """Its numbers for metrics.jsonl: ``dev_score`` and ``dev_ci``."""
+        return {f"{prefix}_score": self.mean, f"{prefix}_ci": list(self.ci)}
+
 
 def eval_seed(run_seed: int) -> int:
     """The episode seed of every evaluation of a run (``cgym eval --seed`` with it replays them). It
@@ -37,14 +39,13 @@ def eval_seed(run_seed: int) -> int:
     return stable_hash("eval", run_seed) % 2**31
 
 
-def run_evaluation(system: System, items: Sequence[Item], policy: RecordingPolicy, mode: str, seed: int,
-                   members: Sequence[str] | None = None) -> tuple[EvalResult, list[Rollout]]:
-    """One execution per item with the runner's episode seeds (``cgym eval --seed`` replays it), scored
-    by the system's outcome (``solo``: the policy's own)."""
-    rollouts = collect(system, items, policy, RolloutPlan(1, seed, draws="episode"), members=members)
-    scores = [r.solo_score if mode == "solo" else r.reward for r in rollouts]
+def summarise(mode: str, scores: Sequence[float], seed: int) -> EvalResult:
+    """Per-item ``scores`` of one evaluation pass: their mean and bootstrap 95% CI over items (``seed``)."""
+    scores = [float(s) for s in scores]
+    if not scores:
+        return EvalResult(mode, [], 0.0, (0.0, 0.0))
     _, _, lo, hi = bootstrap_mean(np.asarray([scores]), n_boot=1000, seed=seed)
-    return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0]))), rollouts
+    return EvalResult(mode, scores, float(np.mean(scores)), (float(lo[0]), float(hi[0])))
 
 
 class RunItems:
@@ -79,4 +80,4 @@ def improves(score: float, best: float, sign: float) -> bool:
     return sign * score > sign * best
 
 
-__all__ = ["EvalResult", "MODES", "RunItems", "eval_seed", "run_evaluation", "improves"]
+__all__ = ["EvalResult", "MODES", "RunItems", "eval_seed", "summarise", "improves"]

@@ -66,7 +66,7 @@ class Method:
         return self.selection_sign * self.base_reward(rollout)
 
     def base_reward(self, rollout: Rollout) -> float:
-        return rollout.solo_score if self.solo else rollout.reward
+        return rollout.own_score if self.solo else rollout.reward
 
     def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
@@ -114,7 +114,7 @@ class DAPOIndiv(PolicyGradient):
         cfg = self.config
         assert isinstance(cfg, DAPOIndivConfig)
         longest = max((len(c.completion_ids) for c in rollout.calls), default=0)
-        return rollout.solo_score + overlong_penalty(longest, cfg.overlong_limit, cfg.overlong_cache)
+        return rollout.own_score + overlong_penalty(longest, cfg.overlong_limit, cfg.overlong_cache)
 
 
 class RAFT(Method):

@@ -55,7 +55,7 @@ def run_probe(trainer: Any, n_groups: int) -> ProbeResult:
     signal = signal_metrics(rollouts, rewards, None)
     return ProbeResult(groups=n_groups, group_size=cfg.group_size,
                        informative_groups=float(signal["informative_groups"]), pivotality=signal["pivotality"],
-                       solo_score=float(np.mean([r.solo_score for r in rollouts])) if rollouts else 0.0,
+                       solo_score=float(np.mean([r.own_score for r in rollouts])) if rollouts else 0.0,
                        reward_mean=float(np.mean(rewards)) if rewards else 0.0)
 
 

@@ -1,28 +1,40 @@
-"""Rollouts: protocol executions with the trainable policy behind a recording shim.
+"""Rollouts: executions of a System whose K >= 1 trainable seats (one for a single policy) each sample behind
+their own recording shim, with the sub-team values each seat's credit needs (:mod:`.credit`).
 
-Each execution (rollout) is tagged: the policy's Asks carry ``info["rollout"]``, and the shim records
-for every policy call the prompt token ids, the sampled token ids and their log-probs under the
-sampling distribution, tagged with that rollout. Collaborators' text only ever enters the policy's
-prompts, so the loss (on the recorded sampled tokens) touches the policy's own tokens alone. A rollout
-may hold any number of policy calls (debate rounds, SLM-MUX samples, none at all under routing).
+Each execution (rollout) is tagged: the seats' Asks carry ``info["rollout"]``, and each shim records for every
+call the prompt token ids, the sampled token ids and their log-probs under the sampling distribution, tagged
+with that rollout (and, once collected, its seat). Collaborators' text only ever enters the seats' prompts, so
+the loss (on the recorded sampled tokens) touches a seat's own tokens alone. A rollout may hold any number of
+calls (debate rounds, SLM-MUX samples, none at all under routing).
 
-Collaborator draws inside a group (``draws``): with ``"shared"`` the G executions of an item share one
-episode seed, so every collaborator, helper and tie-break draws exactly as in its group-mates, and
-only the policy's Asks are re-seeded per execution. A group's reward differences are then caused by
-the policy's replies alone (directly, or through what the collaborators make of them in later rounds),
-and the leave-one-out baseline cancels execution by execution, not just in expectation. With
-``"fresh"`` every execution draws everything anew.
+Collaborator draws inside a group (``draws``): with ``"shared"`` the G executions of an item share one episode
+seed, so every collaborator, helper and tie-break draws exactly as in its group-mates, and only the seats' Asks
+are re-seeded per execution. A group's reward differences are then caused by the seats' replies alone
+(directly, or through what the collaborators make of them in later rounds), and the leave-one-out baseline
+cancels execution by execution, not just in expectation. With ``"fresh"`` every execution draws everything
+anew; ``"episode"``: one execution per item with the runner's episode seed (evaluation).
+
+Counterfactuals (credit ``loo`` or ``shapley``). For each execution and each sub-team S of the seats the credit
+mode needs (other than the full team, which is the execution itself), the protocol program runs again with the
+same episode seed, the frozen collaborators and the seats of S (coalition order kept), and the seats of S
+re-seeded exactly as in the real execution. Every Ask is first looked up among the replies of the real
+executions (same member, prompt, sampling parameters and seed: the same sample): one-shot protocols are
+answered entirely from them (``replayed``) and cost nothing. An Ask the real executions never made (a member
+reading different peers, a helper judging different candidates) is generated: a seat's by its policy, *not*
+recorded for training; a frozen member's or helper's through the generation cache shared by the whole call.
+Those are counted in :attr:`CounterfactualCost.generations`. A sub-team program that does not depend on the
+execution (no seat in it) runs once per group under shared draws. A sub-team that cannot play the protocol (no
+member at all, or fewer than ``protocol.min_members``) is worth 0, as in :mod:`coalition_gym.valuation.game`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from ..agents.base import Generator, settled, stable_hash, with_system_prompt
-from ..agents.cache import GenerationCache
-from ..envs.executors import wrap_with_cache
+from ..agents.cache import CachedGenerator, GenerationCache, ask_key
 from ..envs.protocols import EpisodeContext, ProgramGen
 from ..envs.runner import ProgramFailed, RunStats, episode_seed, run_programs, score_outcomes
 from ..envs.seated import own_answer_of
@@ -30,6 +42,7 @@ from ..envs.system import System
 from ..errors import BackendError, ConfigError
 from ..tasks.base import Task
 from ..types import Ask, Item, Sample
+from .credit import needed_coalitions, seat_credit
 
 
 @dataclass
@@ -43,18 +56,46 @@ class PolicyCall:
     text: str
     role: str = "answer"  # the Ask's role: helper roles never count as the policy's own answer
     sampler_logprobs: list[float] | None = None  # the rollout engine's own, when the trainer recomputed ``logprobs``
+    seat: str = ""  # the trainable seat that made the call (set by :func:`collect`)
 
 
 @dataclass
 class Rollout:
+    """One execution of a system with K >= 1 trainable seats (one for a single policy). ``own_scores``: each
+    seat's own answer inside the system (``answers``), scored alone (0 when it was not asked); a seat's *solo*
+    score is the seat alone, measured elsewhere. ``values``: v(S) of every sub-team the credit mode needs,
+    ``credit``: each seat's credit in this execution (:mod:`.credit`; ``system``: the reward)."""
+
     index: int
     item: Item
     group: int  # rollouts of one item share a group: their advantages are relative to each other
-    reward: float
-    solo_score: float  # the policy's own answer, scored alone
-    calls: list[PolicyCall] = field(default_factory=list)
+    reward: float  # the system's score in this execution
+    calls: list[PolicyCall] = field(default_factory=list)  # every seat's recorded calls (``PolicyCall.seat``)
+    own_scores: dict[str, float] = field(default_factory=dict)
+    answers: dict[str, str | None] = field(default_factory=dict)  # seat -> its own extracted answer
+    values: dict[frozenset[str], float] = field(default_factory=dict)
+    credit: dict[str, float] = field(default_factory=dict)
     error: str | None = None
-    policy_answer: str | None = None  # the policy's own extracted answer (majority of its last round)
+
+    def calls_of(self, seat: str) -> list[PolicyCall]:
+        return [c for c in self.calls if c.seat == seat]
+
+    @property
+    def own_score(self) -> float:
+        """The one seat's own score (a single policy's rollout; 0 with none recorded)."""
+        return self._only(self.own_scores, 0.0)
+
+    @property
+    def own_answer(self) -> str | None:
+        """The one seat's own extracted answer (a single policy's rollout)."""
+        return self._only(self.answers, None)
+
+    @staticmethod
+    def _only(by_seat: Mapping[str, Any], default: Any) -> Any:
+        if len(by_seat) > 1:
+            raise ConfigError(f"a rollout of seats {list(by_seat)} has no single own score or answer; read the "
+                              "seat's own")
+        return next(iter(by_seat.values()), default)
 
 
 class RecordingPolicy(Generator):
@@ -153,35 +194,209 @@ def plan_contexts(system: System, items: Sequence[Item], plan: RolloutPlan, memb
     return contexts, groups, executions
 
 
-def collect(system: System, items: Sequence[Item], policy: RecordingPolicy, plan: RolloutPlan, *,
-            members: Sequence[str] | None = None, stats: RunStats | None = None) -> list[Rollout]:
-    """Run ``plan``'s executions of every item in ``system``, whose one seat is the policy (answered by
-    ``policy``); ``members``: a sub-coalition (e.g. the collaborators without the policy), default the
-    system's coalition."""
-    if len(system.seats) != 1:
-        raise ConfigError(f"collect: the system needs exactly one seat, the policy; it has {list(system.seats)}")
-    (policy_name,) = system.seats
-    task = system.task
+@dataclass
+class CounterfactualCost:
+    """What a call of :func:`collect` ran beside its executions for the seats' credit (see the module doc)."""
+
+    executions: int = 0  # full-team executions run
+    counterfactuals: int = 0  # sub-coalition programs run for credit
+    generations: int = 0  # generations the counterfactuals needed beyond the real executions (seats + collaborators)
+    replayed: int = 0  # counterfactual asks answered from the real execution's own samples (free)
+    failed: int = 0  # counterfactual programs that failed (their sub-team scored 0, as a failed episode does)
+
+    def add(self, other: "CounterfactualCost") -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+class _Tap(Generator):
+    """The real executions' side: answers through ``inner`` and keeps every reply by (member, ask key)."""
+
+    def __init__(self, inner: Generator, store: dict[tuple[str, str], Sample]):
+        self.inner, self.store, self.identity = inner, store, inner.identity
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        samples = self.inner.generate(asks)
+        for ask, sample in zip(asks, samples):
+            if isinstance(sample, Sample):
+                self.store[(ask.member, ask_key(self.identity, ask))] = sample
+        return samples
+
+
+class _Replay(Generator):
+    """The counterfactuals' side: a reply of the real executions where one matches, else ``fallback`` (a
+    CachedGenerator: what it really generates is counted by its ``misses``)."""
+
+    def __init__(self, fallback: Any, store: Mapping[tuple[str, str], Sample], cost: CounterfactualCost):
+        self.fallback, self.store, self.cost, self.identity = fallback, store, cost, fallback.identity
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        out: list[Sample | None] = [self.store.get((a.member, ask_key(self.identity, a))) for a in asks]
+        todo = [k for k, s in enumerate(out) if s is None]
+        self.cost.replayed += len(asks) - len(todo)
+        if todo:
+            before = self.fallback.misses
+            fresh = self.fallback.generate([asks[k] for k in todo])
+            self.cost.generations += self.fallback.misses - before
+            for k, s in zip(todo, fresh):
+                out[k] = s
+        return out  # type: ignore[return-value]
+
+
+class _Unrecorded(Generator):
+    """A seat's policy generating for a counterfactual: its own sampling settings, nothing kept for training."""
+
+    def __init__(self, policy: RecordingPolicy):
+        self.policy, self.identity = policy, policy.identity
+
+    def generate(self, asks: Sequence[Ask]) -> list[Sample]:
+        start = len(self.policy.calls)
+        try:
+            return self.policy.generate(asks)
+        finally:
+            del self.policy.calls[start:]
+
+
+def _seat_policies(system: System, policies: "RecordingPolicy | Mapping[str, RecordingPolicy]", credit: str
+                   ) -> dict[str, RecordingPolicy]:
+    """seat -> its RecordingPolicy (a bare one answers a system's only seat), checked against the system."""
+    seats = tuple(system.seats)
+    if isinstance(policies, RecordingPolicy):
+        if len(seats) != 1:
+            raise ConfigError(f"collect: one policy answers a system of one seat; this one has {list(seats)}: pass "
+                              "seat -> policy")
+        policies = {seats[0]: policies}
+    if not seats:
+        raise ConfigError("collect: the system has no trainable seats; give it at least one seat")
+    needed_coalitions(seats, credit)  # refuses an unknown mode and K above the Shapley limit
+    missing, extra = [s for s in seats if s not in policies], [p for p in policies if p not in system.seats]
+    if missing or extra:
+        raise ConfigError(f"collect: policies must answer exactly the system's seats {list(seats)}; "
+                          f"missing {missing}, not seats {extra}")
+    if len({id(policies[s]) for s in seats}) != len(seats):
+        raise ConfigError("collect: two seats share one RecordingPolicy, so their calls could not be told "
+                          "apart; give each seat its own RecordingPolicy (they may wrap the same backend)")
+    outside = [s for s in seats if s not in system.members]
+    if outside and credit != "system":
+        raise ConfigError(f"credit={credit!r} removes seats from the coalition, but seats {outside} are not "
+                          f"coalition members (the coalition: {list(system.members)}); use credit='system'")
+    return {s: policies[s] for s in seats}
+
+
+def _bound(system: System, policies: Mapping[str, Generator], cache: GenerationCache | None,
+           wrap: Any) -> dict[str, Generator]:
+    """Every name bound to ``wrap(generator, is_seat)``, one wrapper per distinct backend object (so names sharing
+    a backend still share its batched call): the pool's names through ``cache`` (when given), each seat its own."""
+    made: dict[int, Generator] = {}
+    out: dict[str, Generator] = {}
+    for name, backend in system.backends.items():
+        if id(backend) not in made:
+            made[id(backend)] = wrap(CachedGenerator(backend, cache) if cache is not None else backend, False)
+        out[name] = made[id(backend)]
+    for seat, policy in policies.items():
+        out[seat] = wrap(policy, True)
+    return out
+
+
+def collect(system: System, items: Sequence[Item], policies: "RecordingPolicy | Mapping[str, RecordingPolicy]",
+            plan: RolloutPlan, credit: str = "system", *, members: Sequence[str] | None = None,
+            stats: RunStats | None = None, cost: CounterfactualCost | None = None) -> list[Rollout]:
+    """Run ``plan``'s executions of every item in ``system``, whose seats (K >= 1 trainable seats) are answered by
+    ``policies`` (seat -> its RecordingPolicy; a bare one for a system of one seat), with the sub-team values
+    ``credit`` needs (see the module doc; ``system``: none). ``members``: a sub-coalition (e.g. the collaborators
+    without the policy), default the system's coalition. Returns the rollouts (index = execution number in this
+    call); what the counterfactuals cost is added to ``cost`` when given. Every seat's own answers are scored in
+    one call."""
+    seated = _seat_policies(system, policies, credit)
+    seats = tuple(seated)
+    needed = needed_coalitions(seats, credit)
+    full = frozenset(seats)
+    task, protocol = system.task, system.protocol
+    spent = CounterfactualCost()
+    counterfactual = any(sub != full for sub in needed)
+    # a group's executions under shared draws ask the collaborators the same first asks, and counterfactuals replay
+    # them: both share one cache over this call
+    cache = GenerationCache(None) if plan.draws == "shared" or counterfactual else None
+
+    # the real executions: every seat samples (recorded), the pool's names through the cache
     contexts, groups, executions = plan_contexts(system, items, plan, members)
-    start = len(policy.calls)
-    programs = [tag_policy_asks(system.protocol.start(ctx), policy_name, i, executions[i])
-                for i, ctx in enumerate(contexts)]
-    backends = dict(system.backends)
-    if plan.draws == "shared":  # a group's executions ask the collaborators the same first asks: answer each once
-        backends = wrap_with_cache(backends, GenerationCache(None))
-    outcomes = run_programs(programs, {**backends, policy_name: policy}, stats)
-    by_rollout: dict[int, list[PolicyCall]] = {}
-    for call in policy.calls[start:]:
-        by_rollout.setdefault(call.rollout, []).append(call)
+    store: dict[tuple[str, str], Sample] = {}
+    starts = {s: len(seated[s].calls) for s in seats}
+    backends = _bound(system, seated, cache, (lambda gen, seat: _Tap(gen, store)) if counterfactual
+                      else (lambda gen, seat: gen))
+    programs = [tag_policy_asks(protocol.start(ctx), seats, i, executions[i]) for i, ctx in enumerate(contexts)]
+    outcomes = run_programs(programs, backends, stats)
+    results = score_outcomes(task, contexts, outcomes)
+    spent.executions = len(contexts)
+    calls: dict[int, list[PolicyCall]] = {}
+    for s in seats:
+        for call in seated[s].calls[starts[s]:]:
+            call.seat = s
+            calls.setdefault(call.rollout, []).append(call)
+        del seated[s].calls[starts[s]:]  # the rollouts own them now
+    values: list[dict[frozenset[str], float]] = [{full: r.score} for r in results]
+    if counterfactual:
+        _counterfactuals(system, (contexts, executions), needed, seated, (cache, store, spent, stats), values)
+
+    # each seat's own answer, scored alone (one scoring call for the whole batch)
+    answers = {(i, s): policy_answer(task, [c for c in calls.get(i, []) if c.seat == s], ctx.item)
+               for i, ctx in enumerate(contexts) for s in seats}
+    asked = [(i, s) for (i, s) in answers if any(c.seat == s for c in calls.get(i, []))]
+    scored = task.score_batch([answers[k] for k in asked], [contexts[k[0]].item for k in asked]) if asked else []
+    own = dict(zip(asked, (r.score for r in scored)))
     rollouts = []
-    for i, (ctx, outcome, result) in enumerate(zip(contexts, outcomes, score_outcomes(task, contexts, outcomes))):
-        calls = by_rollout.get(i, [])
-        answer = policy_answer(task, calls, ctx.item)
-        own_score = task.score_batch([answer], [ctx.item])[0].score if calls else 0.0
-        rollouts.append(Rollout(i, ctx.item, groups[i], result.score, own_score,
-                                calls, result.error if isinstance(outcome, ProgramFailed) else None, answer))
-    del policy.calls[start:]  # the rollouts own them now
+    for i, (ctx, outcome, result) in enumerate(zip(contexts, outcomes, results)):
+        rollouts.append(Rollout(
+            index=i, item=ctx.item, group=groups[i], reward=result.score, calls=calls.get(i, []),
+            own_scores={s: own.get((i, s), 0.0) for s in seats}, answers={s: answers[(i, s)] for s in seats},
+            values=values[i], credit=seat_credit(values[i], seats, credit),
+            error=result.error if isinstance(outcome, ProgramFailed) else None))
+    if cost is not None:
+        cost.add(spent)
     return rollouts
+
+
+def _counterfactuals(system: System, planned: tuple[list[EpisodeContext], list[int | None]],
+                     needed: Sequence[frozenset[str]], seated: Mapping[str, RecordingPolicy],
+                     shared: tuple[Any, dict[tuple[str, str], Sample], CounterfactualCost, RunStats | None],
+                     values: list[dict[frozenset[str], float]]) -> None:
+    """Fill ``values`` with every needed sub-team's score per execution, replayed from the real replies in
+    ``shared``'s store where they match (see the module doc), counting the cost."""
+    contexts, executions = planned
+    cache, store, cost, stats = shared
+    seats, protocol = tuple(seated), system.protocol
+    full = frozenset(seats)
+    unique: dict[tuple, tuple[EpisodeContext, int]] = {}  # program key -> (context, execution it is tagged for)
+    wanted: list[tuple[int, frozenset[str], tuple]] = []
+    for i, ctx in enumerate(contexts):
+        for sub in needed:
+            if sub == full:
+                continue
+            members = tuple(m for m in system.members if m not in system.seats or m in sub)
+            if not members or len(members) < protocol.min_members:
+                values[i][sub] = 0.0
+                continue
+            # with no seat in it the program is the same for every execution sharing this episode seed
+            key = (ctx.seed, ctx.item.id, members, executions[i] if sub else None)
+            if key not in unique:
+                unique[key] = (system.context(ctx.item, ctx.seed, members), i)
+            wanted.append((i, sub, key))
+    if not unique:
+        return
+    keys = list(unique)
+    backends = _bound(system, seated, cache, lambda gen, seat: _Replay(
+        CachedGenerator(_Unrecorded(gen), cache) if seat else gen, store, cost))
+    programs = [tag_policy_asks(protocol.start(unique[k][0]), seats, unique[k][1], executions[unique[k][1]])
+                for k in keys]
+    scored = score_outcomes(system.task, [unique[k][0] for k in keys], run_programs(programs, backends, stats))
+    cost.counterfactuals = len(keys)
+    cost.failed = sum(r.error is not None for r in scored)
+    by_key = {k: r.score for k, r in zip(keys, scored)}
+    for i, sub, key in wanted:
+        values[i][sub] = by_key[key]
 
 
 class _ProbeReplies(Generator):
@@ -288,5 +503,6 @@ def collect_distributed(executor: Any, system: System, items: Sequence[Item], po
     return rollouts
 
 
-__all__ = ["PolicyCall", "PolicyWeights", "Rollout", "RolloutPlan", "RecordingPolicy", "collect", "collect_distributed",
+__all__ = ["PolicyCall", "PolicyWeights", "Rollout", "RolloutPlan", "RecordingPolicy", "CounterfactualCost", "collect",
+           "collect_distributed",
            "tag_policy_asks", "plan_contexts", "with_system_prompt", "policy_answer", "protocol_asks"]

@@ -27,7 +27,7 @@ from ..agents.pools import Pool, load_pool
 from ..envs.protocols.swarm_graph import SwarmGraph
 from ..envs.protocols.swarms import HeterogeneousSwarms
 from ..envs.runner import RunStats, episode_seed, run_programs, score_outcome
-from ..envs.system import System
+from ..envs.system import System, SystemSpec
 from ..errors import ConfigError
 from ..learners.pso import PSOConfig, PSOResult, particle_swarm
 from ..tasks import Task
@@ -54,7 +54,7 @@ def swarm_system(pool: "str | Pool", task: "str | Task", members: Sequence[str] 
     chosen = the_pool.select(list(members)) if members is not None else the_pool.member_names[:SWARM_SIZE]
     if not chosen:
         raise ConfigError(f"optimise_swarm: pool {the_pool.name!r} has no members")
-    return System(protocol or HeterogeneousSwarms(), make_task(task), the_pool, chosen)
+    return System.build(SystemSpec(protocol or HeterogeneousSwarms(), make_task(task), the_pool, chosen, split=None))
 
 
 def optimise_swarm(system: System, config: PSOConfig | None = None, *, dev_fraction: float = 0.25,

@@ -1,48 +1,55 @@
-"""The trainer: a small orchestrator of one policy-training run (C-RL and its baselines). Each job
-lives in its own module: loading the policy and the vLLM engine (:mod:`.policy_model`), rollouts
-(:mod:`.rollouts`), the updates (:mod:`.policy_updates` over the one :mod:`.update_loop`), evaluation
-and selection (:mod:`.evaluation`), checkpoints (:mod:`.checkpoints`), files (:mod:`.reporting`),
-learning-signal numbers (:mod:`.diagnostics`). What differs per recipe is its strategy
-(:mod:`.methods`: rollouts, reward, update), which gets the updates object, never the trainer.
+"""The one trainer: trainable seats inside a live system, rewarded by its outcome. A single policy (C-RL and its
+baselines) is a team of one with credit ``system``; ``team-crl`` trains K >= 2 seats, each on its own credit.
+Each job lives in its own module: loading the models and the vLLM engine (:mod:`.policy_model`), rollouts (one
+collector for one seat or K, :mod:`.rollouts`), the updates (:mod:`.policy_updates` over the one
+:mod:`.update_loop`), evaluation and selection (:mod:`.evaluation`), checkpoints (:mod:`.checkpoints`), files
+(:mod:`.reporting`), learning-signal numbers (:mod:`.diagnostics`, :mod:`.team.diagnostics`). What differs per
+recipe is its strategy (:mod:`.methods`; the team's in :mod:`.team.strategy`: rollouts, reward, update), which
+gets the updates objects, never the trainer.
 
-Checkpoint selection: every ``eval_every`` steps the policy is scored on ``eval_items`` dev items in
-the mode its method optimises (collaborative for crl/raft, solo for the indiv methods); the best is
-saved; training stops after ``patience`` evaluations without improvement. After every step the full
-state (weights, optimiser, step, RNGs, history) is saved, so a killed run resumes where it stopped.
-The report scores both the best and the last checkpoint on the test split, which selection never sees.
+Every seat has its own model (any architecture or tokenizer; with ``shared_base`` one adapter each of one model),
+its own :class:`RecordingPolicy`, AdamW optimiser and :class:`PolicyUpdates`. Frozen collaborators and the pool's
+models are only ever asked, never updated.
+
+Checkpoint selection: every ``eval_every`` steps the seats are scored on ``eval_items`` dev items in the mode the
+method optimises (collaborative for crl/raft, solo for the indiv methods, the team's system score with each seat's
+solo / own / leave-one-out / Shapley view for a team); the best is saved (every seat's weights of that step: the
+seats co-adapt, so a team is selected as it was measured together); training stops after ``patience`` evaluations
+without improvement. After every step the full state (weights, optimisers, step, RNGs, history) is saved (a
+team's committed for all seats at once, :func:`.checkpoints.commit_pending`), so a killed run resumes where it
+stopped and ends with the same weights and metrics as a run never interrupted. The report scores both the best
+and the last checkpoint on the test split, which selection never sees.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..agents.member_settings import MemberSettings
-from ..agents.pools import load_pool
-from ..envs.dev_scores import DevScores
 from ..envs.protocols import Protocol, make_protocol
-from ..envs.system import System
+from ..envs.system import System, SystemSpec
 from ..errors import ConfigError
 from ..failures import FailureSummary
-from ..result_files import write_json, write_text
-from ..tasks import make as make_task
+from ..result_files import dumps, write_json, write_text
 from ..types import Item
 from . import checkpoints
 from .batches import gather_batch
-from .config import PolicyGradientConfig, TrainConfig, check_methods, make_config
+from .config import PolicyGradientConfig, RunSettings, TrainConfig, check_methods, make_config
+from .credit import SHAPLEY_SEAT_LIMIT
 from .diagnostics import signal_metrics, summarise_signal
-from .evaluation import MODES, EvalResult, RunItems, improves, run_evaluation
+from .evaluation import MODES, EvalResult, RunItems, improves, summarise
 from .policy_model import (
     RolloutFallbackWarning,
     load_policy,
+    load_shared_base,
     policy_weights,
     push_weights,
     resolve_policy,
@@ -52,66 +59,97 @@ from .policy_updates import PolicyUpdates
 from .probe import NoSignalError, ProbeResult, diagnose, run_probe
 from .recipes import get_recipe, make_strategy
 from .reporting import MetricsLog, summary_table, vs_base, write_report
-from .rollouts import PolicyCall, RecordingPolicy, Rollout, RolloutPlan, collect, collect_distributed, protocol_asks
+from .rollouts import (
+    CounterfactualCost,
+    RecordingPolicy,
+    Rollout,
+    RolloutPlan,
+    collect,
+    collect_distributed,
+    protocol_asks,
+)
+from .team.config import TeamConfig
+from .team.diagnostics import team_signal
+from .team.strategy import TeamCRL, TeamEval, check_team_models, team_report
 from .update_loop import UpdateLoop
 
 
 @dataclass
 class TrainState:
     step: int = 0
-    best_score: float = float("-inf")
+    best_score: float = float("-inf")  # the best dev score so far (a team's: its system score)
     best_ci: list[float] = field(default_factory=list)
     best_step: int = -1
     evals_without_gain: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     system_prompt: str = ""
     probe: dict[str, Any] | None = None  # the pre-training probe (see training/probe.py)
+    cost: dict[str, int] = field(default_factory=lambda: asdict(CounterfactualCost()))  # training's, summed
+    test_before: dict[str, Any] | None = None  # a team untrained, on test (TeamEval.to_dict)
+
+
+def build_protocol(config: RunSettings) -> Protocol:
+    """The run's protocol with its generation cap and, where it has rounds and none were set, ``config.rounds``."""
+    settings = dict(config.protocol_settings)
+    proto = make_protocol(config.protocol, **settings)  # a coalition-training recipe is refused here
+    overrides: dict[str, Any] = {"max_new_tokens": config.max_new_tokens}
+    if hasattr(proto, "rounds") and "rounds" not in settings:
+        overrides["rounds"] = config.rounds
+    return make_protocol(proto, **overrides)
 
 
 class Trainer(RunItems):
-    def __init__(self, config: TrainConfig, out: str | Path | None = None,
-                 log: Callable[[str], None] = print, executor: Any = None):
+    """Trains ``config``'s seats into ``out`` (default ``config.out``): a :class:`TrainConfig`'s policy (seat
+    ``policy_name``) or a :class:`TeamConfig`'s seats. ``executor``: a Ray executor that spreads a single policy's
+    rollouts (None: this process); ``models``: seat -> (model, tokenizer) already loaded, used instead of loading
+    the configured ones (which still name them in records)."""
+
+    def __init__(self, config: TrainConfig | TeamConfig, out: str | Path | None = None,
+                 log: Callable[[str], None] = print, *, executor: Any = None,
+                 models: Mapping[str, tuple[Any, Any]] | None = None):
         import torch
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # weight loading/saving bars would drown the training bar
-
-        self.config, self.log = config, log
-        self.method = make_strategy(config)  # the recipe's rollouts, reward and update
+        self.config, self.log, self.torch, self.executor = config, log, torch, executor
+        self.team = isinstance(config, TeamConfig)
+        self.method = TeamCRL(config) if isinstance(config, TeamConfig) else make_strategy(config)
         self.out = Path(out or config.out)
-        self.torch = torch
+        self.seat_policies = config.seat_policies if isinstance(config, TeamConfig) else {config.policy_name:
+                                                                                            config.policy}
+        self.seats = list(self.seat_policies)
         self._seed_everything(config.seed)
-        self.task = make_task(config.task, **config.task_kwargs)
-        self.pool = load_pool(config.collaborators)
-        self.members = self.pool.select(config.members) if config.members is not None else self.pool.member_names
-        if config.policy_name in self.pool.backends():
-            raise ConfigError(f"policy_name {config.policy_name!r} clashes with a name in pool {self.pool.name!r}")
-        settings = dict(config.protocol_settings)
-        self.collab_protocol = self._protocol(config.protocol, settings)
+        if isinstance(config, TeamConfig):
+            check_team_models(config, self.seats, models)
+        spec = SystemSpec(build_protocol(config), config.task, config.collaborators, config.members, split=None,
+                          task_kwargs=config.task_kwargs)
+        # the seats sit after the frozen members: the pool answers the collaborators, the trainer's models the seats
+        self.system = System.build(spec, {s: config.policy_style for s in self.seats})
+        self.task, self.pool, self.members = self.system.task, self.system.pool, list(self.system.frozen)
         self.solo_protocol = make_protocol("majority_vote", max_new_tokens=config.max_new_tokens,
-                                           temperature=self.collab_protocol.temperature)
-        seat = {config.policy_name: config.policy_style}
-        # the policy is a seat: the pool answers the frozen collaborators, the trainer's model the policy
-        self.collab_system = System(self.collab_protocol, self.task, self.pool, [*self.members, config.policy_name],
-                                    seats=seat)
-        self._solo_system: System | None = None
-        self.check_signal()
-        self.model, self.tokenizer = load_policy(config.policy, config.device, config.dtype, config.lora, config.seed)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        self.updates = PolicyUpdates(self.model, self.tokenizer,
-                                     UpdateLoop(self.model, self.optimizer, config.max_grad_norm,
-                                                after_step=self.sync_weights),  # vLLM samples the new weights
-                                     config.micro_batch)
+                                           temperature=self.system.protocol.temperature)
+        self.check_signal()  # every refusal before a model loads or a rollout runs
+        self.engine: Any = None
+        self.models: dict[str, Any] = {}
+        self.tokenizers: dict[str, Any] = {}
+        self.optimizers: dict[str, Any] = {}
+        self.updates: dict[str, PolicyUpdates] = {}
+        for seat, (model, tokenizer) in self._load_models(models).items():  # one optimiser and update loop each
+            optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+            self.models[seat], self.tokenizers[seat], self.optimizers[seat] = model, tokenizer, optimizer
+            self.updates[seat] = PolicyUpdates(model, tokenizer, UpdateLoop(model, optimizer, config.max_grad_norm,
+                                                                            after_step=self.sync_weights),
+                                               config.micro_batch)  # vLLM samples the new weights
         self.state = TrainState()
-        self.styles = self.collab_system.styles
-        self._base_weights: dict[str, Any] | None = None
         self.rng = random.Random(config.seed)
-        self.executor = executor  # a RayExecutor spreads rollout collection; None: this process
         self.metrics = MetricsLog(self.out)
         self.failures = FailureSummary()  # failed rollouts and evaluation episodes of this process
+        self._base_weights: dict[str, dict[str, Any]] = {}
         self.weight_syncs = 0  # weight pushes into the rollout engine
         self.last_logprob_gap = 0.0  # mean |sampler - trainer| log-prob per token of the last rollouts (vLLM)
-        self.engine = self._start_engine() if config.rollout_backend == "vllm" else None
+        self.last_cost = CounterfactualCost()  # what the last step's counterfactuals cost
+        if getattr(config, "rollout_backend", "hf") == "vllm":
+            self.engine = self._start_engine()
         if self.engine is not None and getattr(executor, "name", "local") == "ray":
             raise ConfigError("rollout_backend='vllm' serves the policy in this process; drop the Ray executor "
                               "(or use rollout_backend='hf' to spread rollouts over Ray workers)")
@@ -122,62 +160,86 @@ class Trainer(RunItems):
         np.random.seed(seed % 2**32)
         self.torch.manual_seed(seed)
 
-    def _protocol(self, name: str, settings: dict[str, Any]) -> Protocol:
-        proto = make_protocol(name, **settings)  # a coalition-training recipe is refused here
-        overrides: dict[str, Any] = {"max_new_tokens": self.config.max_new_tokens}
-        if hasattr(proto, "rounds") and "rounds" not in settings:
-            overrides["rounds"] = self.config.rounds
-        return make_protocol(proto, **overrides)
+    def _load_models(self, models: Mapping[str, tuple[Any, Any]] | None) -> dict[str, tuple[Any, Any]]:
+        """seat -> (model, tokenizer): the given ones, else each seat's model loaded (with its own LoRA adapter when
+        ``lora_r`` > 0), or with ``shared_base`` one copy of the model with one adapter per seat. Seat k's adapter
+        starts from ``seed + k`` either way."""
+        cfg = self.config
+        if getattr(cfg, "shared_base", False):
+            assert cfg.lora is not None  # TeamConfig refuses shared_base without it
+            adapters, tokenizer = load_shared_base(next(iter(self.seat_policies.values())), self.seats, cfg.lora,
+                                                   cfg.device, cfg.dtype, cfg.seed)
+            return {seat: (adapters[seat], tokenizer) for seat in self.seats}
+        return {seat: (models[seat] if models and seat in models
+                       else load_policy(spec, cfg.device, cfg.dtype, cfg.lora, cfg.seed + k))
+                for k, (seat, spec) in enumerate(self.seat_policies.items())}
+
+    def _policy(self, table: Mapping[str, Any]) -> Any:
+        if len(table) != 1:
+            raise ConfigError(f"a trainer of seats {self.seats} has no single policy; read trainer.models[seat]")
+        return next(iter(table.values()))
 
     @property
-    def solo_system(self) -> System:
-        """The policy alone under a plain single answer; it reads the collaborative system's dev scores,
-        as every rollout and evaluation of the run does."""
-        if self._solo_system is None:
-            self._solo_system = System(self.solo_protocol, self.task, self.pool, [self.config.policy_name],
-                                       seats=self.collab_system.seats, dev_scores=self.dev_scores.scores)
-        return self._solo_system
+    def model(self) -> Any:
+        """The policy's model (a single seat's; ``models[seat]`` for each)."""
+        return self._policy(self.models)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._policy(self.tokenizers)
+
+    @property
+    def optimizer(self) -> Any:
+        return self._policy(self.optimizers)
+
+    def solo_system(self, seat: str) -> System:
+        """The seat alone under a plain single answer (its solo strength, as leaderboards measure it); a vote of
+        one reads no dev scores."""
+        return self.system.replace(protocol=self.solo_protocol, members=(seat,), seats={seat: self.config.policy_style},
+                                   dev_scores={}, learned=None)
 
     def check_signal(self) -> None:
-        """Refuse, before any rollout, settings in which the collaborative methods can get no signal
-        from the policy: it is not in the coalition, it is one of the protocol's fixed helpers, or the
-        protocol can never ask it (found by driving the protocol with canned replies)."""
+        """Refuse, before any model loads or rollout runs, a system in which a trained seat can get no signal: a
+        coalition too small for the protocol, or a protocol that never asks the seat (found by driving it with
+        canned replies)."""
         if self.method.solo or not self.method.trains:
             return
-        cfg, proto = self.config, self.collab_protocol
-        if cfg.policy_name not in self.training_coalition:
-            raise ConfigError(f"the policy {cfg.policy_name!r} is not in the coalition {self.training_coalition}: "
-                              f"{cfg.method} would train on no call of its own")
-        if len(self.training_coalition) < proto.min_members:
+        system, proto, method = self.system, self.system.protocol, self.config.method
+        if len(system.members) < proto.min_members:
             raise ConfigError(f"{proto.name} needs at least {proto.min_members} members; the training coalition "
-                              f"is {self.training_coalition}")
+                              f"is {list(system.members)}")
         probe = list(self.task.items("train"))[:4]
-        if protocol_asks(self.collab_system, probe, cfg.policy_name) is False:
-            raise ConfigError(f"{proto.name} never asks the policy anything with coalition "
-                              f"{self.training_coalition}: {cfg.method} would get no signal; seat the policy in a "
-                              "protocol where it answers (e.g. majority_vote, debate, slm_mux)")
+        for seat in self.seats:
+            if protocol_asks(system, probe, seat) is False:
+                who = f"seat {seat!r}" if self.team else f"the policy {seat!r}"
+                raise ConfigError(f"{proto.name} never asks {who} anything with coalition {list(system.members)}: "
+                                  f"{method} would train on no call of its own; seat it where the protocol asks it "
+                                  "(e.g. majority_vote, debate, slm_mux)")
 
     def _start_engine(self) -> Any:
         cfg = self.config
-        engine = start_engine(cfg.policy, cfg.dtype, cfg.vllm_settings)
+        engine = start_engine(self.seat_policies[self.seats[0]], cfg.dtype, cfg.vllm_settings)
         if engine is not None:
             self.sync_weights(engine)  # a resumed or best checkpoint differs from the folder vLLM read
         return engine
 
     def sync_weights(self, engine: Any = None) -> None:
         """Push the trainer's current weights into the rollout engine (a no-op without one)."""
-        engine = engine if engine is not None else getattr(self, "engine", None)
+        engine = engine if engine is not None else self.engine
         if engine is None:
             return
         push_weights(engine, self.model)
         self.weight_syncs += 1
 
-    def backend(self, system_prompt: str | None = None, temperature: float | None = None) -> RecordingPolicy:
+    def recording(self, seat: str, temperature: float | None = None, system_prompt: str | None = None
+                  ) -> RecordingPolicy:
+        """A fresh recording shim over the seat's current weights (``temperature`` 0: greedy; None: the
+        protocol's), with the run's system prompt unless ``system_prompt`` is given."""
         from ..agents.hf import HFGenerator
 
         cfg = self.config
-        hf = HFGenerator(self.model, self.tokenizer, max_new_tokens=cfg.max_new_tokens,
-                         identity=f"policy:{cfg.method}:step{self.state.step}", max_batch_size=cfg.rollout_batch_size,
+        hf = HFGenerator(self.models[seat], self.tokenizers[seat], max_new_tokens=cfg.max_new_tokens,
+                         identity=f"{seat}:{cfg.method}:step{self.state.step}", max_batch_size=cfg.rollout_batch_size,
                          fast_decode=cfg.fast_decode)
         gen: Any = hf
         if self.engine is not None:
@@ -187,38 +249,26 @@ class Trainer(RunItems):
         return RecordingPolicy(gen, self.state.system_prompt if system_prompt is None else system_prompt,
                                temperature)
 
-    def recompute_logprobs(self, rollouts: Sequence[Rollout]) -> float:
-        """The trainer's own log-probs of calls another engine (vLLM) sampled (see PolicyUpdates)."""
-        return self.updates.recompute_logprobs(rollouts)
-
-    @property
-    def dev_scores(self) -> DevScores:
-        """The frozen collaborators' dev scores on the task (measured once, on first use, when the
-        collaborative protocol needs them); the policy is a seat and has none."""
-        return self.collab_system.dev
-
-    @property
-    def training_coalition(self) -> list[str]:
-        return [self.config.policy_name] if self.method.solo else self.members + [self.config.policy_name]
-
     # -- rollouts -------------------------------------------------------------------------------------
     def rollouts(self, items: Sequence[Item], step_seed: int, first_group: int = 0) -> list[Rollout]:
+        """``group_size`` executions of every item, every seat sampling (with the counterfactuals its credit needs,
+        their cost added to ``last_cost``); a solo method's policy alone."""
         cfg = self.config
-        system = self.solo_system if self.method.solo else self.collab_system
-        policy = self.backend(temperature=cfg.rollout_temperature)
+        system = self.solo_system(self.seats[0]) if self.method.solo else self.system
+        policies = {s: self.recording(s, cfg.rollout_temperature) for s in self.seats}
         plan = RolloutPlan(cfg.group_size, step_seed, draws=cfg.collaborator_draws, first_group=first_group)
-        if getattr(self.executor, "name", "local") == "ray":
-            rollouts = collect_distributed(self.executor, system, items, policy, plan)
+        if getattr(self.executor, "name", "local") == "ray" and not self.team:
+            rollouts = collect_distributed(self.executor, system, items, self._policy(policies), plan)
         else:
-            rollouts = collect(system, items, policy, plan)
+            rollouts = collect(system, items, policies, plan, getattr(cfg, "credit", "system"), cost=self.last_cost)
         if self.engine is not None:
-            self.last_logprob_gap = self.recompute_logprobs(rollouts)
-        self._count_failures(self.training_coalition, rollouts)
+            self.last_logprob_gap = self.updates[self.seats[0]].recompute_logprobs(rollouts)
+        self._count_failures(list(system.members), rollouts)
         return rollouts
 
     def _count_failures(self, coalition: Sequence[str], rollouts: Sequence[Rollout]) -> None:
         for r in rollouts:
-            self.failures.add(coalition, r.error)
+            self.failures.add(list(coalition), r.error)
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
         return [self.method.reward(r) for r in rollouts]
@@ -227,104 +277,156 @@ class Trainer(RunItems):
         """Rollouts for one step, rewarded (see :func:`.batches.gather_batch`: dynamic sampling)."""
         return gather_batch(self.config, step, self.draw_items, self.rollouts, self.rewards)
 
-    # -- updates (the strategies call self.updates; these names are kept for one release) ---------------
-    def _token_batch(self, calls: Sequence[PolicyCall]) -> tuple[Any, Any, Any]:
-        return self.updates.token_batch(calls)
-
-    @property
-    def _pad_id(self) -> int:
-        return self.updates.pad_id
-
-    def policy_gradient_update(self, calls: Sequence[PolicyCall], advantages: Sequence[float]) -> dict[str, float]:
-        """The clipped policy gradient with this run's settings (see :meth:`PolicyUpdates.policy_gradient`)."""
-        cfg = self.config
-        assert isinstance(cfg, PolicyGradientConfig)  # only policy-gradient methods have the settings
-        return self.updates.policy_gradient(calls, advantages, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                            aggregation=cfg.aggregation, passes=cfg.updates_per_batch)
-
-    def sft_update(self, calls: Sequence[PolicyCall]) -> dict[str, float]:
-        return self.updates.sft(calls)
-
     def train_step(self, step: int) -> dict[str, Any]:
         t0 = time.perf_counter()
+        self.last_cost = CounterfactualCost()
         rollouts, rewards, extra = self.gather_batch(step)
         t1 = time.perf_counter()
-        metrics, advantages = self.method.update(self.updates, rollouts, rewards)
+        updates: Any = self.updates if self.team else self.updates[self.seats[0]]  # a team's strategy gets each seat's
+        metrics, advantages = self.method.update(updates, rollouts, rewards)
         t2 = time.perf_counter()
+        if self.team:
+            cost, total = self.last_cost, CounterfactualCost(**self.state.cost)
+            total.add(cost)
+            self.state.cost = asdict(total)
+            # the counterfactuals run in the rollouts' call and the advantages in the update: timed there
+            return {"step": step, **team_signal(rollouts), **metrics, "counterfactuals": cost.counterfactuals,
+                    "counterfactual_generations": cost.generations, "counterfactual_replayed": cost.replayed,
+                    "rollout_seconds": t1 - t0, "credit_seconds": 0.0, "update_seconds": t2 - t1,
+                    "step_seconds": t2 - t0}
         arr = np.asarray(rewards, dtype=float)
 
         def mean(xs: Any) -> float:
             return float(np.mean(xs)) if len(xs) else 0.0
         return {"step": step, "reward_mean": mean(arr), "reward_std": float(arr.std()) if len(arr) else 0.0,
                 "system_score_mean": mean([r.reward for r in rollouts]),
-                "solo_score_mean": mean([r.solo_score for r in rollouts]),
+                "solo_score_mean": mean([r.own_score for r in rollouts]),  # the recorded name of the own score
                 "rollouts": len(rollouts), "policy_calls": sum(len(r.calls) for r in rollouts),
                 **signal_metrics(rollouts, rewards, advantages), **extra, **metrics,
                 **({"sampler_logprob_gap": self.last_logprob_gap} if self.engine is not None else {}),
                 "rollout_seconds": t1 - t0, "update_seconds": t2 - t1}
 
     # -- evaluation -----------------------------------------------------------------------------------
-    def evaluate(self, items: Sequence[Item], mode: str, system_prompt: str | None = None,
-                 seed: int | None = None) -> EvalResult:
-        """One execution per item, deterministic for the run's seed: ``collab`` inside the protocol with
-        the frozen collaborators, ``solo`` the policy alone, ``without`` the collaborators alone (the
-        leave-one-out coalition; the policy is not asked). The policy decodes as ``eval_decoding`` says.
-        See :func:`.evaluation.eval_seed` for the seed."""
+    def evaluate(self, items: Sequence[Item], mode: str | None = None, system_prompt: str | None = None,
+                 seed: int | None = None) -> EvalResult | TeamEval:
+        """One execution per item, deterministic for the run's seed, in ``mode`` (default: the one the method is
+        selected in): ``collab`` inside the protocol with the frozen collaborators, ``solo`` the policy alone,
+        ``without`` the collaborators alone (the leave-one-out coalition; the policy is not asked), ``team`` the
+        team with every seat's solo / own / leave-one-out / Shapley view (:class:`TeamEval`). The seats decode
+        as ``eval_decoding`` says. See :func:`.evaluation.eval_seed` for the seed."""
+        mode = mode or self.method.selection_mode
         if mode not in MODES:
-            raise ConfigError(f"evaluation mode {mode!r}; use collab, solo or without")
+            raise ConfigError(f"evaluation mode {mode!r}; use collab, solo or without (a team: team)")
         seed = self.eval_seed if seed is None else seed
-        system = self.solo_system if mode == "solo" else self.collab_system
-        members = list(self.members) if mode == "without" else None
-        backend = self.backend(system_prompt, 0.0 if self.config.eval_decoding == "greedy" else None)
-        self.model.eval()
+        plan = RolloutPlan(1, seed, draws="episode")
+        for model in self.models.values():
+            model.eval()
         try:
-            result, rollouts = run_evaluation(system, items, backend, mode, seed, members)
+            if mode == "team":
+                credit, cost = "shapley" if len(self.seats) <= SHAPLEY_SEAT_LIMIT else "loo", CounterfactualCost()
+                team = self._pass(self.system, items, plan, credit=credit, cost=cost)
+                solo = {s: summarise("solo", [r.own_score for r in self._pass(self.solo_system(s), items, plan)], seed)
+                        for s in self.seats}
+                return TeamEval.of(team, solo, seed, cost, credit == "shapley")
+            system = self.solo_system(self.seats[0]) if mode == "solo" else self.system
+            members = list(self.members) if mode == "without" else None
+            rollouts = self._pass(system, items, plan, members=members, system_prompt=system_prompt)
+            return summarise(mode, [r.own_score if mode == "solo" else r.reward for r in rollouts], seed)
         finally:
-            self.model.train()
-        self._count_failures(members if members is not None else list(system.members), rollouts)
-        return result
+            for model in self.models.values():
+                model.train()
+
+    def _pass(self, system: System, items: Sequence[Item], plan: RolloutPlan, **options: Any) -> list[Rollout]:
+        """One evaluation pass of ``system`` (``options``: :func:`.rollouts.collect`'s, and ``system_prompt``)."""
+        temperature = 0.0 if self.config.eval_decoding == "greedy" else None
+        prompt = options.pop("system_prompt", None)
+        policies = {s: self.recording(s, temperature, prompt) for s in system.seats}
+        rollouts = collect(system, items, policies, plan, **options)
+        self._count_failures(options.get("members") or system.members, rollouts)
+        return rollouts
 
     # -- checkpoints -------------------------------------------------------------------------------------
-    def record_best(self, result: EvalResult, step: int) -> None:
+    def folder(self, seat: str) -> Path:
+        """Where the seat's ``best/`` and ``last/`` go: the run folder for a single policy, ``out/<seat>`` in a team."""
+        return self.out / seat if self.team else self.out
+
+    def record_best(self, result: EvalResult | TeamEval, step: int) -> None:
+        """Every seat keeps its weights of this step as its ``best/``. A team is selected by its dev system score,
+        not by a seat's own (solo, leave-one-out or Shapley): the seats co-adapt, so a seat's best by its own number
+        would come from another step than its partners', and the checkpoints put together would be a team never
+        measured on dev."""
         self.state.best_score, self.state.best_ci, self.state.best_step = result.mean, list(result.ci), step
         self.state.evals_without_gain = 0
-        checkpoints.save_best(self.out, self.model, self.tokenizer, self.state.system_prompt,
-                              self.member_settings(step, result.mean))
+        for seat in self.seats:
+            checkpoints.save_best(self.folder(seat), self.models[seat], self.tokenizers[seat],
+                                  self.state.system_prompt, self.member_settings(seat, step, result.mean))
 
-    def member_settings(self, step: int, dev_score: float | None = None) -> MemberSettings:
-        """What a checkpoint needs to be a pool member as it stands (style, system prompt, token cap, the
-        decoding the trainer evaluates with) and its provenance (``dev_score``: the best checkpoint's)."""
+    def member_settings(self, seat: str, step: int, dev_score: float | None = None) -> MemberSettings:
+        """What a seat's checkpoint needs to be a pool member as it stands (style, system prompt, token cap, the
+        decoding the trainer evaluates with) and its provenance (``dev_score``: the best checkpoint's; a team's)."""
         from ..agents.hf import context_length
 
         cfg = self.config
-        if self._base_weights is None:  # the starting weights never change: hashed once
-            self._base_weights = policy_weights(cfg.policy)
+        spec = self.seat_policies[seat]
+        if seat not in self._base_weights:  # the starting weights never change: hashed once
+            self._base_weights[seat] = policy_weights(spec)
+        team = {"seat": seat, "seats": list(self.seats), "credit": getattr(cfg, "credit", "")} if self.team else {}
         return MemberSettings(
             style=cfg.policy_style, system_prompt=self.state.system_prompt, max_new_tokens=cfg.max_new_tokens,
-            context_length=context_length(self.model, self.tokenizer),
+            context_length=context_length(self.models[seat], self.tokenizers[seat]),
             decoding="greedy" if cfg.eval_decoding == "greedy" else "sampled",
-            provenance={"base_model": cfg.policy, "base_weights": self._base_weights, "method": cfg.method,
-                        "step": step, "dev_score": dev_score, "eval_seed": self.eval_seed,
-                        "run_folder": str(self.out.resolve()), "config": cfg.to_dict()})
+            provenance={"base_model": spec, "base_weights": self._base_weights[seat], "method": cfg.method, **team,
+                        "step": step, ("team_dev_score" if self.team else "dev_score"): dev_score,
+                        "eval_seed": self.eval_seed, "run_folder": str(self.out.resolve()), "config": cfg.to_dict()})
 
     def save_state(self) -> None:
-        checkpoints.save_state(self.out, self.model, self.optimizer, asdict(self.state), self.rng,
-                               self.config.to_dict(), self.tokenizer, self.member_settings(self.state.step))
+        """Save the whole state after a step. A team commits it at once: every seat's ``last/`` (weights as an HF
+        folder, optimiser, RNGs, the team's state) is written into ``out/.pending/<seat>/``, then the ``COMMIT``
+        file, then each is swapped into ``out/<seat>/last``; a kill before ``COMMIT`` leaves the previous step's
+        state everywhere, one after it is finished on resume. So the seats' states always belong to one step."""
+        root = self.out / ".pending" if self.team else self.out
+        if self.team:
+            shutil.rmtree(root, ignore_errors=True)
+        for seat in self.seats:
+            state = {"team": asdict(self.state), "seat": seat} if self.team else asdict(self.state)
+            checkpoints.save_state(root / seat if self.team else root, self.models[seat], self.optimizers[seat],
+                                   state, self.rng, self.config.to_dict(), self.tokenizers[seat],
+                                   self.member_settings(seat, self.state.step))
+        if self.team:
+            checkpoints.commit_pending(self.out, self.seats, str(self.state.step))
 
     def try_resume(self) -> bool:
-        saved = checkpoints.load_state(self.out, self.model, self.optimizer, self.rng, self.config.to_dict())
-        if saved is None:
+        """Restore every seat's weights and optimiser, the RNGs and the run's state from the last (commit)."""
+        if self.team:
+            checkpoints.finish_commit(self.out, self.seats)
+        saved = {seat: checkpoints.load_state(self.folder(seat), self.models[seat], self.optimizers[seat], self.rng,
+                                              self.config.to_dict()) for seat in self.seats}
+        states = {s: (v["team"] if self.team else v) for s, v in saved.items() if v is not None}
+        if not states:
             return False
-        self.state = TrainState(**saved)
+        steps = {s: v["step"] for s, v in states.items()}
+        if len(states) != len(self.seats) or len(set(steps.values())) != 1:
+            raise ConfigError(f"{self.out}: the seats' saved states do not belong to one step ({steps}, none for "
+                              f"{[s for s in self.seats if s not in states]}); use a fresh --out folder")
+        self.state = TrainState(**next(iter(states.values())))
         self.sync_weights()
         self.log(f"resumed {self.config.method} from step {self.state.step}")
         return True
 
     def load_best(self) -> None:
-        prompt = checkpoints.load_best(self.out, self.model)
+        for seat in self.seats:
+            prompt = checkpoints.load_best(self.folder(seat), self.models[seat])
+            if prompt is not None:
+                self.state.system_prompt = prompt
         self.sync_weights()
-        if prompt is not None:
-            self.state.system_prompt = prompt
+
+    def _keep_metrics_until(self, step: int) -> None:
+        """Drop metric rows of steps after the last saved state (a kill between writing a row and saving its
+        step), so a resumed run's metrics.jsonl equals an uninterrupted one's."""
+        rows = [r for r in self.metrics.rows() if r.get("step", 0) <= step]
+        fresh = self.metrics.path.with_suffix(".jsonl.tmp")
+        write_text(fresh, "".join(dumps(r) + "\n" for r in rows))
+        fresh.replace(self.metrics.path)
 
     def select_untrained(self) -> None:
         """A method that does not train: the best of its candidate system prompts by collaborative dev
@@ -333,7 +435,7 @@ class Trainer(RunItems):
         if candidates is None:
             self.record_best(self.evaluate(self.dev_items(), "collab"), step=0)
             return
-        best: tuple[EvalResult, str] | None = None
+        best: tuple[EvalResult | TeamEval, str] | None = None
         for k, prompt in enumerate(candidates):
             result = self.evaluate(self.dev_items(), "collab", system_prompt=prompt)
             self.metrics.write({"step": k, "candidate": prompt, "dev_score": result.mean})
@@ -369,6 +471,10 @@ class Trainer(RunItems):
         cfg = self.config
         self.out.mkdir(parents=True, exist_ok=True)
         write_json(self.out / "config.json", cfg.to_dict())
+        for seat in self.seats if self.team else ():  # a seat folder reads as a single policy's run folder
+            (self.out / seat).mkdir(exist_ok=True)
+            write_json(self.out / seat / "config.json", {**cfg.to_dict(), "seat": seat,
+                                                         "policy": self.seat_policies[seat], "policy_name": seat})
         self.metrics = MetricsLog(self.out, cfg.tensorboard)
         resumed = self.try_resume()
         if not self.method.trains:
@@ -376,11 +482,16 @@ class Trainer(RunItems):
                 self.select_untrained()
                 self.save_state()
             return self.state
-        if not resumed:
+        if resumed:
+            self._keep_metrics_until(self.state.step)
+        else:
+            self.metrics.path.unlink(missing_ok=True)  # a run killed before its first save starts over
+            if self.team:  # the untrained team on test, never selected on
+                self.state.test_before = self.evaluate(self.test_items()).to_dict()  # type: ignore[union-attr]
             self.probe(force)
-            result = self.evaluate(self.dev_items(), self.method.selection_mode)
+            result = self.evaluate(self.dev_items())
             self.record_best(result, step=0)
-            self.metrics.write({"step": 0, "dev_score": result.mean, "dev_ci": list(result.ci), "best": True})
+            self.metrics.write({"step": 0, **result.row(), "best": True})
         from tqdm.auto import tqdm
 
         bar = tqdm(total=cfg.steps, initial=self.state.step, desc=cfg.method, unit="step", disable=not progress)
@@ -389,15 +500,15 @@ class Trainer(RunItems):
             self.state.step += 1
             row["step"] = self.state.step
             if self.state.step % cfg.eval_every == 0 or self.state.step == cfg.steps:  # a short run can pick its end
-                result = self.evaluate(self.dev_items(), self.method.selection_mode)
-                row["dev_score"], row["dev_ci"] = result.mean, list(result.ci)
+                result = self.evaluate(self.dev_items())
+                row.update(result.row())
                 # an adversary (reward="negate") keeps its lowest dev score
                 if improves(result.mean, self.state.best_score, self.method.selection_sign):
                     self.record_best(result, self.state.step)
                     row["best"] = True
                 else:
                     self.state.evals_without_gain += 1
-            self.state.history.append({k: row[k] for k in ("step", "reward_mean") if k in row})
+            self.state.history.append({k: row[k] for k in ("step", "reward_mean", "dev_score") if k in row})
             self.metrics.write(row)
             self.save_state()
             bar.update(1)
@@ -406,13 +517,17 @@ class Trainer(RunItems):
         return self.state
 
     def report(self, base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
-        """Score the last and then the best checkpoint on the test split in both modes; rescue/drag
-        against Base's per-item scores (``{"collab": [...], "solo": [...]}``) when given."""
+        """Score the last and then the best checkpoint on the test split (a team: see
+        :func:`.team.strategy.team_report`); a policy's in both modes, with rescue/drag against Base's per-item
+        scores (``{"collab": [...], "solo": [...]}``) when given."""
+        if self.team:
+            return team_report(self)
         items = self.test_items()
         last = {m: self.evaluate(items, m) for m in ("collab", "solo")}
         self.load_best()
         best = {m: self.evaluate(items, m) for m in ("collab", "solo")}
-        without = self.evaluate(items, "without") if len(self.members) >= self.collab_protocol.min_members else None
+        without = self.evaluate(items, "without") if len(self.members) >= self.system.protocol.min_members else None
+        per_item = {m: r.per_item for m, r in best.items() if isinstance(r, EvalResult)}
         result: dict[str, Any] = {
             "method": self.config.method, "seed": self.config.seed, "best_step": self.state.best_step,
             "best_dev_score": self.state.best_score, "selection_mode": self.method.selection_mode,
@@ -420,22 +535,22 @@ class Trainer(RunItems):
             "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
             "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
             "last": {m: r.to_dict() for m, r in last.items()},
-            "policy_weights": policy_weights(self.config.policy),
-            "protocol": self.collab_protocol.settings(), "members": list(self.members),
-            "eval_seed": self.eval_seed, "dev_scores": self.dev_scores.record(),
+            "policy_weights": policy_weights(self.seat_policies[self.seats[0]]),
+            "protocol": self.system.protocol.settings(), "members": list(self.members),
+            "eval_seed": self.eval_seed, "dev_scores": self.system.dev.record(),
             "signal": summarise_signal(self.metrics.rows()), "probe": self.state.probe,
             "config": self.config.to_dict(),
             "failures": self.failures.to_dict()}
         for mode in ("collab", "solo"):
-            moves = vs_base(base_per_item, mode, best[mode].per_item)
+            moves = vs_base(base_per_item, mode, per_item[mode])
             if moves is not None:
                 result[f"vs_base_{mode}"] = moves
-        if without is not None:  # the policy's leave-one-out effect on the system, item by item
-            moves = vs_base({"collab": without.per_item}, "collab", best["collab"].per_item) or {}
+        if isinstance(without, EvalResult):  # the policy's leave-one-out effect on the system, item by item
+            moves = vs_base({"collab": without.per_item}, "collab", per_item["collab"]) or {}
             result["vs_without_policy"] = {"without": without.to_dict(), **moves,
                                            "loo": best["collab"].mean - without.mean}
-        write_report(self.out, result, {**{m: best[m].per_item for m in best},
-                                        **({"without": without.per_item} if without is not None else {})})
+            per_item["without"] = without.per_item
+        write_report(self.out, result, per_item)
         return result
 
 
@@ -452,10 +567,10 @@ class RunOptions:
     overwrite: bool = False
 
 
-def train_policy(config: TrainConfig, out: str | Path | None = None, options: RunOptions | None = None,
+def train_policy(config: TrainConfig | TeamConfig, out: str | Path | None = None, options: RunOptions | None = None,
                  base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
-    """A policy recipe's run: train (or just evaluate) ``config`` into ``out`` and report it (against
-    Base's per-item scores when given)."""
+    """A recipe's run: train (or just evaluate) ``config`` into ``out`` and report it (a policy against Base's
+    per-item scores when given; a team against itself untrained)."""
     options = options or RunOptions()
     trainer = Trainer(config, out=out, executor=options.executor)
     trainer.fit(progress=options.progress, force=options.force)
@@ -470,10 +585,8 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
     which runs first when ``root`` has no Base for this seed yet. A run folder that holds a run with
     another configuration (its ``config.json``) is refused before any work, unless ``options.overwrite``
-    (then it starts over); the same configuration resumes. ``settings`` are the recipes' settings; the
-    :class:`RunOptions` fields given as keywords (the old signature) are taken as options, for one release."""
-    old = {f.name: settings.pop(f.name) for f in dataclasses.fields(RunOptions) if f.name in settings}
-    options = dataclasses.replace(options or RunOptions(), **old)
+    (then it starts over); the same configuration resumes. ``settings`` are the recipes' settings."""
+    options = options or RunOptions()
     root = Path(root)
     methods = check_methods(methods)
     for method in methods:  # every setting checked before the first run starts
@@ -517,4 +630,5 @@ def claim_run_folder(root: Path, config: TrainConfig, overwrite: bool) -> None:
 
 
 __all__ = ["Trainer", "RunOptions", "NoSignalError", "policy_weights", "RolloutFallbackWarning", "EvalResult",
-           "TrainState", "load_policy", "resolve_policy", "run_methods", "train_policy", "summary_table", "ProbeResult"]
+           "TrainState", "TeamEval", "build_protocol", "load_policy", "resolve_policy", "run_methods", "train_policy",
+           "summary_table", "ProbeResult"]

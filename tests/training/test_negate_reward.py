@@ -9,7 +9,7 @@ from coalition_gym.training.rollouts import Rollout
 
 
 def rollout(system: float, solo: float) -> Rollout:
-    return Rollout(index=0, item=None, group=0, reward=system, solo_score=solo)  # type: ignore[arg-type]
+    return Rollout(index=0, item=None, group=0, reward=system, own_scores={"policy": solo})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("method,expected", [("crl", 1.0), ("grpo-indiv", 0.25), ("dapo-indiv", 0.25)])

@@ -28,7 +28,7 @@ def test_recomputed_logprobs_match_the_sampled_ones_at_step_zero(tmp_path):
     rollouts = trainer.rollouts(trainer.task.items("train")[:2], step_seed=1)
     calls = [c for r in rollouts for c in r.calls if c.completion_ids]
     assert calls and all(len(c.logprobs) == len(c.completion_ids) for c in calls)
-    new, old, mask = trainer._token_batch(calls)
+    new, old, mask = trainer.updates["policy"].token_batch(calls)
     assert torch.allclose(new[mask.bool()], old[mask.bool()], atol=1e-4)
     assert new.requires_grad
 
@@ -41,13 +41,13 @@ def test_every_policy_call_of_a_rollout_gets_its_advantage(tmp_path):
     adv = group_advantages(rewards, [r.group for r in rollouts])
     seen = {}
     captured = {}
-    original = trainer.updates.policy_gradient  # what the strategy calls (it never sees the trainer)
+    original = trainer.updates["policy"].policy_gradient  # what the strategy calls (it never sees the trainer)
 
     def spy(calls, advantages, **settings):
         captured["pairs"] = list(zip([c.rollout for c in calls], advantages or []))
         return original(calls, advantages, **settings)
 
-    trainer.updates.policy_gradient = spy
+    trainer.updates["policy"].policy_gradient = spy
     trainer.gather_batch = lambda step: (rollouts, rewards, {})
     trainer.train_step(0)
     assert captured["pairs"]

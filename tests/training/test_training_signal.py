@@ -74,7 +74,7 @@ def test_collaborator_draws_are_shared_inside_a_group_only_when_asked(draws):
             else:  # G draws
                 assert len(seeds) == 4 and len(set(seeds)) > 1
     assert len(set(policy.backend.seeds)) == 12  # the policy always samples afresh in every execution
-    assert all(r.policy_answer is not None and len(r.calls) == 1 for r in rollouts)
+    assert all(r.own_answer is not None and len(r.calls) == 1 for r in rollouts)
 
 
 def test_unknown_draws_are_refused():
@@ -152,8 +152,8 @@ def test_each_method_has_only_its_own_settings():
 
 
 def _rollout(k, group, reward, solo, answer, tokens=2):
-    call = PolicyCall(k, [0], [1] * tokens, [-0.1] * tokens, 0.7, 0, f"Answer: {answer}")
-    return Rollout(k, None, group, reward, solo, [call], None, answer)
+    call = PolicyCall(k, [0], [1] * tokens, [-0.1] * tokens, 0.7, 0, f"Answer: {answer}", seat="policy")
+    return Rollout(k, None, group, reward, [call], own_scores={"policy": solo}, answers={"policy": answer})
 
 
 def test_signal_diagnostics_on_a_known_batch():

@@ -2,7 +2,7 @@
 
 The batch: real policy calls from a few majority-vote rollouts of the tiny zoo policy (sampled at
 temperature 0.7), advantages from :func:`group_advantages` (some groups all-equal, so some calls have
-advantage exactly 0), completions of different lengths. Our side is ``Trainer.policy_gradient_update``
+advantage exactly 0), completions of different lengths. Our side is ``PolicyUpdates.policy_gradient``
 with the optimiser step replaced by a no-op and gradient clipping out of reach, so ``p.grad`` is the
 gradient of one update. TRL's side is ``GRPOTrainer._compute_loss`` on a copy of the same weights, fed
 the ``inputs`` dict that ``_generate_and_score_completions`` would build (left-padded prompts,
@@ -193,7 +193,10 @@ def our_update(batch: Batch, old: str, aggregation: str, micro_batch: int, out: 
     trainer = Trainer(config(aggregation=aggregation, micro_batch=micro_batch), out=out, log=lambda _: None)
     trainer.model.load_state_dict(batch.state)
     monkeypatch.setattr(trainer.optimizer, "step", lambda *a, **k: None)  # read the gradient of one update
-    metrics = trainer.policy_gradient_update(calls, batch.advantages)
+    cfg = trainer.config
+    metrics = trainer.updates["policy"].policy_gradient(calls, batch.advantages, eps_low=cfg.eps_low,
+                                                        eps_high=cfg.eps_high, aggregation=cfg.aggregation,
+                                                        passes=cfg.updates_per_batch)
     for name, p in trainer.model.state_dict().items():
         assert torch.equal(p, batch.state[name])  # no optimiser step was taken
     grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}

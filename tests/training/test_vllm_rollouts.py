@@ -13,6 +13,13 @@ from coalition_gym.training.trainer import RolloutFallbackWarning, Trainer, reso
 from coalition_gym.types import Sample
 
 
+def pg_update(trainer, calls, advantages):
+    """The trainer's clipped policy gradient on ``calls`` with the run's settings (what C-RL's strategy calls)."""
+    cfg = trainer.config
+    return trainer.updates["policy"].policy_gradient(calls, advantages, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+                                                     aggregation=cfg.aggregation, passes=cfg.updates_per_batch)
+
+
 def config(**kw):
     base = dict(policy="zoo:tiny/pico", task="zoo:arith", task_kwargs={"size": 40}, steps=1, eval_every=1,
                 eval_items=2, test_items=2, items_per_step=2, group_size=3, collaborators="sim:demo",
@@ -79,11 +86,11 @@ def test_vllm_rollouts_follow_the_trainers_weights(tmp_path, fake):
     # the engine's log-probs (zeros) are kept aside; the loss's old log-probs are the trainer's own
     assert all(c.sampler_logprobs == [0.0] * len(c.completion_ids) for c in calls)
     expected = sequence_logprobs(trainer.model, [c.prompt_ids for c in calls], [c.completion_ids for c in calls],
-                                 calls[0].temperature, trainer._pad_id)
+                                 calls[0].temperature, trainer.updates["policy"].pad_id)
     for c, lp in zip(calls, expected):
         assert c.logprobs == pytest.approx(lp, abs=1e-5) and min(lp) < -0.01
     assert trainer.last_logprob_gap > 0
-    new, old, mask = trainer._token_batch(calls)
+    new, old, mask = trainer.updates["policy"].token_batch(calls)
     assert torch.allclose(new[mask.bool()], old[mask.bool()], atol=1e-4)  # ratio 1 before the first step
 
     after_each: list[dict[str, torch.Tensor]] = []
@@ -96,7 +103,7 @@ def test_vllm_rollouts_follow_the_trainers_weights(tmp_path, fake):
 
     trainer.optimizer.step = spy
     advantages = [1.0 if k % 2 else -1.0 for k in range(len(calls))]
-    trainer.policy_gradient_update(calls, advantages)
+    pg_update(trainer, calls, advantages)
     assert len(after_each) == 2 and trainer.weight_syncs == 3 and len(engine.updates) == 3  # updates_per_batch=2
     for pushed, params in zip(engine.updates[1:], after_each):
         assert pushed.keys() == params.keys()
@@ -118,7 +125,7 @@ def test_a_policy_vllm_cannot_load_falls_back_to_hf(tmp_path, monkeypatch):
     with pytest.warns(RolloutFallbackWarning, match="unsupported architecture.*HF backend"):
         trainer = Trainer(config(), out=tmp_path)
     assert trainer.engine is None
-    policy = trainer.backend()
+    policy = trainer.recording("policy")
     assert type(policy.backend).__name__ == "HFGenerator"
     rollouts = trainer.rollouts(trainer.task.items("train")[:1], step_seed=1)
     assert all(c.sampler_logprobs is None for r in rollouts for c in r.calls)
@@ -143,7 +150,7 @@ def test_real_vllm_engine_receives_weights(tmp_path):  # pragma: no cover - need
     assert trainer.engine is not None
     rollouts, _, _ = trainer.gather_batch(0)
     calls = [c for r in rollouts for c in r.calls if c.completion_ids]
-    trainer.policy_gradient_update(calls, [1.0 if k % 2 else -1.0 for k in range(len(calls))])
+    pg_update(trainer, calls, [1.0 if k % 2 else -1.0 for k in range(len(calls))])
     assert trainer.weight_syncs == 3
     trainer.gather_batch(1)
     assert trainer.last_logprob_gap < 0.05  # vLLM now samples from the updated weights

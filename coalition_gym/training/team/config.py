@@ -27,7 +27,7 @@ from typing import Any
 from ...errors import ConfigError, did_you_mean
 from ...settings_check import check_settings, setting
 from ..config import EVAL_DECODING, PRESETS, ClippedPGSettings, LoraSettings, RunSettings
-from .credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
+from ..credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
 
 TEAM_METHOD = "team-crl"
 

@@ -19,14 +19,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..advantages import informative_groups
-from .credit import seat_credit
-from .rollouts import TeamRollout
+from ..credit import seat_credit
+from ..rollouts import Rollout
 
 SEAT_KEYS = ("informative_groups", "pivotality", "credit_mean", "credit_var", "adv_nonzero", "grad_token_share",
              "own_score", "calls", "tokens")
 
 
-def loo_credit(rollout: TeamRollout, seat: str, seats: Sequence[str]) -> float | None:
+def loo_credit(rollout: Rollout, seat: str, seats: Sequence[str]) -> float | None:
     """The seat's leave-one-out credit in this execution, when its values hold the sub-team without it."""
     full = frozenset(seats)
     if full - {seat} not in rollout.values:
@@ -42,7 +42,7 @@ def pivotal_share(loo: Sequence[float | None]) -> float | None:
     return float(np.mean([abs(v) > 1e-12 for v in known]))
 
 
-def seat_signal(rollouts: Sequence[TeamRollout], seat: str, seats: Sequence[str],
+def seat_signal(rollouts: Sequence[Rollout], seat: str, seats: Sequence[str],
                 advantages: "Sequence[float] | np.ndarray") -> dict[str, Any]:
     """One seat's diagnostics on one step's batch (see the module doc)."""
     if not rollouts:
@@ -50,7 +50,7 @@ def seat_signal(rollouts: Sequence[TeamRollout], seat: str, seats: Sequence[str]
     credit = [r.credit[seat] for r in rollouts]
     groups = [r.group for r in rollouts]
     loo = [loo_credit(r, seat, seats) for r in rollouts]
-    tokens = [sum(len(c.completion_ids) for c in r.calls.get(seat, [])) for r in rollouts]
+    tokens = [sum(len(c.completion_ids) for c in r.calls_of(seat)) for r in rollouts]
     adv = np.abs(np.asarray(advantages, dtype=float))
     return {
         "informative_groups": len(informative_groups(credit, groups)) / max(len(set(groups)), 1),
@@ -59,13 +59,13 @@ def seat_signal(rollouts: Sequence[TeamRollout], seat: str, seats: Sequence[str]
         "credit_var": float(np.var(credit)),
         "adv_nonzero": float(np.mean(adv > 0)),
         "grad_token_share": sum(t for t, a in zip(tokens, adv) if a > 0) / max(sum(tokens), 1),
-        "own_score": float(np.mean([r.solo_scores.get(seat, 0.0) for r in rollouts])),
-        "calls": sum(len(r.calls.get(seat, [])) for r in rollouts),
+        "own_score": float(np.mean([r.own_scores.get(seat, 0.0) for r in rollouts])),
+        "calls": sum(len(r.calls_of(seat)) for r in rollouts),
         "tokens": int(sum(tokens)),
     }
 
 
-def team_signal(rollouts: Sequence[TeamRollout]) -> dict[str, Any]:
+def team_signal(rollouts: Sequence[Rollout]) -> dict[str, Any]:
     """The team's side of a step: its system reward and how many executions failed."""
     scores = [float(r.reward) for r in rollouts]
     rewards = np.asarray(scores, dtype=float)

@@ -16,11 +16,17 @@ from coalition_gym.agents.base import Generator
 from coalition_gym.envs.protocols.base import EpisodeContext, ProgramGen, Protocol, answer_independently
 from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError
-from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan
-from coalition_gym.training.team import CREDIT_MODES, SHAPLEY_SEAT_LIMIT, collect_team, needed_coalitions, seat_credit
+from coalition_gym.training.credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT, needed_coalitions, seat_credit
+from coalition_gym.training.rollouts import CounterfactualCost, RecordingPolicy, RolloutPlan, collect
 from coalition_gym.types import Outcome, Sample
 
 S = frozenset
+
+
+def collect_with_cost(system, items, policies, plan, credit):
+    """The rollouts of :func:`collect` with what their counterfactuals cost."""
+    cost = CounterfactualCost()
+    return collect(system, items, policies, plan, credit, cost=cost), cost
 
 
 @dataclass
@@ -85,7 +91,7 @@ def team(protocol: Protocol, seat_answers: dict[str, list[str]], frozen: str = "
 
 def run(protocol, seat_answers, credit, frozen="3", group=1):
     system, items, policies = team(protocol, seat_answers, frozen, group)
-    return collect_team(system, items, policies, RolloutPlan(group, seed=0), credit)
+    return collect_with_cost(system, items, policies, RolloutPlan(group, seed=0), credit)
 
 
 # -- the sub-teams each mode needs ------------------------------------------------------------------------
@@ -120,7 +126,7 @@ def test_shapley_with_seven_seats_is_refused_before_any_rollout():
     seats = {f"s{k}": ["7"] for k in range(SHAPLEY_SEAT_LIMIT + 1)}
     system, items, policies = team(Highest(), seats)
     with pytest.raises(ConfigError, match=f"limit of {SHAPLEY_SEAT_LIMIT}"):
-        collect_team(system, items, policies, RolloutPlan(1, 0), "shapley")
+        collect_with_cost(system, items, policies, RolloutPlan(1, 0), "shapley")
     assert all(p.backend.asked == 0 for p in policies.values())
 
 
@@ -164,7 +170,7 @@ def test_a_never_pivotal_seat_gets_no_loo_credit_and_an_always_pivotal_one_gets_
             assert set(r.values) == set(needed_coalitions(["A", "B"], mode))
     rollouts, _ = run(Highest(), {"A": ["7"], "B": ["1"]}, "shapley")
     assert rollouts[0].values == {S("AB"): 1.0, S("A"): 1.0, S("B"): 0.0, S(): 0.0}
-    assert rollouts[0].solo_scores == {"A": 1.0, "B": 0.0} and rollouts[0].answers == {"A": "7", "B": "1"}
+    assert rollouts[0].own_scores == {"A": 1.0, "B": 0.0} and rollouts[0].answers == {"A": "7", "B": "1"}
 
 
 def test_quorum_values_and_credits_by_hand():
@@ -204,7 +210,7 @@ def test_a_sub_team_too_small_for_the_protocol_is_worth_zero_without_running():
     # with no frozen collaborator at all the empty team has no member and is worth 0 too
     system, items, policies = team(Quorum(), {"A": ["7"], "B": ["7"]})
     system = system.replace(members=("A", "B"))
-    (r,), cost = collect_team(system, items, policies, RolloutPlan(1, 0), "shapley")
+    (r,), cost = collect_with_cost(system, items, policies, RolloutPlan(1, 0), "shapley")
     assert r.values[S()] == 0.0 and r.values[S("A")] == 0.0 and r.values[S("AB")] == 1.0
     assert cost.counterfactuals == 2
 

@@ -13,9 +13,15 @@ from coalition_gym.envs.runner import run_programs, score_outcomes
 from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
-from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan, collect, plan_contexts
-from coalition_gym.training.team import collect_team, needed_coalitions
+from coalition_gym.training.credit import needed_coalitions
+from coalition_gym.training.rollouts import CounterfactualCost, RecordingPolicy, RolloutPlan, collect, plan_contexts
 from coalition_gym.types import Sample
+
+
+def collect_with_cost(system, items, policies, plan, credit):
+    """The rollouts of :func:`collect` with what their counterfactuals cost."""
+    cost = CounterfactualCost()
+    return collect(system, items, policies, plan, credit, cost=cost), cost
 
 
 class FakeHF(Generator):
@@ -60,10 +66,10 @@ def generated(policies, backends) -> int:
 @pytest.mark.parametrize("credit", ["loo", "shapley"])
 def test_one_shot_counterfactuals_are_replayed_for_free(protocol, credit):
     system, items, policies, backends = setup(protocol)
-    base, _ = collect_team(system, items, policies, RolloutPlan(3, seed=4), "system")
+    base, _ = collect_with_cost(system, items, policies, RolloutPlan(3, seed=4), "system")
     real = generated(policies, backends)
     system, items, policies, backends = setup(protocol)
-    rollouts, cost = collect_team(system, items, policies, RolloutPlan(3, seed=4), credit)
+    rollouts, cost = collect_with_cost(system, items, policies, RolloutPlan(3, seed=4), credit)
     assert cost.generations == 0 and cost.replayed > 0 and cost.counterfactuals > 0
     assert generated(policies, backends) == real  # no backend generated anything beyond the real executions
     assert [r.reward for r in rollouts] == [r.reward for r in base]
@@ -76,24 +82,24 @@ def test_one_shot_counterfactuals_are_replayed_for_free(protocol, credit):
 @pytest.mark.parametrize("credit", ["loo", "shapley"])
 def test_a_debates_counterfactuals_cost_generations_and_they_are_counted(credit):
     system, items, policies, backends = setup("debate")
-    base, _ = collect_team(system, items, policies, RolloutPlan(2, seed=4), "system")
+    base, _ = collect_with_cost(system, items, policies, RolloutPlan(2, seed=4), "system")
     real = generated(policies, backends)
-    recorded = [sum(len(c) for c in r.calls.values()) for r in base]
+    recorded = [len(r.calls) for r in base]
     system, items, policies, backends = setup("debate")
-    rollouts, cost = collect_team(system, items, policies, RolloutPlan(2, seed=4), credit)
+    rollouts, cost = collect_with_cost(system, items, policies, RolloutPlan(2, seed=4), credit)
     assert cost.generations > 0 and cost.replayed > 0
     assert generated(policies, backends) - real == cost.generations  # every extra generation is counted
     # the seats' counterfactual generations are not recorded: each seat trains on its real calls alone
-    assert [sum(len(c) for c in r.calls.values()) for r in rollouts] == recorded == [6] * 4
+    assert [len(r.calls) for r in rollouts] == recorded == [6] * 4
     assert all(not p.calls for p in policies.values())
-    assert all(c.rollout == r.index for r in rollouts for calls in r.calls.values() for c in calls)
+    assert all(c.rollout == r.index for r in rollouts for c in r.calls)
 
 
 @pytest.mark.parametrize("draws", ["shared", "fresh"])
 def test_collaborators_draw_alike_inside_a_group_while_every_seat_samples_anew(draws):
     system, items, policies, backends = setup("majority_vote", frozen=("f", "g"))
     plan = RolloutPlan(group_size=4, seed=5, draws=draws)
-    rollouts, _ = collect_team(system, items, policies, plan, "system")
+    rollouts, _ = collect_with_cost(system, items, policies, plan, "system")
     assert len(rollouts) == 8 and [r.group for r in rollouts] == [0] * 4 + [1] * 4
     for item in items:
         for name in ("f", "g"):
@@ -105,7 +111,7 @@ def test_collaborators_draw_alike_inside_a_group_while_every_seat_samples_anew(d
             assert len(set(seeds)) == 4  # every seat samples in every execution, each time anew
     a_seeds = {a.seed for a in policies["A"].backend.asks}
     assert not a_seeds & {a.seed for a in policies["B"].backend.asks}  # and the seats differ from each other
-    assert all(len(r.calls["A"]) == len(r.calls["B"]) == 1 for r in rollouts)
+    assert all(len(r.calls_of("A")) == len(r.calls_of("B")) == 1 for r in rollouts)
     # exactly the draws single-seat collect gives its collaborators with the same plan
     one = System.from_backends(make_protocol("majority_vote"), system.task, {"f": Frozen("f"), "g": Frozen("g")},
                                ["f", "g", "A"], seats={"A": "chat"}, dev_scores={})
@@ -117,7 +123,7 @@ def test_episode_draws_use_the_runners_episode_seed():
     from coalition_gym.envs.runner import episode_seed
 
     system, items, policies, backends = setup("majority_vote")
-    rollouts, cost = collect_team(system, items, policies, RolloutPlan(1, seed=9, draws="episode"), "loo")
+    rollouts, cost = collect_with_cost(system, items, policies, RolloutPlan(1, seed=9, draws="episode"), "loo")
     assert len(rollouts) == 2 and cost.generations == 0
     expected = {system.context(it, episode_seed(9, it)).seed_for("f", 0) for it in items}
     assert {a.seed for a in backends["f"].asks} == expected
@@ -126,16 +132,16 @@ def test_episode_draws_use_the_runners_episode_seed():
 def test_bad_input_is_refused_before_any_rollout():
     system, items, policies, backends = setup("majority_vote")
     with pytest.raises(ConfigError, match="missing \\['B'\\]"):
-        collect_team(system, items, {"A": policies["A"]}, RolloutPlan(2, 0), "loo")
+        collect_with_cost(system, items, {"A": policies["A"]}, RolloutPlan(2, 0), "loo")
     with pytest.raises(ConfigError, match="share one RecordingPolicy"):
-        collect_team(system, items, {"A": policies["A"], "B": policies["A"]}, RolloutPlan(2, 0), "loo")
+        collect_with_cost(system, items, {"A": policies["A"], "B": policies["A"]}, RolloutPlan(2, 0), "loo")
     with pytest.raises(ConfigError, match="credit"):
-        collect_team(system, items, policies, RolloutPlan(2, 0), "leave-one-out")
+        collect_with_cost(system, items, policies, RolloutPlan(2, 0), "leave-one-out")
     outside = system.replace(members=("f", "A"))  # seat B takes no part in the coalition
     with pytest.raises(ConfigError, match="not coalition members"):
-        collect_team(outside, items, policies, RolloutPlan(2, 0), "loo")
+        collect_with_cost(outside, items, policies, RolloutPlan(2, 0), "loo")
     with pytest.raises(ConfigError, match="no trainable seats"):
-        collect_team(system.replace(seats={}), items, {}, RolloutPlan(2, 0), "system")
+        collect_with_cost(system.replace(seats={}), items, {}, RolloutPlan(2, 0), "system")
     assert generated(policies, backends) == 0
 
 
@@ -148,20 +154,20 @@ def test_two_zoo_seats_are_recorded_per_seat_and_per_execution(protocol):
                     seats={"pico": "compact", "nano": "compact"}, dev_scores={})
     policies = {s: RecordingPolicy(zoo.members[s]) for s in ("pico", "nano")}
     items = task.items("train")[:2]
-    rollouts, cost = collect_team(system, items, policies, RolloutPlan(group_size=2, seed=3), "loo")
+    rollouts, cost = collect_with_cost(system, items, policies, RolloutPlan(group_size=2, seed=3), "loo")
     rounds = 2 if protocol == "debate" else 1
     assert len(rollouts) == 4 and cost.executions == 4
     for r in rollouts:
-        assert r.error is None and set(r.calls) == {"pico", "nano"}
-        for seat, calls in r.calls.items():
+        assert r.error is None and {c.seat for c in r.calls} == {"pico", "nano"}
+        for seat, calls in ((s, r.calls_of(s)) for s in ("pico", "nano")):
             assert len(calls) == rounds and [c.round for c in calls] == list(range(rounds))
             assert all(c.rollout == r.index and c.completion_ids and len(c.logprobs) == len(c.completion_ids)
                        for c in calls)
-        assert set(r.solo_scores) == {"pico", "nano"} and set(r.values) == set(needed_coalitions(["pico", "nano"],
+        assert set(r.own_scores) == {"pico", "nano"} and set(r.values) == set(needed_coalitions(["pico", "nano"],
                                                                                                 "loo"))
     assert all(not p.calls for p in policies.values())  # the rollouts own the calls
     # the two seats' prompts are the same question, their samples their own: pico's calls are pico's tokens
-    assert rollouts[0].calls["pico"][0].prompt_ids == rollouts[1].calls["pico"][0].prompt_ids
+    assert rollouts[0].calls_of("pico")[0].prompt_ids == rollouts[1].calls_of("pico")[0].prompt_ids
     if protocol == "majority_vote":
         # each execution's two sub-teams {ana, seat}: 2 Asks each, all replayed
         assert cost.generations == 0 and cost.counterfactuals == 8 and cost.replayed == 8 * 2
@@ -170,7 +176,7 @@ def test_two_zoo_seats_are_recorded_per_seat_and_per_execution(protocol):
                        dev_scores={})
         single = collect(alone, items, RecordingPolicy(zoo.members["pico"]), RolloutPlan(group_size=2, seed=3))
         assert [r.values[frozenset({"pico"})] for r in rollouts] == [r.reward for r in single]
-        assert [r.calls["pico"][0].completion_ids for r in rollouts] == [r.calls[0].completion_ids for r in single]
+        assert [r.calls_of("pico")[0].completion_ids for r in rollouts] == [r.calls[0].completion_ids for r in single]
     else:
         assert cost.generations > 0
 
@@ -182,7 +188,7 @@ def test_a_sub_teams_value_is_what_that_sub_team_scores_when_it_plays(protocol):
     counterfactual is that sub-team's real execution with the same draws."""
     system, items, policies, backends = setup(protocol)
     plan = RolloutPlan(3, seed=2)
-    rollouts, _ = collect_team(system, items, policies, plan, "shapley")
+    rollouts, _ = collect_with_cost(system, items, policies, plan, "shapley")
     for seat in ("A", "B"):
         alone = System.from_backends(system.protocol, system.task, {"f": Frozen("f")}, ["f", seat],
                                      seats={seat: "chat"}, dev_scores={})
@@ -193,3 +199,26 @@ def test_a_sub_teams_value_is_what_that_sub_team_scores_when_it_plays(protocol):
     outcomes = run_programs([frozen.protocol.start(c) for c in contexts], frozen.backends)
     assert [r.values[frozenset()] for r in rollouts] == [x.score for x in score_outcomes(system.task, contexts,
                                                                                           outcomes)]
+
+
+@pytest.mark.parametrize("seats", [("A",), ("A", "B")])
+def test_own_answers_are_scored_in_one_batch_for_one_seat_or_several(seats, monkeypatch):
+    """A single policy is a team of one: its own answers go to the task in one scoring call (a sandboxed task
+    runs them in parallel), as a team's do, and score as one at a time would."""
+    system, items, policies, _ = setup("majority_vote", seats=seats)
+    calls = []
+    score_batch = system.task.score_batch
+
+    def counted(answers, batch_items):
+        calls.append(len(answers))
+        return score_batch(answers, batch_items)
+
+    monkeypatch.setattr(system.task, "score_batch", counted)
+    one = policies["A"] if len(seats) == 1 else policies  # a bare policy answers a system of one seat
+    rollouts = collect(system, items, one, RolloutPlan(3, seed=1))
+    assert calls[-1] == len(rollouts) * len(seats)  # the outcomes' scoring call, then the own answers' one
+    assert len(calls) == 2
+    for r in rollouts:
+        for seat in seats:
+            expected = score_batch([r.answers[seat]], [r.item])[0].score
+            assert r.own_scores[seat] == expected and r.credit[seat] == r.reward

@@ -28,9 +28,10 @@ from coalition_gym.tasks import make as make_task
 from coalition_gym.training.export import export_team, pool_line
 from coalition_gym.training.policy_model import resolve_policy
 from coalition_gym.training.recipes import get_recipe
-from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan
-from coalition_gym.training.team import TeamConfig, TeamTrainer, collect_team, make_team_config
+from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan, collect
+from coalition_gym.training.team import TeamConfig, make_team_config
 from coalition_gym.training.team.trainer import comparable_metrics
+from coalition_gym.training.trainer import Trainer
 from coalition_gym.types import Outcome, Sample
 
 SEATS = ("zoo:tiny/pico", "zoo:tiny/nano")
@@ -65,7 +66,7 @@ def test_two_seats_train_and_both_change_while_frozen_members_do_not(tmp_path):
     # system credit with fresh draws: the collaborators' draws vary within a group, so every seat gets signal
     cfg = config(collaborators=str(pool), members=["delta", "frozen_pico"], credit="system", collaborator_draws="fresh",
                  group_size=4, steps=2)
-    trainer = TeamTrainer(cfg, out=tmp_path / "run")
+    trainer = Trainer(cfg, out=tmp_path / "run")
     frozen = trainer.pool.members["frozen_pico"].model
     start = {s: weights(m) for s, m in trainer.models.items()}
     frozen_start = weights(frozen)
@@ -86,7 +87,7 @@ def test_two_seats_train_and_both_change_while_frozen_members_do_not(tmp_path):
 
 def test_shared_base_seats_train_their_own_adapters_on_one_frozen_model(tmp_path):
     cfg = config(credit="system", collaborator_draws="fresh", group_size=4, members=["delta"], **SHARED_LORA)
-    trainer = TeamTrainer(cfg, out=tmp_path / "run")
+    trainer = Trainer(cfg, out=tmp_path / "run")
     seat0, seat1 = (trainer.models[s] for s in trainer.seats)
     assert seat0.peft_model is seat1.peft_model  # one copy of the model ...
     assert not {id(p) for p in seat0.parameters()} & {id(p) for p in seat1.parameters()}  # ... an adapter each
@@ -149,14 +150,14 @@ class FirstMemberOnly(Protocol):
 @pytest.fixture
 def no_model_loads(monkeypatch):
     """Any model load or rollout fails the test: a refusal must come before both."""
-    from coalition_gym.training.team import trainer
+    from coalition_gym.training import trainer
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded or a rollout ran before the refusal")
 
     monkeypatch.setattr(trainer, "load_policy", boom)
     monkeypatch.setattr(trainer, "load_shared_base", boom)
-    monkeypatch.setattr(trainer, "collect_team", boom)
+    monkeypatch.setattr(trainer, "collect", boom)
 
 
 def test_refusals_come_before_any_rollout(tmp_path, monkeypatch, no_model_loads):
@@ -172,18 +173,18 @@ def test_refusals_come_before_any_rollout(tmp_path, monkeypatch, no_model_loads)
     with pytest.raises(ConfigError, match="a seat name is a folder name"):
         config(seats=["a/b", "c"])
     with pytest.raises(ConfigError, match="same model .*shared_base=True"):
-        TeamTrainer(config(policies=["zoo:tiny/pico", "zoo:tiny/0"]), out=tmp_path)  # one folder, two names
+        Trainer(config(policies=["zoo:tiny/pico", "zoo:tiny/0"]), out=tmp_path)  # one folder, two names
     with pytest.raises(ConfigError, match="shared_base=True .*set lora_r > 0"):
         config(policies=["zoo:tiny/pico", "zoo:tiny/pico"], shared_base=True)
     with pytest.raises(ConfigError, match="the policies name 2 models"):
-        TeamTrainer(config(shared_base=True, lora_r=4), out=tmp_path)
+        Trainer(config(shared_base=True, lora_r=4), out=tmp_path)
     with pytest.raises(ConfigError, match="clashes with a name in pool"):
-        TeamTrainer(config(seats=["atlas", "b"]), out=tmp_path)
+        Trainer(config(seats=["atlas", "b"]), out=tmp_path)
     from coalition_gym.envs import protocols
 
     monkeypatch.setitem(protocols.PROTOCOLS, "first_member_only", FirstMemberOnly)
     with pytest.raises(ConfigError, match="never asks seat 'seat0'"):
-        TeamTrainer(config(protocol="first_member_only"), out=tmp_path)
+        Trainer(config(protocol="first_member_only"), out=tmp_path)
     assert not any(tmp_path.iterdir())  # nothing written either
 
 
@@ -192,7 +193,7 @@ def test_two_seats_given_one_model_object_are_refused(tmp_path):
 
     shared = load_policy("zoo:tiny/pico", "cpu", "float32")
     with pytest.raises(ConfigError, match="same model object"):
-        TeamTrainer(config(), out=tmp_path, models={"seat0": shared, "seat1": shared})
+        Trainer(config(), out=tmp_path, models={"seat0": shared, "seat1": shared})
 
 
 KILLER = textwrap.dedent("""
@@ -201,10 +202,11 @@ KILLER = textwrap.dedent("""
     import torch
     torch.set_num_threads(1)
     from coalition_gym.training import checkpoints
-    from coalition_gym.training.team import TeamTrainer, make_team_config
+    from coalition_gym.training.team import make_team_config
+    from coalition_gym.training.trainer import Trainer
 
     settings, out, kill_at, where = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    trainer = TeamTrainer(make_team_config("tiny", **settings), out=out, log=lambda line: None)
+    trainer = Trainer(make_team_config("tiny", **settings), out=out, log=lambda line: None)
 
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
@@ -238,7 +240,7 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
                     members=["delta"], protocol="majority_vote", credit="system", collaborator_draws="fresh")
     settings.update(form)
     weights_file = "adapter_model.safetensors" if form else "model.safetensors"
-    straight = TeamTrainer(make_team_config("tiny", **settings), out=tmp_path / "straight", log=lambda line: None)
+    straight = Trainer(make_team_config("tiny", **settings), out=tmp_path / "straight", log=lambda line: None)
     start = {s: weights(m) for s, m in straight.models.items()}
     straight.fit(progress=False)
     for seat, model in straight.models.items():  # the steps around the kill move the weights: resuming is not trivial
@@ -249,7 +251,7 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
     done = subprocess.run([sys.executable, str(script), json.dumps(settings), str(tmp_path / "victim"), "2", where],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    resumed = TeamTrainer(make_team_config("tiny", **settings), out=tmp_path / "victim", log=lambda line: None)
+    resumed = Trainer(make_team_config("tiny", **settings), out=tmp_path / "victim", log=lambda line: None)
     resumed.fit(progress=False)
     assert resumed.state.step == 3
     for seat in straight.seats:
@@ -265,7 +267,7 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
     assert metrics("victim") == metrics("straight")  # every number but the timings, no row twice or missing
     assert not (tmp_path / "victim" / ".pending").exists()
     with pytest.raises(ConfigError, match="different configuration"):
-        TeamTrainer(make_team_config("tiny", **{**settings, "steps": 5}), out=tmp_path / "victim").fit(progress=False)
+        Trainer(make_team_config("tiny", **{**settings, "steps": 5}), out=tmp_path / "victim").fit(progress=False)
 
 
 class ScriptedPolicy(Generator):
@@ -283,7 +285,7 @@ class ScriptedPolicy(Generator):
 
 @pytest.mark.parametrize("protocol", ["majority_vote", "debate"])
 def test_the_pettingzoo_env_is_the_external_view_of_the_team(protocol):
-    """The same protocol, pool and seats: the team's executions (collect_team, the trainer's rollouts) and the
+    """The same protocol, pool and seats: the team's executions (collect, the trainer's rollouts) and the
     PettingZoo env with the seats as agents (the frozen member automated) give the same system reward per item,
     and a sub-team's counterfactual value equals the env run with that sub-team."""
     task = make_task("zoo:arith", size=12)
@@ -301,11 +303,12 @@ def test_the_pettingzoo_env_is_the_external_view_of_the_team(protocol):
                     seats={s: pool.styles.get(s, "chat") for s in script})
     policies = {s: RecordingPolicy(ScriptedPolicy(s, f)) for s, f in script.items()}
     seed = 5
-    rollouts, _ = collect_team(system, items, policies, RolloutPlan(1, seed, "episode"), "shapley")
+    rollouts = collect(system, items, policies, RolloutPlan(1, seed, "episode"), "shapley")
 
     def env_rewards(members):
-        env = CollaborationParallelEnv(protocol, task="zoo:arith", task_kwargs={"size": 12}, collaborators="sim:demo",
-                                       members=members, automated=["atlas"], split="test", **settings)
+        env = CollaborationParallelEnv(protocol=protocol, task="zoo:arith", task_kwargs={"size": 12},
+                                       collaborators="sim:demo", members=members, automated=["atlas"], split="test",
+                                       **settings)
         out = []
         for item in items:
             obs, infos = env.reset(options={"item_id": item.id, "episode_seed": episode_seed(seed, item)})

@@ -40,7 +40,7 @@ replayed from the real execution's samples and cost no generation. Where a membe
 reads the set of candidates present (LLM-Blender's fuser, a router's list; LLM-Blender's pairwise judgements of
 two candidates that both play are the real ones, replayed), the sub-team's Asks differ from the real ones and
 need new generations, more the more rounds follow the first; they are counted
-(:class:`~coalition_gym.training.team.rollouts.CounterfactualCost`) and reported, never hidden.
+(:class:`~coalition_gym.training.rollouts.CounterfactualCost`) and reported, never hidden.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Mapping, Sequence
 
-from ...errors import ConfigError, did_you_mean
-from ...valuation.exact import shapley_weight
+from ..errors import ConfigError, did_you_mean
+from ..valuation.exact import shapley_weight
 
 CREDIT_MODES = ("system", "loo", "shapley")
 #: the most trainable seats exact Shapley credit is computed for (2^K sub-teams per execution)
