@@ -119,8 +119,9 @@ def _check_training_root(args: argparse.Namespace, folder: Path, theirs: dict[st
         raise ConfigError(f"--out {args.out} holds a `cgym {theirs.get('command')}` run; training would rewrite its "
                           "run.json; choose another folder, or pass --overwrite to train into it anyway")
     own = {"run.json", "summary.md"}
-    foreign = sorted(p.name for p in folder.iterdir()
-                     if p.name not in own and not (p.is_dir() and (p / "config.json").is_file()))
+    # run folders hold their config.json; an --export inside --out holds the pool.yaml it wrote
+    foreign = sorted(p.name for p in folder.iterdir() if p.name not in own
+                     and not (p.is_dir() and any((p / f).is_file() for f in ("config.json", "pool.yaml"))))
     if foreign:
         raise ConfigError(f"--out {args.out} holds files that are not training runs ({', '.join(foreign[:3])}"
                           f"{', ...' if len(foreign) > 3 else ''}); choose another folder, or pass --overwrite to "
