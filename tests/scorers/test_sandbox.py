@@ -189,7 +189,8 @@ def test_environment_is_scrubbed_and_workdir_is_fresh(monkeypatch):
         env = result.report["env"]
         assert "ANTHROPIC_API_KEY" not in env and env["EXTRA"] == "1"
         assert set(env) <= set(sandbox._SAFE_ENV) | {"HOME", "TMPDIR", "EXTRA"}
-        assert result.report["files"] == ["data", "main.py"]  # no scratch file from the other run
+        # only its files: no scratch file from the other run, and its own source is never a file
+        assert result.report["files"] == ["data"]
     assert first.report["cwd"] != second.report["cwd"]
 
 
