@@ -137,6 +137,10 @@ class RunResult:
     memory_cap: str = ""  # "cgroup v1|v2" (program and children together) or "per process (why)"
     visible: tuple[str, ...] = ()  # what of the host the program could still read (VISIBLE, plus failures)
 
+    def exposure(self) -> dict[str, Any]:
+        """The isolation the run got and what of the host stayed visible: for a score's details."""
+        return {"isolation": self.isolation, "visible": list(self.visible)}
+
 
 def run_program(program: Program | str, limits: Limits | None = None, mode: str = "auto") -> RunResult:
     """Run one program in the sandbox and say how it ended. Never raises for what the program does."""

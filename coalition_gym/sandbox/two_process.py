@@ -230,23 +230,26 @@ def called_names(test_code: str, context: str = "") -> list[str]:
     return sorted(loaded - bound)
 
 
-def run_split(program: SplitProgram, limits: Limits | None = None, mode: str = "auto") -> RunResult:
+def run_split(program: SplitProgram, limits: Limits | None = None, mode: str = "auto",
+              hidden: Sequence[str] = ()) -> RunResult:
     """Run both halves under one launcher (one namespace setup, two fresh uids, joined by two pipes);
-    the tests' run is the verdict, and the candidate's process ends with it."""
-    return run_program(Program(program.tests, companion=Program(program.candidate)), limits, mode)
+    the tests' run is the verdict, and the candidate's process ends with it. ``hidden``: host paths
+    neither half may see (the task's data files; ``Program.hidden``)."""
+    return run_program(Program(program.tests, companion=Program(program.candidate), hidden=tuple(hidden)),
+                       limits, mode)
 
 
 def run_splits(programs: Sequence[SplitProgram], limits: Limits | None = None, mode: str = "auto",
-               workers: int | None = None) -> list[RunResult]:
+               workers: int | None = None, hidden: Sequence[str] = ()) -> list[RunResult]:
     """Many split programs on ``workers`` cores (default: the usable cores). The two processes of a
     pair mostly take turns (call, answer), so two pairs run per core to keep it busy."""
     from concurrent.futures import ThreadPoolExecutor
 
     pairs = 2 * (workers or default_workers())
     if len(programs) <= 1:
-        return [run_split(p, limits, mode) for p in programs]
+        return [run_split(p, limits, mode, hidden) for p in programs]
     with ThreadPoolExecutor(max_workers=min(pairs, len(programs))) as pool:
-        return list(pool.map(lambda p: run_split(p, limits, mode), programs))
+        return list(pool.map(lambda p: run_split(p, limits, mode, hidden), programs))
 
 
 __all__ = ["SplitProgram", "humaneval_split", "assert_split", "called_names", "run_split", "run_splits",
