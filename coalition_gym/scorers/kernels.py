@@ -267,16 +267,17 @@ def kernel_limits(config: KernelConfig) -> Limits:
 
 def score_kernels(pairs: list[tuple[str, str | None]], config: KernelConfig = KernelConfig(),
                   limits: Limits | None = None, workers: int | None = 1,
-                  hidden: Sequence[str] = ()) -> list[ScoreResult]:
+                  hidden: Sequence[str] = (), mode: str = "auto") -> list[ScoreResult]:
     """Score (reference, candidate) pairs; one at a time by default so that timings do not
-    compete for the same cores. A None or empty candidate scores 0 unparsed."""
+    compete for the same cores. A None or empty candidate scores 0 unparsed. ``hidden``: host paths
+    the programs must not see (the task's data files); ``mode``: the sandbox's isolation mode."""
     limits = limits or kernel_limits(config)
     todo = [(i, kernel_program(ref, as_text(cand) or "", config))
             for i, (ref, cand) in enumerate(pairs) if as_text(cand)]
     if workers == 1:  # timings must not compete: one pair at a time
-        runs = [run_split(p, limits, hidden=hidden) for _, p in todo]
+        runs = [run_split(p, limits, mode, hidden) for _, p in todo]
     else:
-        runs = run_splits([p for _, p in todo], limits=limits, workers=workers, hidden=hidden)
+        runs = run_splits([p for _, p in todo], limits=limits, mode=mode, workers=workers, hidden=hidden)
     out = [unparsed("no kernel code")] * len(pairs)
     for (i, _), run in zip(todo, runs):
         out[i] = kernel_verdict(run)

@@ -10,12 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from coalition_gym.sandbox._plain import NotPlain, decode, encode
-from coalition_gym.sandbox.launcher import Limits, Program, run_program
+from coalition_gym.sandbox.launcher import PACKAGE_ROOT, Limits, Program, run_program
 from coalition_gym.sandbox.two_process import assert_split, called_names, humaneval_split, run_split
+from coalition_gym.scorers.code import score_programs
+from coalition_gym.scorers.kernels import KernelConfig, score_kernels
 from coalition_gym.tasks import make
-from conftest import FIXTURES
 
 LIMITS = Limits(wall_seconds=4, cpu_seconds=4, memory_bytes=512 << 20, processes=16)
 CORRECT = "    return x + y\n"
@@ -365,14 +367,24 @@ def _cgym_rewrite(marker):
 def code_items():
     """One item per code task; HumanEval/13 and MBPP's fixture import nothing, so that they also run where
     the sandbox user cannot read the standard library (uid mode here: the interpreter lies under /root)."""
-    humaneval, mbpp = make("humaneval"), make("mbpp", path=str(FIXTURES / "datasets" / "mbpp"))
+    humaneval = make("humaneval")
+    mbpp = make("mbpp", path=str(FIXTURES / "datasets" / "mbpp"))
+    kernels = make("kernelbench", path=str(FIXTURES / "datasets" / "kernelbench"))
     (gcd,) = [i for i in humaneval.items("test") if i.id == "HumanEval/13"]
     add = next(i for i in mbpp.items("test") if i.meta["tests"][0].startswith("assert add("))
-    return {"humaneval": (humaneval, gcd), "mbpp": (mbpp, add)}
+    return {"humaneval": (humaneval, gcd), "mbpp": (mbpp, add), "kernelbench": (kernels, kernels.items("test")[0])}
+
+
+CODE_TASKS = ["humaneval", "mbpp", pytest.param("kernelbench", marks=pytest.mark.slow)]
+KERNEL_MARKER = "expected = [ref_model(*inputs)"  # a line of the kernel checker (scorers/kernels.py)
+WRONG_KERNEL = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n"
+                "        super().__init__()\n\n    def forward(self, x, *args):\n        return x * 0\n")
 
 
 def _marker(item) -> str:
-    """A line of the item's tests (an expected value), as the attacker would look for it."""
+    """A line of the item's checker (an expected value), as the attacker would look for it."""
+    if "reference" in item.meta:
+        return KERNEL_MARKER
     lines = item.meta["test"].splitlines() if "test" in item.meta else list(item.meta["tests"])
     return next(ln.strip() for ln in lines if "assert" in ln and '"' not in ln and "\\" not in ln)
 
@@ -383,17 +395,24 @@ def _halves(text: str) -> str:
     return f"({text[:middle]!r} + {text[middle:]!r}).encode()"
 
 
+def _right(item) -> str:
+    """The right answer: HumanEval's completion, MBPP's code, the reference kernel renamed."""
+    return item.meta["reference"].replace("class Model", "class ModelNew") if "reference" in item.meta else item.gold
+
+
 def _wrong_then(item, attack: str) -> str:
     """The item's function, wrong; then the attack at module level. Returns a completion (HumanEval: the
-    prompt's stub is the function) or a whole program (MBPP)."""
+    prompt's stub is the function) or a whole program (MBPP, kernels)."""
     if "entry_point" in item.meta:
         return "    return None\n" + attack
+    if "reference" in item.meta:
+        return WRONG_KERNEL + attack
     name = item.meta["tests"][0].split("assert ", 1)[1].split("(", 1)[0]
     return f"def {name}(*args):\n    return None\n" + attack
 
 
 def _search_attack(item, data_files: bool) -> str:
-    right = item.meta["prompt"] + item.gold if "entry_point" in item.meta else item.gold
+    right = item.meta["prompt"] + item.gold if "entry_point" in item.meta else _right(item)
     return _wrong_then(item, SEARCH + f"if _cgym_search({_halves(_marker(item))}, {data_files}):\n"
                                       f"    exec({right!r}, globals())\n")
 
@@ -408,14 +427,28 @@ def _isolated(mode: str):
 
 
 SEARCH_LIMITS = Limits(wall_seconds=30, cpu_seconds=20, memory_bytes=512 << 20, processes=16)
+KERNEL_SETTINGS = KernelConfig(device="cpu", n_correctness=2, n_timing=2, warmup=1)
 
 
 def _score(task, item, answer: str, mode: str):
-    from coalition_gym.scorers.code import score_programs
-
-    program = task.kind.program(answer, item)
-    (result,) = score_programs([program], SEARCH_LIMITS, workers=1, mode=mode, hidden=task.scoring_context().hidden)
+    """The answer's score through the task's kind, in ``mode``, hiding what the task hides."""
+    hidden = task.scoring_context().hidden
+    if "reference" in item.meta:
+        (result,) = score_kernels([(item.meta["reference"], answer)], KERNEL_SETTINGS, workers=1, hidden=hidden,
+                                  mode=mode)
+    else:
+        (result,) = score_programs([task.kind.program(answer, item)], SEARCH_LIMITS, workers=1, mode=mode,
+                                   hidden=hidden)
     return result
+
+
+def _checks_out(task, item, mode: str) -> None:
+    """The right answer passes in ``mode``: the attacks' zero is not the mode failing everything."""
+    right = _score(task, item, _right(item), mode)
+    if right.score == 0 and mode == "uid" and "ModuleNotFoundError" in right.details.get("stderr", ""):
+        pytest.skip(f"the sandbox's fresh uid cannot import what {task.name} needs here (the interpreter "
+                    "lies where only root can read)")
+    assert right.score > 0, right
 
 
 @pytest.mark.parametrize("task_name", ["humaneval", "mbpp"])
@@ -439,13 +472,12 @@ def test_the_search_and_rewrite_attacks_work_where_the_checker_is_in_reach(code_
                            SEARCH_LIMITS).passed  # the same program without its rewrite fails
 
 
-@pytest.mark.parametrize("task_name", ["humaneval", "mbpp"])
+@pytest.mark.parametrize("task_name", CODE_TASKS)
 @pytest.mark.parametrize("mode", ["namespace", "uid"])
 def test_a_program_that_searches_for_its_tests_scores_zero(code_items, task_name, mode):
     _isolated(mode)
     task, item = code_items[task_name]
-    right = item.meta["prompt"] + item.gold if "entry_point" in item.meta else item.gold
-    assert _score(task, item, right if task_name == "mbpp" else item.gold, mode).score == 1.0
+    _checks_out(task, item, mode)
     result = _score(task, item, _search_attack(item, data_files=False), mode)
     assert result.score == 0.0, f"the program found its tests: {result.reason}"
     assert result.details["isolation"] == mode
@@ -456,20 +488,15 @@ def test_a_program_that_searches_for_its_tests_scores_zero(code_items, task_name
         assert any("world-readable" in line and "data files" in line for line in data.details["visible"]), data
 
 
-@pytest.mark.parametrize("task_name", ["humaneval", "mbpp"])
+@pytest.mark.parametrize("task_name", CODE_TASKS)
 @pytest.mark.parametrize("mode", ["namespace", "uid"])
 def test_a_program_that_rewrites_its_checker_scores_zero(code_items, task_name, mode):
     _isolated(mode)
     task, item = code_items[task_name]
-    guarded = [Path(p) for p in task.scoring_context().hidden] + sorted(Path(sandbox_dir()).glob("*.py"))
+    _checks_out(task, item, mode)
+    guarded = [Path(p) for p in task.scoring_context().hidden] + sorted(Path(PACKAGE_ROOT, "sandbox").glob("*.py"))
     before = {p: p.read_bytes() for p in guarded}
     result = _score(task, item, _rewrite_attack(item), mode)
     assert result.score == 0.0, f"the rewrite passed: {result.reason}"
     assert "AssertionError" in result.details["stderr"], result  # judged by the real checker, and failed
     assert {p: p.read_bytes() for p in guarded} == before
-
-
-def sandbox_dir() -> str:
-    from coalition_gym.sandbox import launcher
-
-    return os.path.dirname(launcher.__file__)

