@@ -92,10 +92,7 @@ def _enter_namespaces(job, libc, exposed):
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
     _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE, None)
-    try:  # root (the launcher) still sees every process; the programs' uids only their own
-        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
-    except OSError as exc:
-        exposed.append(f"every process's /proc/<pid> entry (a private /proc could not be mounted: {exc})")
+    _private_proc(libc, exposed)
     # Hold every library folder open *before* covering /tmp and friends: the interpreter or the
     # project may live under one of them (a checkout or venv in /tmp), and a covered path is gone.
     held = [(index, path, os.open(path, os.O_PATH), os.path.isdir(path))
@@ -133,6 +130,36 @@ def _enter_namespaces(job, libc, exposed):
         mapped.append((path, target))
     _cover_secrets(libc, job.get("secret", ()), mapped, exposed)
     return os.path.join(root, "work"), mapped
+
+
+def _private_proc(libc, exposed):
+    """A fresh /proc that shows each uid only its own processes (``hidepid=2``; root, the launcher,
+    still sees all), with what was mounted inside the old one put back on top: a container's masks
+    (/proc/kcore, a read-only /proc/sys) and a GPU runtime's /proc/driver/nvidia stay as they were."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            point = line.split()[4].encode("utf-8", "surrogateescape").decode("unicode_escape")
+            point = point.encode("latin-1").decode("utf-8", "surrogateescape")  # mountinfo's \040 escapes
+            if point.startswith("/proc/"):
+                points.append(point)
+    points = [p for p in sorted(set(points), key=len) if not any(p.startswith(q + "/") for q in points if q != p)]
+    held = []
+    for point in points:
+        try:
+            held.append((point, os.open(point, os.O_PATH)))
+        except OSError as exc:
+            exposed.append(f"{point} (a mount inside /proc that could not be kept: {exc})")
+    try:
+        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+    except OSError as exc:
+        exposed.append(f"every process's /proc/<pid> entry (a private /proc could not be mounted: {exc})")
+    for point, fd in held:
+        try:
+            _mount(libc, f"/proc/self/fd/{fd}", point, None, MS_BIND | MS_REC, None)
+        except OSError as exc:
+            exposed.append(f"{point} (a mount inside /proc that could not be kept: {exc})")
+        os.close(fd)
 
 
 def _cover_secrets(libc, secrets, mapped, exposed):

@@ -315,3 +315,26 @@ def test_a_program_sees_only_its_own_processes(mode):
         assert pids == [own] and not sees_init and result.visible == (), result
     else:
         assert len(pids) > 1 and any("cmdline" in line for line in result.visible), result
+
+
+def test_mounts_inside_proc_stay_over_the_private_proc(tmp_path):
+    """What a container mounted inside /proc (masks, a GPU runtime's /proc/driver/nvidia) is kept over
+    the sandbox's fresh /proc: here a tmpfs over /proc/acpi and a folder bound over /proc/driver, in a
+    mount namespace of their own, so that the host's /proc is untouched."""
+    import shutil
+    import subprocess
+    import sys
+
+    if BEST != "namespace" or not shutil.which("unshare") or not os.path.isdir("/proc/acpi"):
+        pytest.skip("needs namespace mode, unshare(1) and /proc/acpi")
+    (tmp_path / "driver" / "with space").mkdir(parents=True)
+    (tmp_path / "driver" / "with space" / "f").write_text("kept")
+    probe = ("from coalition_gym.sandbox.launcher import run_program\n"
+             "r = run_program(\"import os\\n__report__([os.listdir('/proc/acpi'), "
+             "open('/proc/driver/with space/f').read()])\\n\")\nprint(r.passed, r.visible, r.report)\n")
+    script = (f"mount -t tmpfs -o size=4k none /proc/acpi && mkdir /proc/acpi/mark && "
+              f"mount --bind '{tmp_path / 'driver'}' /proc/driver && exec '{sys.executable}' -c \"$0\"")
+    run = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, probe],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True () [['mark'], 'kept']", run.stdout + run.stderr
