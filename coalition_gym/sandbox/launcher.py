@@ -250,10 +250,13 @@ class _Run:
             companion = {"source": self.program.companion.source, "files": c_files, "env": c_env,
                          "uid": self.companion_uid}
             hidden += self.program.companion.hidden
+        for path in hidden:
+            if not isinstance(path, str) or not os.path.isabs(path) or os.path.realpath(path) == "/":
+                raise ConfigError(f"sandbox hidden path {path!r} must be an absolute path other than /")
         setup = {"workdir": workdir, "main": "main.py", "mode": self.mode, "uid": self.uid,
                  "companion": companion, "env": env, "sys_path": list(library_paths()),
                  "hidden": list(hidden_paths()), "keep": list(interpreter_paths()),
-                 "secret": list(dict.fromkeys(p for p in (PACKAGE_ROOT, *hidden) if os.path.isabs(p))),
+                 "secret": list(dict.fromkeys((PACKAGE_ROOT, *hidden))),
                  "disk_bytes": self.limits.disk_bytes,
                  "limits": {"wall_seconds": self.limits.wall_seconds, "cpu_seconds": int(self.limits.cpu_seconds),
                             "memory_bytes": self.limits.memory_bytes, "file_bytes": self.limits.file_bytes,

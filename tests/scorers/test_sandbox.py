@@ -224,6 +224,9 @@ def test_bad_configuration_is_refused():
         run_program("pass", mode="docker")
     with pytest.raises(ConfigError, match="relative path"):
         run_program(Program("pass", files={"../escape.py": "x"}))
+    for path in ("data.jsonl", "/"):
+        with pytest.raises(ConfigError, match="hidden path"):
+            run_program(Program("pass", hidden=[path]))
 
 
 def test_one_shot_launcher_gives_the_same_verdicts(monkeypatch):
