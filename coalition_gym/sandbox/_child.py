@@ -12,9 +12,12 @@ the host. Isolation modes (best first, "auto" takes the best that works):
   network, not even loopback), private mount namespace with fresh size-limited tmpfs over /tmp,
   /var/tmp, /dev/shm, /run/lock and the working directory, an empty folder over homes, the
   workplace and the project checkout (``sandbox.hidden_paths``; the interpreter's installation is
-  put back read-only), private IPC namespace, the interpreter's library folders bind-mounted
-  read-only, the program runs as a fresh random uid/gid, and one memory cgroup caps the program and
-  all its children together (when the hierarchy is writable; ``RunResult.memory_cap`` says).
+  put back read-only), the job's secret paths (the package's own folder, the task's data files)
+  covered wherever they appear, library folders included, a fresh /proc with ``hidepid=2`` (a
+  program sees only its own uid's processes: not the other program's, the launcher's or the
+  host's), private IPC namespace, the interpreter's library folders bind-mounted read-only, the
+  program runs as a fresh random uid/gid, and one memory cgroup caps the program and all its
+  children together (when the hierarchy is writable; ``RunResult.memory_cap`` says).
 * ``uid`` (root without namespaces): fresh random uid/gid (so RLIMIT_NPROC is enforced, files of
   other users are protected and other users' processes cannot be signalled), and an audit hook
   that refuses socket use. World-writable folders (/tmp ...) stay writable, and the program can
@@ -24,6 +27,12 @@ the host. Isolation modes (best first, "auto" takes the best that works):
   sockets, signals to other processes and spawning programs. Weakest: a program that uses ctypes
   can get around the hook.
 
+A program's own source is compiled from memory (it is never a file), and the launcher reads the
+job in two parts: the split harness's candidate (the companion) is forked before the part that
+holds the tests' source and the nonce is read, so neither lies anywhere in the candidate's memory.
+The launcher and the programs are non-dumpable: a process of the same uid cannot open their
+/proc/<pid>/fd, cwd, environ or mem (rlimit mode).
+
 The program proves that it ran to the end only by the launcher writing a per-run secret (the
 nonce) after its last statement; exit codes, printed text, ``SystemExit`` and ``os._exit`` prove
 nothing. The nonce lives in the program's own process, so a program that deliberately digs it out
@@ -32,6 +41,7 @@ of the interpreter's memory could still forge a pass; no other route can.
 
 import ctypes
 import importlib
+import linecache
 import marshal
 import os
 import resource
@@ -44,8 +54,9 @@ from os import _exit as _hard_exit  # the program cannot rebind these
 from os import write as _write
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_CHILD_SUBREAPER = 36
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (1, 2, 4, 8, 32, 4096,
+                                                                                16384, 1 << 18)
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 NETWORK_EVENTS = ("socket.", "urllib.Request", "http.client.")
 SPAWN_EVENTS = ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen", "pty.spawn",
@@ -73,12 +84,15 @@ def _mount(libc, source, target, fstype, flags, data):
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
 
-def _enter_namespaces(job, libc):
-    """Private net, mount and IPC namespaces; fresh tmpfs everywhere the program may write."""
+def _enter_namespaces(job, libc, exposed):
+    """Private net, mount and IPC namespaces; fresh tmpfs everywhere the program may write; a /proc
+    that shows each uid only its own processes; the job's secret paths covered. What could not be
+    hidden is appended to ``exposed``."""
     if libc.unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
     _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE, None)
+    _private_proc(libc, exposed)
     # Hold every library folder open *before* covering /tmp and friends: the interpreter or the
     # project may live under one of them (a checkout or venv in /tmp), and a covered path is gone.
     held = [(index, path, os.open(path, os.O_PATH), os.path.isdir(path))
@@ -114,7 +128,60 @@ def _enter_namespaces(job, libc):
         _mount(libc, None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, None)
         os.close(fd)
         mapped.append((path, target))
+    _cover_secrets(libc, job.get("secret", ()), mapped, exposed)
     return os.path.join(root, "work"), mapped
+
+
+def _private_proc(libc, exposed):
+    """A fresh /proc that shows each uid only its own processes (``hidepid=2``; root, the launcher,
+    still sees all), with what was mounted inside the old one put back on top: a container's masks
+    (/proc/kcore, a read-only /proc/sys) and a GPU runtime's /proc/driver/nvidia stay as they were."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            point = line.split()[4].encode("utf-8", "surrogateescape").decode("unicode_escape")
+            point = point.encode("latin-1").decode("utf-8", "surrogateescape")  # mountinfo's \040 escapes
+            if point.startswith("/proc/"):
+                points.append(point)
+    points = [p for p in sorted(set(points), key=len) if not any(p.startswith(q + "/") for q in points if q != p)]
+    held = []
+    for point in points:
+        try:
+            held.append((point, os.open(point, os.O_PATH)))
+        except OSError as exc:
+            exposed.append(f"{point} (a mount inside /proc that could not be kept: {exc})")
+    try:
+        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+    except OSError as exc:
+        exposed.append(f"every process's /proc/<pid> entry (a private /proc could not be mounted: {exc})")
+    for point, fd in held:
+        try:
+            _mount(libc, f"/proc/self/fd/{fd}", point, None, MS_BIND | MS_REC, None)
+        except OSError as exc:
+            exposed.append(f"{point} (a mount inside /proc that could not be kept: {exc})")
+        os.close(fd)
+
+
+def _cover_secrets(libc, secrets, mapped, exposed):
+    """Cover every secret path (a file: /dev/null bound over it; a folder: an empty read-only tmpfs)
+    where it lies and where a library folder bound into the sandbox shows it."""
+    for secret in secrets:
+        places = [secret]
+        for original, target in mapped:
+            for path in {original, os.path.realpath(original)}:
+                for name in {secret, os.path.realpath(secret)}:
+                    if name == path or name.startswith(path.rstrip(os.sep) + os.sep):
+                        places.append(target + name[len(path):])
+        for place in dict.fromkeys(places):
+            if os.path.islink(place) or not os.path.exists(place):
+                continue
+            try:
+                if os.path.isdir(place):
+                    _mount(libc, "tmpfs", place, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0755")
+                else:
+                    _mount(libc, "/dev/null", place, None, MS_BIND, None)
+            except OSError as exc:
+                exposed.append(f"{place} (could not be covered: {exc})")
 
 
 CGROUP_V2, CGROUP_V1 = "/sys/fs/cgroup", "/sys/fs/cgroup/memory"
@@ -244,7 +311,8 @@ def _remap_packages(pairs):
 
 
 def _run_program(job, mode, work, sys_path, uid, result_fd, cgroup):
-    """In the forked child: drop privileges, apply limits, run the program, report the nonce."""
+    """In the forked child: drop privileges, apply limits, run the program (``job["source"]``, compiled
+    from memory), report the nonce."""
     limits = job["limits"]
     os.setpgid(0, 0)
     if cgroup:  # joined while still root; every process the program starts inherits the group
@@ -281,7 +349,9 @@ def _run_program(job, mode, work, sys_path, uid, result_fd, cgroup):
     importlib.invalidate_caches()
     if mode != "namespace":
         sys.addaudithook(_audit_hook(mode, os.getpid))
-    main_path = os.path.join(work, job["main"])
+    main_path = os.path.join(work, job["main"])  # a name for tracebacks: no such file exists
+    source = job.pop("source")
+    linecache.cache[main_path] = (len(source), None, source.splitlines(True), main_path)
     module = types.ModuleType("__main__")
     module.__file__ = main_path
     payload = []
@@ -291,8 +361,8 @@ def _run_program(job, mode, work, sys_path, uid, result_fd, cgroup):
     sys.argv = [main_path]
     nonce = job.pop("nonce")
     try:
-        with open(main_path, encoding="utf-8") as fh:
-            code = compile(fh.read(), main_path, "exec")
+        code = compile(source, main_path, "exec")
+        del source
         exec(code, module.__dict__)
     except SystemExit as exc:
         sys.stderr.write(f"sandbox: the program exited with SystemExit({exc.code!r}) before its end\n")
@@ -384,17 +454,18 @@ def _reap():
             return True
 
 
-def _choose_mode(job, libc):
+def _choose_mode(job, libc, exposed):
     wanted = job["mode"]
     root = os.geteuid() == 0
     if wanted in ("auto", "namespace") and root:
         try:
-            work, mapped = _enter_namespaces(job, libc)
+            work, mapped = _enter_namespaces(job, libc, exposed)
             return "namespace", work, mapped, None
         except OSError as exc:
             if wanted == "namespace":
                 raise
             reason = str(exc)
+            exposed.clear()  # the fallback's VISIBLE says what it leaves
     else:
         reason = "not root" if not root else f"{wanted} requested"
     if wanted in ("auto", "uid") and root:
@@ -436,8 +507,8 @@ def _start_companion(job, mode, work, sys_path, uid, private_fds):
             sink = os.open(os.devnull, os.O_WRONLY)
             os.dup2(sink, 1)
             os.dup2(sink, 2)
-            own = {**job, "files": spec["files"], "env": spec["env"], "channel": (to_companion_r, to_main_w),
-                   "nonce": "companion"}  # its nonce proves nothing to anyone
+            own = {**job, "source": spec["source"], "files": spec["files"], "env": spec["env"],
+                   "channel": (to_companion_r, to_main_w), "nonce": "companion"}  # its nonce proves nothing
             _run_program(own, mode, work, sys_path, uid, sink, cgroup)
         except BaseException as exc:
             _write(2, f"sandbox: companion setup failed: {type(exc).__name__}: {exc}\n".encode())
@@ -449,22 +520,24 @@ def _start_companion(job, mode, work, sys_path, uid, private_fds):
     return pid, cgroup
 
 
-def launch(job, status_fd, result_fd):
-    """Set up, run and clean up one program; write the status record; never returns."""
+def launch(job, job_fd, status_fd, result_fd):
+    """Set up, run and clean up one program; write the status record; never returns. ``job`` is the
+    job's first part; the second (the main program's source, files and nonce) is read from ``job_fd``
+    only after the companion was forked."""
     status = {"mode": None, "exit_code": None, "signal": None, "timed_out": False, "stopped": False,
               "cpu_seconds": 0.0, "error": None, "fallback_reason": None, "memory_cap": "per process",
-              "oom_kills": 0}
+              "oom_kills": 0, "exposed": []}
     signal.signal(signal.SIGTERM, _on_term)
     child = companion = None
     mode, uid, cgroup, c_uid, c_cgroup = "rlimit", None, None, None, None
     try:
         libc = _libc()
-        mode, work, sys_path, status["fallback_reason"] = _choose_mode(job, libc)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # our fds and memory: not for a program of the same uid
+        mode, work, sys_path, status["fallback_reason"] = _choose_mode(job, libc, status["exposed"])
         status["mode"] = mode
         uid = job["uid"] if mode in ("namespace", "uid") else None
         if mode == "uid":
             os.chmod(job["workdir"], 0o711)  # the sandbox uid must pass through the host's folder
-        _prepare_work(work, job["files"], uid)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if uid is not None:  # root: one memory cap for the program and its children together
             cgroup, cap = _memory_cgroup(f"run-{uid}-{os.getpid()}", job["limits"]["memory_bytes"])
@@ -472,7 +545,10 @@ def launch(job, status_fd, result_fd):
         if job.get("companion"):
             c_uid = job["companion"]["uid"] if uid is not None else None
             companion, c_cgroup = _start_companion(job, mode, work + "-companion", sys_path, c_uid,
-                                                   (status_fd, result_fd))
+                                                   (job_fd, status_fd, result_fd))
+        job.update(_read_job(job_fd))  # the main program's own part, now that no companion can hold it
+        os.close(job_fd)
+        _prepare_work(work, job.pop("files"), uid)
         start = time.monotonic()
         child = os.fork()
         if child == 0:
@@ -487,6 +563,7 @@ def launch(job, status_fd, result_fd):
         for fd in job.get("channel") or ():  # only the programs hold the channel: one's end is the other's EOF
             os.close(fd)
         job.pop("nonce", None)
+        job.pop("source", None)
         pidfd = os.pidfd_open(child)
         remaining = job["limits"]["wall_seconds"]
         while remaining > 0:
@@ -522,7 +599,7 @@ def launch(job, status_fd, result_fd):
 
 
 def _read_job(fd):
-    """The job: an 8-byte length, then that many bytes of marshal data."""
+    """One part of the job: an 8-byte length, then that many bytes of marshal data."""
     data = bytearray()
     need = 8
     while len(data) < need:
@@ -569,8 +646,7 @@ def serve(sock_fd):
                 os.close(out_fd)
                 os.close(err_fd)
                 job = _read_job(job_fd)
-                os.close(job_fd)
-                launch(job, status_fd, result_fd)
+                launch(job, job_fd, status_fd, result_fd)
             finally:
                 _hard_exit(5)
         for fd in fds:
@@ -583,7 +659,7 @@ def main():
         serve(0)
         return
     job = _read_job(0)
-    launch(job, job["status_fd"], job["result_fd"])
+    launch(job, 0, job["status_fd"], job["result_fd"])
 
 
 if __name__ == "__main__":

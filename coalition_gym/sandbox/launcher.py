@@ -7,8 +7,9 @@ Every execution-based scorer goes through :func:`run_program` or :func:`run_prog
   behind when it ends;
 * gets CPU-time, address-space, file-size, open-file and process-count limits (``Limits``) and a
   wall-clock limit that kills every process it started;
-* starts in a fresh, empty working directory with a scrubbed environment (no API keys: only
-  ``PATH``, ``HOME``, ``LANG``, ``TMPDIR`` and thread-count variables, plus what the caller passes);
+* starts in a fresh working directory that holds only ``Program.files`` (its own source is compiled
+  from memory, never written to disk) with a scrubbed environment (no API keys: only ``PATH``,
+  ``HOME``, ``LANG``, ``TMPDIR`` and thread-count variables, plus what the caller passes);
 * has no network: a private network namespace with no interface up when the machine allows it
   (root), otherwise an audit hook that refuses socket use (a documented weaker fallback);
 * writes at most ``Limits.output_bytes`` of stdout+stderr before it is stopped.
@@ -20,6 +21,10 @@ host is root), sees fresh tmpfs over every shared writable folder and empty fold
 workplace and this checkout, cannot reach any network, and shares one memory cap with its children.
 Without a writable cgroup hierarchy the memory bound is per process: at most ``processes`` x
 ``memory_bytes`` in all.
+
+What each mode leaves visible of the host (the checkout, data files, other processes) is in
+``VISIBLE``; ``RunResult.visible`` carries it (and anything the launcher could not hide) per run.
+The threat model, row by row with the tests that show it: docs/SANDBOX.md.
 
 A program passes only when it runs to its last statement: the launcher then writes a per-run
 secret to a private pipe. Exit codes and printed text are never trusted.
@@ -56,6 +61,20 @@ _GRACE_SECONDS = 5.0  # launcher's own setup/cleanup time before the host kills 
 _SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
              "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
              "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+#: What of the host a program can still read in each isolation mode (besides the read-only system and
+#: library folders every mode shows); ``RunResult.visible`` adds what the launcher failed to hide.
+VISIBLE: dict[str, tuple[str, ...]] = {
+    "namespace": (),
+    "uid": ("world-readable files of the host (the project checkout, library folders, the task's data files "
+            "where they are world-readable)",
+            "the shared /tmp, /var/tmp and /dev/shm (other users' world-readable files)",
+            "every process's command line (/proc/*/cmdline); cwd, fd and environ of other uids are refused"),
+    "rlimit": ("every file the host's user can read (the project checkout, the task's data files)",
+               "the host user's other processes (/proc/<pid>/cwd, fd, environ, cmdline, memory); the launcher "
+               "and the tests' process are non-dumpable",
+               "the shared /tmp, /var/tmp and /dev/shm",
+               "every process's command line (/proc/*/cmdline)"),
+}
 
 
 @dataclass(frozen=True)
@@ -83,7 +102,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class Program:
-    """A Python program: its main source and any extra files for its working directory."""
+    """A Python program: its main source (compiled from memory, never a file) and any extra files
+    for its working directory."""
 
     source: str
     files: Mapping[str, str] = field(default_factory=dict)
@@ -92,6 +112,9 @@ class Program:
     #: working folder and memory cgroup, output discarded); the two are joined by two pipes, which each
     #: sees as ``__channel__ = (read fd, write fd)``. The run's verdict is this program's alone.
     companion: "Program | None" = None
+    #: Host paths (files or folders) the programs must not see, such as the task's data files: namespace
+    #: mode covers them (and the package's own folder) wherever they appear, library folders included.
+    hidden: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +136,11 @@ class RunResult:
     uid: int | None = None  # the fresh uid the program ran as (namespace and uid modes), to check on it
     companion_uid: int | None = None  # the companion program's uid, likewise
     memory_cap: str = ""  # "cgroup v1|v2" (program and children together) or "per process (why)"
+    visible: tuple[str, ...] = ()  # what of the host the program could still read (VISIBLE, plus failures)
+
+    def exposure(self) -> dict[str, Any]:
+        """The isolation the run got and what of the host stayed visible: for a score's details."""
+        return {"isolation": self.isolation, "visible": list(self.visible)}
 
 
 def run_program(program: Program | str, limits: Limits | None = None, mode: str = "auto") -> RunResult:
@@ -146,11 +174,23 @@ def default_workers() -> int:
 
 @functools.lru_cache(maxsize=1)
 def library_paths() -> tuple[str, ...]:
-    """The host interpreter's import folders (stdlib and site-packages), not the current folder and
-    not the project's own checkout (an editable install puts it on sys.path; programs never need it)."""
+    """The host interpreter's import folders: the ``sys.path`` entries inside its installation
+    (``interpreter_paths``: stdlib, site-packages) or a site-packages folder. Never the current folder,
+    a script's folder, ``PYTHONPATH`` or what a test runner put first (the project's tests and their
+    fixtures would be bind-mounted into the sandbox), and never the project's checkout."""
+    import site
+
+    roots = [*interpreter_paths(), *site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        roots.append(site.getusersitepackages())
     cwd = os.getcwd()
     return tuple(p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)
+                 and any(_inside(os.path.realpath(p), os.path.realpath(r)) for r in roots)
                  and not os.path.samefile(p, cwd) and not (PROJECT_ROOT and os.path.samefile(p, PROJECT_ROOT)))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 #: Folders a sandboxed program must not see (namespace mode covers them with an empty tmpfs): homes,
@@ -160,6 +200,9 @@ HIDDEN_FOLDERS = ("/root", "/home", "/work", "/srv", "/mnt", "/media", "/opt", "
 _ROOT = Path(__file__).resolve().parents[2]
 #: This checkout, when the package runs from one (an installed wheel lies in site-packages: None).
 PROJECT_ROOT = str(_ROOT) if (_ROOT / "pyproject.toml").is_file() else None
+#: The package's own folder (the harness's sources), covered in namespace mode even where it lies in
+#: site-packages.
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 @functools.lru_cache(maxsize=1)  # fixed for the process; asked per program launch
@@ -190,26 +233,35 @@ class _Run:
             if os.path.isabs(name) or ".." in Path(name).parts or name == "main.py":
                 raise ConfigError(f"sandbox file name {name!r} must be a relative path inside the working "
                                   "directory, without '..', and not main.py")
-        files["main.py"] = program.source
         env = {**_SAFE_ENV, "HOME": work, "TMPDIR": work, **program.env}
         return files, env
 
-    def _job(self, workdir: str) -> dict[str, Any]:
+    def _job(self, workdir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The launcher's job in two parts: what it needs to set up and start the companion, and the
+        main program's own source, files and nonce, which it reads only after the companion (the
+        split harness's candidate) was forked, so that they never lie in the candidate's memory."""
         files, env = self._files_and_env(self.program, f"{workdir}/work")
         companion = None
+        hidden = [*self.program.hidden]
         if self.program.companion is not None:
             if self.program.companion.companion is not None:
                 raise ConfigError("a companion program cannot have a companion of its own")
             c_files, c_env = self._files_and_env(self.program.companion, f"{workdir}/work-companion")
-            companion = {"files": c_files, "env": c_env, "uid": self.companion_uid}
-        return {"workdir": workdir, "files": files, "main": "main.py", "mode": self.mode, "uid": self.uid,
-                "companion": companion,
-                "nonce": self.nonce, "env": env, "sys_path": list(library_paths()),
-                "hidden": list(hidden_paths()), "keep": list(interpreter_paths()),
-                "disk_bytes": self.limits.disk_bytes,
-                "limits": {"wall_seconds": self.limits.wall_seconds, "cpu_seconds": int(self.limits.cpu_seconds),
-                           "memory_bytes": self.limits.memory_bytes, "file_bytes": self.limits.file_bytes,
-                           "processes": self.limits.processes, "open_files": self.limits.open_files}}
+            companion = {"source": self.program.companion.source, "files": c_files, "env": c_env,
+                         "uid": self.companion_uid}
+            hidden += self.program.companion.hidden
+        for path in hidden:
+            if not isinstance(path, str) or not os.path.isabs(path) or os.path.realpath(path) == "/":
+                raise ConfigError(f"sandbox hidden path {path!r} must be an absolute path other than /")
+        setup = {"workdir": workdir, "main": "main.py", "mode": self.mode, "uid": self.uid,
+                 "companion": companion, "env": env, "sys_path": list(library_paths()),
+                 "hidden": list(hidden_paths()), "keep": list(interpreter_paths()),
+                 "secret": list(dict.fromkeys((PACKAGE_ROOT, *hidden))),
+                 "disk_bytes": self.limits.disk_bytes,
+                 "limits": {"wall_seconds": self.limits.wall_seconds, "cpu_seconds": int(self.limits.cpu_seconds),
+                            "memory_bytes": self.limits.memory_bytes, "file_bytes": self.limits.file_bytes,
+                            "processes": self.limits.processes, "open_files": self.limits.open_files}}
+        return setup, {"source": self.program.source, "files": files, "nonce": self.nonce}
 
     def execute(self) -> RunResult:
         workdir = tempfile.mkdtemp(prefix="cgym-sandbox-")
@@ -218,17 +270,17 @@ class _Run:
         open_fds = {fd for pair in pipes.values() for fd in pair}
         child_fds = [pipes["job"][0], pipes["out"][1], pipes["err"][1], pipes["status"][1], pipes["result"][1]]
         try:
-            job = self._job(workdir)
+            setup, own = self._job(workdir)
             try:
-                launcher = _start_launcher(job, child_fds, workdir)
+                launcher = _start_launcher(setup, child_fds, workdir)
             except OSError as exc:
                 return RunResult(False, "sandbox", f"could not start the sandbox launcher: {exc}")
             finally:  # the launcher holds its own copies now; ours would hide its end of file
                 for fd in child_fds:
                     os.close(fd)
                     open_fds.discard(fd)
-            data = marshal.dumps(job)
-            streams = self._communicate(launcher, len(data).to_bytes(8, "little") + data, pipes, started)
+            frames = b"".join(len(data).to_bytes(8, "little") + data for data in map(marshal.dumps, (setup, own)))
+            streams = self._communicate(launcher, frames, pipes, started)
         finally:
             for fd in open_fds:  # each closed exactly once: another thread may reuse the number
                 os.close(fd)
@@ -321,7 +373,8 @@ class _Run:
                          cpu_seconds=float(status.get("cpu_seconds") or 0.0), isolation=status.get("mode") or "",
                          uid=self.uid if isolated else None,
                          companion_uid=self.companion_uid if isolated and self.program.companion is not None else None,
-                         memory_cap=status.get("memory_cap") or "")
+                         memory_cap=status.get("memory_cap") or "",
+                         visible=(*VISIBLE.get(status.get("mode") or "", ()), *(status.get("exposed") or ())))
 
         def ended(passed: bool, why: str, reason: str) -> RunResult:
             return replace(base, passed=passed, status=why, reason=reason)
@@ -469,4 +522,4 @@ def _last_line(text: str) -> str:
 
 
 __all__ = ["Limits", "Program", "RunResult", "run_program", "run_programs", "default_workers", "MODES",
-           "library_paths"]
+           "VISIBLE", "library_paths"]

@@ -14,7 +14,10 @@ processes, so nothing the code does to its own interpreter can reach the verdict
 
 One launcher runs both (``Program.companion``): one namespace setup, two fresh uids (neither can
 signal, trace or read the other), two working folders, two memory cgroups; the candidate's output is
-discarded and its process is killed when the tests end. Without root (``rlimit`` mode) both run as
+discarded and its process is killed when the tests end. The candidate never sees its tests: no
+program's source is a file, the launcher forks the candidate before it reads the tests' part of the
+job (so no copy lies in the candidate's memory), a private /proc hides the other processes, and the
+task's data files (``hidden``) are covered (docs/SANDBOX.md). Without root (``rlimit`` mode) both run as
 the host's user, so the candidate could reach the tests' process through ctypes or ptrace: that
 mode's documented weakness, now shared by the split.
 
@@ -230,23 +233,26 @@ def called_names(test_code: str, context: str = "") -> list[str]:
     return sorted(loaded - bound)
 
 
-def run_split(program: SplitProgram, limits: Limits | None = None, mode: str = "auto") -> RunResult:
+def run_split(program: SplitProgram, limits: Limits | None = None, mode: str = "auto",
+              hidden: Sequence[str] = ()) -> RunResult:
     """Run both halves under one launcher (one namespace setup, two fresh uids, joined by two pipes);
-    the tests' run is the verdict, and the candidate's process ends with it."""
-    return run_program(Program(program.tests, companion=Program(program.candidate)), limits, mode)
+    the tests' run is the verdict, and the candidate's process ends with it. ``hidden``: host paths
+    neither half may see (the task's data files; ``Program.hidden``)."""
+    return run_program(Program(program.tests, companion=Program(program.candidate), hidden=tuple(hidden)),
+                       limits, mode)
 
 
 def run_splits(programs: Sequence[SplitProgram], limits: Limits | None = None, mode: str = "auto",
-               workers: int | None = None) -> list[RunResult]:
+               workers: int | None = None, hidden: Sequence[str] = ()) -> list[RunResult]:
     """Many split programs on ``workers`` cores (default: the usable cores). The two processes of a
     pair mostly take turns (call, answer), so two pairs run per core to keep it busy."""
     from concurrent.futures import ThreadPoolExecutor
 
     pairs = 2 * (workers or default_workers())
     if len(programs) <= 1:
-        return [run_split(p, limits, mode) for p in programs]
+        return [run_split(p, limits, mode, hidden) for p in programs]
     with ThreadPoolExecutor(max_workers=min(pairs, len(programs))) as pool:
-        return list(pool.map(lambda p: run_split(p, limits, mode), programs))
+        return list(pool.map(lambda p: run_split(p, limits, mode, hidden), programs))
 
 
 __all__ = ["SplitProgram", "humaneval_split", "assert_split", "called_names", "run_split", "run_splits",

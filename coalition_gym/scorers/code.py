@@ -40,17 +40,20 @@ def extract_code(text: object) -> str | None:
 
 
 def verdict(run: RunResult) -> ScoreResult:
+    """The score of a run; its details name the isolation it got and what of the host (the checkout,
+    the task's data, other processes) stayed visible to the candidate there (``RunResult.visible``)."""
     if run.passed:
-        return ScoreResult(1.0, True, "passed", {"wall_seconds": run.wall_seconds, "isolation": run.isolation})
+        return ScoreResult(1.0, True, "passed", {"wall_seconds": run.wall_seconds, **run.exposure()})
     return ScoreResult(0.0, True, f"{run.status}: {run.reason}",
-                       {"status": run.status, "isolation": run.isolation, "stderr": run.stderr[-2000:]})
+                       {"status": run.status, **run.exposure(), "stderr": run.stderr[-2000:]})
 
 
 def score_programs(programs: Sequence[SplitProgram | None], limits: Limits = CODE_LIMITS,
-                   workers: int | None = None, mode: str = "auto") -> list[ScoreResult]:
-    """Run many split programs in parallel in the sandbox; None (no code) scores 0 unparsed."""
+                   workers: int | None = None, mode: str = "auto", hidden: Sequence[str] = ()) -> list[ScoreResult]:
+    """Run many split programs in parallel in the sandbox; None (no code) scores 0 unparsed.
+    ``hidden``: host paths the programs must not see (the task's data files)."""
     todo = [(i, p) for i, p in enumerate(programs) if p is not None]
-    runs = run_splits([p for _, p in todo], limits=limits, workers=workers, mode=mode)
+    runs = run_splits([p for _, p in todo], limits=limits, workers=workers, mode=mode, hidden=hidden)
     out: list[ScoreResult] = [unparsed("no code")] * len(programs)
     for (i, _), run in zip(todo, runs):
         out[i] = verdict(run)

@@ -27,6 +27,7 @@ fetched back), as in KernelBench itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..sandbox.launcher import Limits, RunResult
 from ..sandbox.two_process import SplitProgram, candidate_program, run_split, run_splits, tests_program
@@ -237,8 +238,8 @@ def speedup_score(speedup: float) -> float:
 def kernel_verdict(run: RunResult) -> ScoreResult:
     if not run.passed:
         return ScoreResult(0.0, True, f"incorrect or failed ({run.status}): {run.reason}",
-                           {"status": run.status, "stderr": run.stderr[-2000:]})
-    report = run.report if isinstance(run.report, dict) else {}
+                           {"status": run.status, **run.exposure(), "stderr": run.stderr[-2000:]})
+    report = {**(run.report if isinstance(run.report, dict) else {}), **run.exposure()}
     ref, new = report.get("ref_seconds"), report.get("new_seconds")
     if not isinstance(ref, (int, float)) or not isinstance(new, (int, float)) or ref <= 0 or new <= 0:
         return ScoreResult(0.0, True, "correct but its timing could not be read", dict(report))
@@ -265,16 +266,18 @@ def kernel_limits(config: KernelConfig) -> Limits:
 
 
 def score_kernels(pairs: list[tuple[str, str | None]], config: KernelConfig = KernelConfig(),
-                  limits: Limits | None = None, workers: int | None = 1) -> list[ScoreResult]:
+                  limits: Limits | None = None, workers: int | None = 1,
+                  hidden: Sequence[str] = (), mode: str = "auto") -> list[ScoreResult]:
     """Score (reference, candidate) pairs; one at a time by default so that timings do not
-    compete for the same cores. A None or empty candidate scores 0 unparsed."""
+    compete for the same cores. A None or empty candidate scores 0 unparsed. ``hidden``: host paths
+    the programs must not see (the task's data files); ``mode``: the sandbox's isolation mode."""
     limits = limits or kernel_limits(config)
     todo = [(i, kernel_program(ref, as_text(cand) or "", config))
             for i, (ref, cand) in enumerate(pairs) if as_text(cand)]
     if workers == 1:  # timings must not compete: one pair at a time
-        runs = [run_split(p, limits) for _, p in todo]
+        runs = [run_split(p, limits, mode, hidden) for _, p in todo]
     else:
-        runs = run_splits([p for _, p in todo], limits=limits, workers=workers)
+        runs = run_splits([p for _, p in todo], limits=limits, mode=mode, workers=workers, hidden=hidden)
     out = [unparsed("no kernel code")] * len(pairs)
     for (i, _), run in zip(todo, runs):
         out[i] = kernel_verdict(run)

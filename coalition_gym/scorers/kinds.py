@@ -43,6 +43,8 @@ class ScoringContext:
     n_options: int = 4
     numeric_fallback: bool = False
     limits: Limits | None = None  # None: the code kind's CODE_LIMITS
+    #: the task's data files (the tests and expected outputs of every item): the sandbox hides them
+    hidden: tuple[str, ...] = ()
 
 
 NO_CONTEXT = ScoringContext()
@@ -189,7 +191,7 @@ class Code(AnswerKind):
                     context: ScoringContext = NO_CONTEXT) -> list[ScoreResult]:
         programs = [None if as_text(a) is None else self.program(str(a), i) for a, i in zip(answers, items)]
         limits = CODE_LIMITS if context.limits is None else context.limits
-        return score_programs(programs, limits=limits, workers=context.workers)
+        return score_programs(programs, limits=limits, workers=context.workers, hidden=context.hidden)
 
 
 class Kernel(Code):
@@ -207,7 +209,7 @@ class Kernel(Code):
                     context: ScoringContext = NO_CONTEXT) -> list[ScoreResult]:
         return score_kernels([(i.meta["reference"], None if as_text(a) is None else str(a))
                               for a, i in zip(answers, items)], context.kernel or KernelConfig(),
-                             workers=context.workers or 1)
+                             workers=context.workers or 1, hidden=context.hidden)
 
 
 def score_theoremqa(answer: str, gold: str, answer_type: str) -> ScoreResult:

@@ -11,6 +11,7 @@ and answers read and scored, scorers/kinds.py). Splits:
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from dataclasses import dataclass, field
 from functools import partial
@@ -285,12 +286,14 @@ class FileTask(Task):
         self.kernel = kernel or KernelConfig()
         self.workers = workers
         self._cache: dict[str, list[Item]] = {}
+        self._files: set[str] = set()  # the data files read: hidden from the sandbox (scoring_context)
 
     def _patterns(self, split: str) -> tuple[str, ...]:
         return tuple(p.format(**self.options) for p in self.spec.splits[split])
 
     def _read(self, source_split: str) -> list[Item]:
         files = find_files(self.name, source_split, self._patterns(source_split), self.spec.hf_repo, self.path)
+        self._files.update(os.path.abspath(str(f)) for f in files)
         items: list[Item] = []
         for path in files:
             for rec in read_records(path):
@@ -327,7 +330,7 @@ class FileTask(Task):
 
     def scoring_context(self) -> ScoringContext:
         return ScoringContext(workers=self.workers, kernel=self.kernel, n_options=self._max_options(),
-                              numeric_fallback=self.spec.numeric_fallback)
+                              numeric_fallback=self.spec.numeric_fallback, hidden=tuple(sorted(self._files)))
 
 
 __all__ = ["DatasetSpec", "SPECS", "FileTask", "KINDS", "render_question", "score_theoremqa"]

@@ -68,7 +68,7 @@ class HumanEvalTask(Task):
                 Message("user", f"{INSTRUCTION}\n\n```python\n{item.question}```")]
 
     def scoring_context(self) -> ScoringContext:
-        return ScoringContext(workers=self.workers, limits=self.limits)
+        return ScoringContext(workers=self.workers, limits=self.limits, hidden=(self.path,))
 
     def program(self, completion: str, item: Item) -> SplitProgram:
         """The program that tests ``completion`` (the code kind builds it; kept for one release)."""

