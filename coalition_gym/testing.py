@@ -160,6 +160,4 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
              "state a larger max_split_overlap if the space is that small")
 
 
-check_training_protocol = check_coalition_recipe  # the old name, kept for one release
-
 __all__ = ["check_protocol", "check_generator", "check_task", "run_one_program", "check_coalition_recipe"]

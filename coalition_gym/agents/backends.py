@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Union
 
-from .._compat import ColumnView
 from ..errors import ConfigError, UnknownNameError
 from ..settings_check import check_declared_types, check_values, describe_setting, setting, setting_names
 from .adversaries import ADVERSARIES
@@ -96,12 +95,6 @@ def register_backend(kind: str, factory: Callable[..., Generator], options: Opti
     if clash:
         raise ConfigError(f"backend {kind!r}: options {sorted(clash)} clash with the entry's own keys")
     BACKENDS[kind] = record
-
-
-#: deprecated views, kept for one release: ``BACKENDS[kind].options`` (a settings class for the built-ins, no
-#: longer a mapping of types) and ``BACKENDS[kind].factory``
-BACKEND_OPTIONS: Mapping[str, Any] = ColumnView(BACKENDS, "options")
-BACKEND_FACTORIES: Mapping[str, Callable[..., Generator]] = ColumnView(BACKENDS, "factory")
 
 
 def _zoo_model_path(model: str) -> str:

@@ -16,18 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .._compat import ColumnView
 from ..errors import ConfigError, UnknownNameError
 from ..settings_check import check_values, setting, setting_names
 from ..types import Ask, Sample, SamplingParams
-from .backends import (  # noqa: F401  (the backend registry's names, importable from their old home)
-    BACKEND_FACTORIES,
-    BACKEND_OPTIONS,
-    BACKENDS,
-    ENTRY_KEYS,
-    Backend,
-    register_backend,
-)
+from .backends import BACKENDS, ENTRY_KEYS
 from .base import Generator
 from .simulated import DEFAULT_HELPERS, SIM_PRESETS, SimulatedAgent, random_profiles
 from .zoo import RECIPES, shipped, zoo_dir
@@ -108,10 +100,6 @@ def _preset_of(spec: str) -> PoolPreset | None:
 
 def pool_names() -> list[str]:
     return list(POOL_PRESETS)
-
-
-#: deprecated view: ``POOL_PRESETS[name].description``
-POOL_ABOUT: Mapping[str, str] = ColumnView(POOL_PRESETS, "description")
 
 
 def load_pool(spec: "str | os.PathLike | Pool | Mapping[str, Any] | Sequence[tuple[str, Generator]]") -> Pool:

@@ -1,6 +1,6 @@
-"""One config dataclass per training method, each carrying only its own fields (as TRL's
-``GRPOConfig`` does): ``TrainConfig`` holds what every method shares, ``PolicyGradientConfig`` what
-the three RL methods share, and ``CRLConfig``, ``GRPOIndivConfig``, ``DAPOIndivConfig``,
+"""One config dataclass per policy-training recipe, each carrying only its own fields (as TRL's
+``GRPOConfig`` does): ``TrainConfig`` holds what every recipe shares, ``PolicyGradientConfig`` what
+the three RL recipes share, and ``CRLConfig``, ``GRPOIndivConfig``, ``DAPOIndivConfig``,
 ``RAFTConfig``, ``NudgeConfig`` and ``BaseConfig`` their own settings.
 
 Defaults follow the paper's C-RL setup (appendix B.2): 64 protocol executions per optimiser step (8
@@ -24,13 +24,7 @@ from ..agents.hf_fast import FAST_DECODE
 from ..agents.lora import LoraSpec
 from ..errors import ConfigError, did_you_mean
 from ..settings_check import check_settings, setting
-from .recipes import RecipeView, recipe_names, recipe_of
-
-
-def method_names() -> list[str]:
-    """Every registered policy-training recipe (the built-ins, then :func:`register_recipe`'s)."""
-    return recipe_names("policy")
-
+from .recipes import get_recipe, recipe_names, recipe_of
 
 COLLABORATOR_DRAWS = ("shared", "fresh")
 ROLLOUT_BACKENDS = ("hf", "vllm")
@@ -144,8 +138,9 @@ class TrainConfig(LoraSettings, RunSettings):
         if not self.method:
             owner = recipe_of(self)
             self.method = owner.name if owner is not None else ""
-        if self.method not in CONFIGS:
-            raise ConfigError(f"unknown method {self.method!r}; use one of {', '.join(method_names())}")
+        if self.method not in recipe_names("policy"):
+            raise ConfigError(f"unknown method {self.method!r} (no policy-training recipe has that name); use one of "
+                              f"{', '.join(recipe_names('policy'))}")
         check_settings(self, self.method)  # types, bounds and choices, declared on the fields (every subclass's)
         if self.lora is not None and self.rollout_backend == "vllm":
             raise ConfigError("rollout_backend='vllm' with lora_r > 0 is not supported: the engine is sent full "
@@ -245,9 +240,6 @@ class BaseConfig(TrainConfig):
 
 
 
-#: method name -> its settings class: a view of the policy recipes (training.recipes), kept for one release
-CONFIGS = RecipeView("policy", "settings")
-
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
     "tiny": {"lr": 3e-4, "items_per_step": 8, "group_size": 8, "max_new_tokens": 16, "overlong_cache": 4,
@@ -256,21 +248,22 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def field_names(method: str) -> set[str]:
-    return {f.name for f in dataclasses.fields(CONFIGS[method])}
+    """The settings of a policy recipe (its registered settings class's fields)."""
+    return {f.name for f in dataclasses.fields(get_recipe(method, "policy").settings)}
 
 
 def check_methods(methods: Iterable[str]) -> list[str]:
     methods = [m.strip() for m in methods if m.strip()]
-    unknown = [m for m in methods if m not in CONFIGS]
+    unknown = [m for m in methods if m not in recipe_names("policy")]
     coalition = [m for m in unknown if m in recipe_names("coalition")]
     if coalition:
         raise ConfigError(f"{coalition[0]!r} is a coalition-training recipe (it trains a coalition's members, not a "
                           f"policy): value it with `cgym eval --protocol {coalition[0]}`; policy recipes: "
-                          f"{', '.join(method_names())}")
+                          f"{', '.join(recipe_names('policy'))}")
     if unknown or not methods:
         bad = unknown[0] if unknown else ""
-        raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, method_names())} Use one of "
-                          f"{', '.join(method_names())}")
+        raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, recipe_names('policy'))} Use one of "
+                          f"{', '.join(recipe_names('policy'))}")
     return methods
 
 
@@ -282,15 +275,15 @@ def make_config(method: str, preset: str = "paper", strict: bool = True, **overr
         raise ConfigError(f"unknown preset {preset!r}.{did_you_mean(preset, PRESETS)} Use one of {', '.join(PRESETS)}")
     check_methods([method])
     mine = field_names(method)
-    everywhere = set().union(*(field_names(m) for m in CONFIGS))
+    everywhere = set().union(*(field_names(m) for m in recipe_names("policy")))
     unknown = sorted(set(overrides) - everywhere)
     if unknown:
         raise ConfigError(f"no training method has a setting {unknown[0]!r}")
     foreign = sorted(set(overrides) - mine)
     if foreign and strict:
-        owners = [m for m in CONFIGS if foreign[0] in field_names(m)]
+        owners = [m for m in recipe_names("policy") if foreign[0] in field_names(m)]
         raise ConfigError(f"{foreign[0]!r} is not a setting of {method} (it belongs to {', '.join(owners)})")
     settings = {k: v for k, v in PRESETS[preset].items() if k in mine}
     settings.update({k: v for k, v in overrides.items() if k in mine})
     settings.pop("method", None)
-    return CONFIGS[method](method=method, **settings)
+    return get_recipe(method, "policy").settings(method=method, **settings)

@@ -50,7 +50,7 @@ from .policy_model import (
 )
 from .policy_updates import PolicyUpdates
 from .probe import NoSignalError, ProbeResult, diagnose, run_probe
-from .recipes import get_recipe, make_strategy
+from .recipes import RecipeContext, get_recipe, make_strategy
 from .reporting import MetricsLog, summary_table, vs_base, write_report
 from .rollouts import PolicyCall, RecordingPolicy, Rollout, RolloutPlan, collect, collect_distributed, protocol_asks
 from .update_loop import UpdateLoop
@@ -489,7 +489,7 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
         config = make_config(method, preset=preset, strict=False, **settings)
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         train = get_recipe(config.method, "policy").train
-        reports.append(train(config, root / f"{config.method}-seed{config.seed}", options, base))
+        reports.append(train(config, RecipeContext(root / f"{config.method}-seed{config.seed}", options, base)))
     write_text(root / "summary.md", summary_table(root))
     return reports
 
