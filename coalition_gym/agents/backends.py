@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Union
 
 from ..errors import ConfigError, UnknownNameError
-from ..settings_check import check_declared_types, check_values, describe_setting, setting, setting_names
+from ..settings_check import check_declared_types, check_values, describe_setting, setting_names
 from .adversaries import ADVERSARIES
 from .base import Generator
+from .options import HFOptions, OpenAIOptions, SimOptions, VLLMOptions
 from .simulated import SIM_PRESETS, AgentProfile, SimulatedAgent
 
 #: the keys every pool-file entry has, whatever its backend; the rest are the backend's own options
@@ -56,8 +57,8 @@ class Backend:
         return list(self.options)
 
     def check_options(self, entry: Mapping[str, Any], where: str) -> None:
-        """The types, bounds and choices of the options an entry gives (the factory's own defaults apply to
-        the others)."""
+        """The types, bounds and choices of the options an entry gives (the options class's defaults apply
+        to the others)."""
         if isinstance(self.options, type):
             check_values(self.options, entry, where)
         else:
@@ -80,8 +81,9 @@ def register_backend(kind: str, factory: Callable[..., Generator], options: Opti
     """Make ``backend: <kind>`` usable in pool files and config dicts: ``factory(model, **options)``
     builds the Generator (``model`` is the entry's model string, or None). ``options`` declares the entry
     keys the backend accepts: a settings class whose fields are those keys, with their types and, through
-    ``setting(...)``, bounds and choices (the fields' defaults are never used: an option an entry leaves
-    out is not passed), or a mapping of key -> accepted types. They are checked before anything is built,
+    ``setting(...)``, bounds and choices (the factory gets the keys the entry gives; the built-ins build
+    their options object from them, so the class's defaults fill the rest), or a mapping of key ->
+    accepted types. They are checked before anything is built,
     as is ``needs_model``, and ``check(entry, where)`` (raise ConfigError) for any rule of the backend's
     own. ``arguments(entry, base_dir, where)`` may turn the entry into the factory's ``(model, options)``
     (default: as given). Entries whose model and options are equal share one Generator."""
@@ -186,69 +188,25 @@ def _check_openai(entry: Mapping[str, Any], where: str) -> None:
 def _hf(model: str, **opts: Any) -> Generator:
     from .hf import HFGenerator
 
-    return HFGenerator(model, **opts)
+    return HFGenerator(model, options=HFOptions(**opts))
 
 
 def _openai(model: str, **opts: Any) -> Generator:
     from .openai_api import OpenAIGenerator
 
-    base_url = opts.pop("base_url")
-    if isinstance(base_url, list):  # several replicas of one model: share the work between them
+    options = OpenAIOptions(**opts)
+    if isinstance(options.base_url, list):  # several replicas of one model: share the work between them
         from .replicas import ReplicaGenerator
 
-        return ReplicaGenerator([OpenAIGenerator(str(url), model, **opts) for url in base_url])
-    return OpenAIGenerator(base_url, model, **opts)
+        return ReplicaGenerator([OpenAIGenerator(model, dataclasses.replace(options, base_url=str(url)))
+                                 for url in options.base_url])
+    return OpenAIGenerator(model, options)
 
 
 def _vllm(model: str, **opts: Any) -> Generator:
     from .vllm_engine import VLLMGenerator
 
-    return VLLMGenerator(model, **opts)
-
-
-# The built-in backends' options: each class declares the entry keys (never instantiated: a key an entry
-# leaves out gets the Generator's own default).
-
-@dataclass
-class SimOptions:
-    profile: dict | str | None = setting(doc="AgentProfile fields, or an adversary profile's name")
-
-
-@dataclass
-class HFOptions:
-    device: str = setting(doc="auto, cpu, cuda ...")
-    dtype: str = setting()
-    max_batch_size: int = setting(ge=1)
-    max_new_tokens: int = setting(ge=1)
-    trust_remote_code: bool = setting()
-    allow_download: bool = setting()
-    revision: str = setting()
-
-
-@dataclass
-class OpenAIOptions:
-    base_url: str | list = setting(doc="a server's /v1 URL, or a list of replicas' URLs")
-    api_key_env: str | None = setting(doc="the environment variable holding the API key")
-    max_concurrency: int = setting(ge=1)
-    timeout: float = setting(gt=0)
-    max_retries: int = setting(ge=0)
-    backoff_base: float = setting(ge=0)
-    backoff_max: float = setting(ge=0)
-    logprobs: bool = setting()
-    send_seed: bool = setting()
-    max_new_tokens: int = setting(ge=1)
-    extra_body: dict = setting()
-
-
-@dataclass
-class VLLMOptions:
-    dtype: str = setting()
-    tensor_parallel_size: int = setting(ge=1)
-    gpu_memory_utilization: float = setting(gt=0, le=1)
-    max_model_len: int = setting(ge=1)
-    max_new_tokens: int = setting(ge=1)
-    logprobs: bool = setting()
-    trust_remote_code: bool = setting()
+    return VLLMGenerator(model, VLLMOptions(**opts))
 
 
 register_backend("sim", _sim, SimOptions, check=_check_sim, arguments=_sim_arguments)

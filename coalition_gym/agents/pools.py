@@ -220,6 +220,7 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
     ranker and fuser (``judge``, ``fuser``) are simulated helpers: a character-level model this small
     cannot judge or merge the long chat-style helper prompts, and helpers are fixed, never players."""
     from .hf import HFGenerator
+    from .options import HFOptions
     from .zoo import ZOO_TASKS, ensure_zoo
 
     if recipe not in RECIPES:
@@ -227,7 +228,8 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
     build = ensure_zoo(recipe, root)
     cap = RECIPES[recipe].max_new_tokens
     members: dict[str, Generator] = {
-        name: HFGenerator(str(build.model_path(name)), device=device, max_new_tokens=cap, max_batch_size=64)
+        name: HFGenerator(str(build.model_path(name)), options=HFOptions(device=device, max_new_tokens=cap,
+                                                                         max_batch_size=64))
         for name in build.models}
     dev: dict[str, float] = {}
     if dev_task is not None:

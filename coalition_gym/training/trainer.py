@@ -174,11 +174,12 @@ class Trainer(RunItems):
 
     def backend(self, system_prompt: str | None = None, temperature: float | None = None) -> RecordingPolicy:
         from ..agents.hf import HFGenerator
+        from ..agents.options import HFOptions
 
         cfg = self.config
-        hf = HFGenerator(self.model, self.tokenizer, max_new_tokens=cfg.max_new_tokens,
-                         identity=f"policy:{cfg.method}:step{self.state.step}", max_batch_size=cfg.rollout_batch_size,
-                         fast_decode=cfg.fast_decode)
+        hf = HFGenerator(self.model, self.tokenizer, HFOptions(max_new_tokens=cfg.max_new_tokens,
+                         max_batch_size=cfg.rollout_batch_size, fast_decode=cfg.fast_decode),
+                         identity=f"policy:{cfg.method}:step{self.state.step}")
         gen: Any = hf
         if self.engine is not None:
             from ..agents.vllm_engine import VLLMPolicy

@@ -245,11 +245,12 @@ class TeamTrainer(RunItems):
     def recording(self, seat: str, temperature: float | None = None) -> RecordingPolicy:
         """A fresh recording shim over the seat's current weights (``temperature`` 0: greedy)."""
         from ...agents.hf import HFGenerator
+        from ...agents.options import HFOptions
 
         cfg = self.config
-        hf = HFGenerator(self.models[seat], self.tokenizers[seat], max_new_tokens=cfg.max_new_tokens,
-                         identity=f"{seat}:{cfg.method}:step{self.state.step}", max_batch_size=cfg.rollout_batch_size,
-                         fast_decode=cfg.fast_decode)
+        hf = HFGenerator(self.models[seat], self.tokenizers[seat], HFOptions(max_new_tokens=cfg.max_new_tokens,
+                         max_batch_size=cfg.rollout_batch_size, fast_decode=cfg.fast_decode),
+                         identity=f"{seat}:{cfg.method}:step{self.state.step}")
         return RecordingPolicy(hf, "", temperature)
 
     def solo_system(self, seat: str) -> System:
