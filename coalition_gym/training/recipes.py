@@ -42,7 +42,7 @@ class RecipeContext:
     ``members`` (name -> a trainable copy) on ``task``'s ``train_items``, selects on ``dev_items``, seeded
     by ``seed``."""
 
-    out: Path | None = None
+    out: str | Path | None = None  # a Path once built
     options: Any = None
     base_per_item: dict[str, list[float]] | None = None
     members: Mapping[str, Any] = field(default_factory=dict)
