@@ -59,11 +59,16 @@ class Echo(Generator):
         return [Sample(text="Answer: 7") for _ in asks]
 
 
+@dataclass
+class EchoOptions:
+    loud: bool = setting(False)
+
+
 @pytest.fixture
 def registered():
     env_id = register_protocol(FirstSays)
     register_task("list_test", ListTask)
-    register_backend("echo_test", lambda model, **options: Echo(), {"loud": (bool,)})
+    register_backend("echo_test", lambda model, **options: Echo(), EchoOptions)
     yield env_id
     PROTOCOLS.pop("first_says_test")  # this test's registrations only
     ENV_IDS.pop(env_id)
@@ -101,7 +106,7 @@ def test_registries_refuse_clashes_and_bad_entries(registered):
         register_task("list_test", lambda **kw: None)
     with pytest.raises(ConfigError, match="unknown key 'volume' for backend 'echo_test'"):
         load_pool({"members": [{"name": "e", "backend": "echo_test", "volume": 3}]})
-    with pytest.raises(ConfigError, match="loud=3 must be bool"):
+    with pytest.raises(ConfigError, match="loud=3 must be true or false"):
         load_pool({"members": [{"name": "e", "backend": "echo_test", "loud": 3}]})
 
 
