@@ -1,10 +1,11 @@
 """A new training recipe: a settings class and a strategy, named once by ``register_recipe`` (every recipe
 is called as ``train(settings, RecipeContext(out, options))``; ``train_policy_recipe`` runs the trainer's
 loop with the strategy). This one is a prompt nudge that tries system prompts asking for a terse final
-answer: no weight update, the trainer scores each candidate on dev inside the protocol and keeps the best (a strategy that trains
-instead overrides ``update(updates, rollouts, rewards)`` and calls ``updates.policy_gradient`` or
-``updates.sft``). ``cgym train --method terse_nudge`` and ``make_config("terse_nudge", ...)`` then
-know it, with its settings (``--set prompts=...``) checked like the built-ins'.
+answer: no weight update, the trainer scores each candidate on dev inside the protocol and keeps the best
+(a strategy that trains instead overrides ``update(updates, rollouts, rewards)`` and calls
+``updates.policy_gradient`` or ``updates.sft``). ``cgym train --method terse_nudge`` and
+``make_config("terse_nudge", ...)`` then know it, with its settings (``--set prompts=...``) checked like
+the built-ins'.
 
     python examples/custom_training_recipe.py
     cgym --import examples/custom_training_recipe.py train --method terse_nudge --policy zoo:tiny/pico \
