@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
 from . import config
 from . import strategies as s
 from .collaborative.settings import MultiagentFinetuningSettings, SpartaSettings
@@ -33,22 +32,14 @@ def train_sparta(settings: SpartaSettings, context: RecipeContext) -> Any:
     """Sparta on ``context.members``: one coalition's training (:mod:`.collaborative.sparta`)."""
     from .collaborative.sparta import train_sparta as run  # torch: only when a coalition trains
 
-    return run(settings, dict(context.members), context.task, context.train_items, context.dev_items,
-               context.seed, _work_dir(context))
+    return run(settings, context)
 
 
 def train_multiagent_finetuning(settings: MultiagentFinetuningSettings, context: RecipeContext) -> Any:
     """Multi-agent finetuning on ``context.members`` (:mod:`.collaborative.finetuning`)."""
     from .collaborative.finetuning import train_multiagent_finetuning as run
 
-    return run(settings, dict(context.members), context.task, context.train_items, context.dev_items,
-               context.seed, _work_dir(context))
-
-
-def _work_dir(context: RecipeContext) -> Any:
-    if context.out is None:
-        raise ConfigError("a coalition recipe needs a work folder: RecipeContext(out=...)")
-    return context.out
+    return run(settings, context)
 
 
 POLICY = [
