@@ -37,6 +37,7 @@ from _common import elapsed_seconds
 from coalition_gym import __version__ as package_version
 from coalition_gym.agents.hf import HFGenerator
 from coalition_gym.agents.openai_api import OpenAIGenerator
+from coalition_gym.agents.options import HFOptions, OpenAIOptions
 from coalition_gym.agents.zoo import ensure_zoo, zoo_task
 from coalition_gym.envs.runner import RunStats, dispatch
 from coalition_gym.types import Ask, SamplingParams
@@ -116,7 +117,7 @@ def median_rate(runs: list[tuple[int, float]]) -> float:
 
 
 def bench_hf(name: str, folder: Path, n: int, repeats: int) -> list[dict]:
-    gen = HFGenerator(str(folder), max_new_tokens=MAX_NEW, max_batch_size=BATCH)
+    gen = HFGenerator(str(folder), options=HFOptions(max_new_tokens=MAX_NEW, max_batch_size=BATCH))
     rows = []
     for label, temperature in (("greedy", 0.0), ("sampled T=1", 1.0)):
         asks = make_asks(n, temperature)
@@ -165,13 +166,13 @@ def bench_serve(name: str, folder: Path, n: int, repeats: int, levels: list[int]
                     raise RuntimeError("transformers serve did not start")
                 time.sleep(0.3)
         asks = make_asks(n, 1.0)
-        local = HFGenerator(str(folder), max_new_tokens=MAX_NEW, max_batch_size=BATCH)
+        local = HFGenerator(str(folder), options=HFOptions(max_new_tokens=MAX_NEW, max_batch_size=BATCH))
         tokenizer = local.tokenizer
         hf_runs = [backend_run(local, asks) for _ in range(repeats + 1)][1:]
         hf_rate = median_rate(hf_runs)
         for level in levels:
-            gen = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", str(folder), max_concurrency=level, timeout=120,
-                                  api_key_env=None)
+            gen = OpenAIGenerator(str(folder), OpenAIOptions(base_url=f"http://127.0.0.1:{port}/v1",
+                                                             max_concurrency=level, timeout=120, api_key_env=None))
 
             def run() -> int:
                 samples = gen.generate(asks)

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_info, write_json  # noqa: E402
 
 from coalition_gym.agents.hf import HFGenerator  # noqa: E402
+from coalition_gym.agents.options import HFOptions
 from coalition_gym.types import Ask, Message, SamplingParams  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "gpu_rollouts.json"
@@ -122,8 +123,8 @@ def generate_tokens(model: Any, prompts: list[list[int]], new_tokens: int, pad_i
 
 def bench_decode(model: Any, tok: Any, n: int, new_tokens: int, repeats: int, tag: dict[str, Any]) -> dict[str, Any]:
     asks = make_asks(n, new_tokens, model.config.vocab_size)
-    eager = HFGenerator(model, tok, max_new_tokens=new_tokens, max_batch_size=n, fast_decode="off")
-    fast = HFGenerator(model, tok, max_new_tokens=new_tokens, max_batch_size=n, fast_decode="on")
+    eager = HFGenerator(model, tok, options=HFOptions(max_new_tokens=new_tokens, max_batch_size=n, fast_decode="off"))
+    fast = HFGenerator(model, tok, options=HFOptions(max_new_tokens=new_tokens, max_batch_size=n, fast_decode="on"))
     prompts = eager.encode_prompts(asks)
 
     def run_gen() -> int:

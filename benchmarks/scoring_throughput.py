@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import elapsed_seconds  # noqa: E402
 
+from coalition_gym.sandbox import launcher as sandbox  # noqa: E402
 from coalition_gym.sandbox.launcher import Limits  # noqa: E402
-from coalition_gym.scorers import sandbox  # noqa: E402
 from coalition_gym.scorers.answers import extract_final_answer  # noqa: E402
 from coalition_gym.scorers.choice import extract_choice  # noqa: E402
 from coalition_gym.scorers.mathematics import extract_boxed, math_equivalent, score_math  # noqa: E402

@@ -125,6 +125,7 @@ def evaluate(s: dict[str, Any], common: dict[str, Any], seed: int, models: dict[
     """The team of ``models`` (seat -> (model, tokenizer)) on the test items: system score per item, each seat's
     solo score, Shapley and leave-one-out value over the seats (frozen collaborators always present)."""
     from coalition_gym.agents.hf import HFGenerator
+    from coalition_gym.agents.options import HFOptions
     from coalition_gym.agents.pools import Pool
     from coalition_gym.envs.system import System
     from coalition_gym.training.evaluation import eval_seed
@@ -132,7 +133,7 @@ def evaluate(s: dict[str, Any], common: dict[str, Any], seed: int, models: dict[
 
     base = setting_system(s, common, split="test")
     seats = list(s["seats"])
-    gens = {seat: HFGenerator(m, t, max_new_tokens=common["max_new_tokens"], identity=f"{tag}:{seat}")
+    gens = {seat: HFGenerator(m, t, HFOptions(max_new_tokens=common["max_new_tokens"]), identity=f"{tag}:{seat}")
             for seat, (m, t) in models.items()}
     for m, _ in models.values():
         m.eval()

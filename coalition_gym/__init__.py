@@ -8,7 +8,7 @@ leaderboard); the extension points: subclass :class:`Protocol`,
 :class:`Task` or :class:`Generator` and make them available by name with :func:`register_protocol`,
 :func:`register_task` and :func:`register_backend`, a scorer as an :class:`AnswerKind` with
 :func:`register_answer_kind` (see ``examples/``); training recipes (policy and coalition training) and
-adversaries with :func:`register_recipe` (:func:`register_method`, the old call) and
+adversaries with :func:`register_recipe` (every recipe is called as ``train(settings, RecipeContext)``) and
 :func:`register_adversary`; pool presets with :func:`register_pool`; valuation
 estimators and Monte Carlo samplers
 with :func:`register_estimator` and :func:`register_sampler`. Settings classes declare bounds and choices
@@ -42,8 +42,7 @@ from .settings_check import check_settings, setting
 from .tasks import make as make_task
 from .tasks import register_task
 from .tasks.base import Task
-from .training.methods import register_method
-from .training.recipes import register_recipe
+from .training.recipes import RecipeContext, register_recipe
 from .types import Ask, EpisodeResult, Item, Message, Outcome, Sample, SamplingParams
 from .valuation import (
     CoalitionGame,
@@ -60,7 +59,7 @@ from .version import __version__
 register_envs()
 
 __all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "register_backend", "ENV_IDS",
-           "register_adversary", "register_method", "register_recipe",
+           "register_adversary", "register_recipe", "RecipeContext",
            "PROTOCOLS", "RunStats", "CollaborationEnv", "CollaborationParallelEnv", "make_protocol", "parallel_env",
            "register_envs", "run_episodes", "EpisodeContext", "Protocol", "register_protocol", "CoalitionGymError",
            "make_task", "register_task", "Task", "Ask", "EpisodeResult", "Item", "Message", "Outcome", "Sample",

@@ -14,9 +14,6 @@ type (``int``, ``float``, ``str``, ``bool``, or one of them ``| None``) must get
 int is a fine float, a bool is not a number); richer annotations (mappings, sequences, ``Any``) are left
 to the class's own checks, as is a rule between two fields. ``None`` passes the bounds of a field that
 allows it. :func:`describe_setting` gives the same facts as listings (``cgym protocols``) show them.
-
-Options declared as a mapping of accepted types (a backend's pool-file options, ``register_backend``) are
-checked here too, by :func:`check_declared_types`.
 """
 
 from __future__ import annotations
@@ -150,16 +147,6 @@ def check_values(cls: type, values: Mapping[str, Any], where: str) -> None:
         if bounds.choices is not None:
             raise ConfigError(f"{where}: {field.name}={value!r}; use {bounds.describe()}")
         raise ConfigError(f"{where}: {field.name}={value} must be {bounds.describe()}")
-
-
-def check_declared_types(declared: Mapping[str, tuple[type, ...]], values: Mapping[str, Any], where: str) -> None:
-    """Options declared as ``name -> accepted types`` (a backend's pool-file options, see
-    ``register_backend``): refuse a value of another type (a bool is no number unless bool is declared)."""
-    for key, kinds in declared.items():
-        value = values.get(key, None)
-        if key in values and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))):
-            names = " or ".join("none" if k is type(None) else k.__name__ for k in kinds)
-            raise ConfigError(f"{where}: {key}={value!r} must be {names}")
 
 
 def check_settings(obj: Any, where: str | None = None) -> None:

@@ -9,12 +9,19 @@
   rest of the batch; an empty batch is an empty list.
 - :func:`check_task`: unique item ids, disjoint splits, prompts in both styles, ``score_batch`` gives a
   ScoreResult per answer with a score in [0, 1], an unreadable answer scores 0.
+- :func:`check_recipe`: any registered training recipe (policy, team or coalition): its settings build
+  with their defaults and know their recipe, refuse a value out of a declared bound, and its ``train``
+  can be called as ``train(settings, context)``; a policy recipe's strategy is a ``Strategy``.
+- :func:`check_answer_kind`: an answer kind (parser + rubric) scores a batch as it scores each answer
+  alone, gives None 0 (unparsed), keeps every score in [0, 1] and never raises on a hostile answer.
 
 Each raises ``AssertionError`` with what broke.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Any, Sequence
 
 from .agents.base import Generator
@@ -23,10 +30,12 @@ from .envs.protocols import Protocol, make_protocol
 from .envs.protocols.base import EpisodeContext
 from .envs.runner import episode_seed
 from .envs.system import System, SystemSpec
+from .scorers.kinds import AnswerKind, resolve_answer_kind
 from .scorers.result import ScoreResult
+from .settings_check import bounds_of
 from .tasks import make as make_task
 from .tasks.base import PROMPT_STYLES, SPLITS, Task, split_overlap
-from .types import Ask, Message, Outcome, SamplingParams
+from .types import Ask, Item, Message, Outcome, SamplingParams
 
 
 def run_one_program(protocol: Protocol, ctx: EpisodeContext, backends: dict[str, Generator]) -> tuple[list[Ask], Any]:
@@ -161,6 +170,101 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
              "state a larger max_split_overlap if the space is that small")
 
 
-check_training_protocol = check_coalition_recipe  # the old name, kept for one release
+def default_settings(recipe: str) -> Any:
+    """A registered recipe's settings with their defaults, built the way its command builds them."""
+    from .training.recipes import get_recipe
 
-__all__ = ["check_protocol", "check_generator", "check_task", "run_one_program", "check_coalition_recipe"]
+    found = get_recipe(recipe)
+    if found.kind == "policy":
+        from .training.config import make_config
+
+        return make_config(recipe)
+    if found.kind == "coalition":
+        from .training.collaborative import make_coalition_settings
+
+        return make_coalition_settings(recipe)
+    return found.settings()
+
+
+def check_recipe(recipe: str) -> None:
+    """A registered training recipe's contract, without training: its settings class is a dataclass
+    whose defaults build and name the recipe back (``recipe_of``), a value below a declared bound is
+    refused (the settings check runs on construction), ``train`` can be called as ``train(settings,
+    context)``, and a policy recipe's strategy is a :class:`~coalition_gym.training.strategies.Strategy`
+    that says whether it trains. (:func:`check_coalition_recipe` trains a coalition recipe for real.)"""
+    from .errors import ConfigError
+    from .training.recipes import RecipeContext, get_recipe, make_strategy, recipe_of
+    from .training.strategies import Strategy
+
+    found = get_recipe(recipe)
+    assert dataclasses.is_dataclass(found.settings), f"{recipe}: settings {found.settings!r} is not a dataclass"
+    settings = default_settings(recipe)
+    assert isinstance(settings, found.settings), f"{recipe}: its defaults built a {type(settings).__name__}"
+    owner = recipe_of(settings)
+    assert owner is not None and owner.name == recipe, f"{recipe}: its settings belong to {owner and owner.name!r}"
+    try:
+        inspect.signature(found.train).bind(settings, RecipeContext())
+    except TypeError as exc:
+        raise AssertionError(f"{recipe}: train cannot be called as train(settings, context): {exc}") from None
+    except ValueError:  # no readable signature
+        pass
+    bounded = [(f, b) for f in dataclasses.fields(settings) if f.init for b in [bounds_of(f)]
+               if b is not None and (b.ge is not None or b.gt is not None)]
+    if bounded:
+        field, bounds = bounded[0]
+        low = bounds.ge if bounds.ge is not None else bounds.gt
+        assert low is not None
+        below = (int(low) - 1) if isinstance(getattr(settings, field.name), int) else float(low) - 1.0
+        try:
+            dataclasses.replace(settings, **{field.name: below})
+        except ConfigError:
+            pass
+        else:
+            raise AssertionError(f"{recipe}: {field.name}={below} is below its bound and was accepted: call "
+                                 "check_settings(self) in __post_init__")
+    if found.kind == "policy":
+        strategy = make_strategy(settings)
+        assert isinstance(strategy, Strategy), f"{recipe}: strategy {type(strategy).__name__} is no Strategy"
+        assert strategy.selection_mode in ("solo", "collab"), f"{recipe}: selection_mode {strategy.selection_mode!r}"
+        prompts = strategy.candidate_prompts()
+        assert prompts is None or all(isinstance(p, str) for p in prompts), f"{recipe}: candidate prompts {prompts!r}"
+    else:
+        assert found.strategy is None, f"{recipe}: a {found.kind} recipe has no strategy"
+
+
+#: answers no rubric may crash on
+HOSTILE_ANSWERS = ("", " ", "\x00", "NaN", "-inf", "1e309", "(" * 500, "Answer: " * 200, "\u202e\U0001F600", "9" * 5000)
+
+
+def check_answer_kind(kind: "AnswerKind | str", items: Sequence[Item], answers: Sequence[str] = ()) -> None:
+    """An answer kind's contract on ``items`` (of a task made of it): ``None`` scores 0 unparsed; every
+    answer (``answers``, each item's gold, the items' questions, hostile strings) gets a ScoreResult in
+    [0, 1] without raising, the same in a batch as alone and the same twice; ``question`` gives text and
+    ``extract`` gives a string or None."""
+    kind = resolve_answer_kind(kind)
+    assert isinstance(kind.name, str) and kind.name, f"{kind!r}: an answer kind needs a name"
+    assert items, f"{kind.name}: check_answer_kind needs items to score"
+    candidates = [*answers, *(it.gold for it in items), *(it.question for it in items), *HOSTILE_ANSWERS]
+    pairs = [(a, items[k % len(items)]) for k, a in enumerate(candidates)]
+    for item in items:
+        assert isinstance(kind.question(item), str), f"{kind.name}: question() must give text"
+        for text in (None, "", f"Answer: {item.gold}", "I do not know."):
+            got = kind.extract(text, item)
+            assert got is None or isinstance(got, str), f"{kind.name}: extract({text!r}) gave {got!r}"
+    nothing = kind.score_batch([None], [items[0]])
+    assert len(nothing) == 1 and nothing[0].score == 0.0 and not nothing[0].parsed, \
+        f"{kind.name}: an unreadable answer (None) must score 0, unparsed; got {nothing}"
+    batch = kind.score_batch([a for a, _ in pairs], [it for _, it in pairs])
+    assert len(batch) == len(pairs) and all(isinstance(r, ScoreResult) for r in batch), \
+        f"{kind.name}: score_batch must give a ScoreResult per answer"
+    for (answer, item), result in zip(pairs, batch):
+        assert 0.0 <= result.score <= 1.0, f"{kind.name}: score {result.score} for {answer[:40]!r} outside [0, 1]"
+        alone = kind.score_batch([answer], [item])[0]
+        assert alone.score == result.score, (f"{kind.name}: {answer[:40]!r} scored {alone.score} alone and "
+                                             f"{result.score} in a batch")
+    again = kind.score_batch([a for a, _ in pairs], [it for _, it in pairs])
+    assert [r.score for r in again] == [r.score for r in batch], f"{kind.name}: the same answers scored differently"
+
+
+__all__ = ["check_protocol", "check_generator", "check_task", "run_one_program", "check_coalition_recipe",
+           "check_recipe", "check_answer_kind", "default_settings", "HOSTILE_ANSWERS"]

@@ -17,6 +17,8 @@ import shutil
 from pathlib import Path
 
 from coalition_gym.agents.base import Generator
+from coalition_gym.scorers.kinds import AnswerKind
+from coalition_gym.scorers.result import ScoreResult
 from coalition_gym.tasks.base import Task
 from coalition_gym.types import Ask, Item, Sample
 
@@ -50,11 +52,21 @@ class Recorder(Scripted):
         return self.inner.generate(asks)
 
 
+class Equal(AnswerKind):
+    """The final-answer line, right when it equals the gold exactly."""
+
+    name = "equal_test"
+
+    def score(self, answer: str, item: Item) -> ScoreResult:
+        return ScoreResult(float(answer == item.gold), True)
+
+
 class ListTask(Task):
     """Exact-match task over fixed items."""
 
     name = "list"
     category = "test"
+    answer_kind = Equal()
 
     def __init__(self, golds: Sequence[str] = ("7", "8", "9")):
         self._items = [Item(id=f"q{i}", question=f"Question {i}?", gold=g, category="test")
@@ -64,8 +76,6 @@ class ListTask(Task):
         self.check_split(split)
         return self._items
 
-    def score(self, answer, item) -> float:
-        return float(answer == item.gold)
 
 
 def answer_text(answer: str | None) -> str:

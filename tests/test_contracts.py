@@ -1,16 +1,22 @@
 """The contract checks of coalition_gym.testing, run over everything registered: every protocol, every
-task name and prefix that has data here, and every kind of generator the project ships."""
+task name and prefix that has data here, every kind of generator the project ships, every training recipe
+(policy, team, coalition) and every answer kind."""
 
 import pytest
-from conftest import ListTask
+from conftest import FIXTURES, ListTask
 
 from coalition_gym.agents.cache import CachedGenerator, GenerationCache
 from coalition_gym.agents.pools import WithSampling, load_pool
 from coalition_gym.agents.replicas import ReplicaGenerator
 from coalition_gym.envs.protocols import PROTOCOLS
+from coalition_gym.scorers.kinds import ANSWER_KINDS
+from coalition_gym.scorers.result import unparsed
+from coalition_gym.settings_check import setting
 from coalition_gym.tasks import TASKS, make
 from coalition_gym.tasks.loaders import DataNotFoundError
-from coalition_gym.testing import check_generator, check_protocol, check_task
+from coalition_gym.testing import check_answer_kind, check_generator, check_protocol, check_recipe, check_task
+from coalition_gym.training.recipes import RECIPES
+from coalition_gym.types import Item
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOLS))
@@ -46,6 +52,59 @@ GENERATORS = {
 @pytest.mark.parametrize("name", list(GENERATORS))
 def test_every_generator_kind_keeps_the_contract(name):
     check_generator(GENERATORS[name]())
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_every_registered_recipe_keeps_the_contract(name):
+    check_recipe(name)
+
+
+def _items_of_kind(name: str):
+    """A few test items of a dataset made of the answer kind ``name`` (the fixtures), else plain items."""
+    from coalition_gym.tasks.datasets import SPECS
+
+    spec = next((s for s, spec in SPECS.items() if spec.kind == name), None)
+    if spec is None:
+        return [Item(id=f"plain/{k}", question=f"What is {k} + 1?", gold=str(k + 1)) for k in range(3)]
+    return list(make(spec, held_out=True).items("test"))[:2]
+
+
+@pytest.mark.parametrize("name", [k for k in ANSWER_KINDS if k != "kernel"] + [
+    pytest.param("kernel", marks=pytest.mark.slow)])
+def test_every_registered_answer_kind_keeps_the_contract(name, monkeypatch, tmp_path):
+    monkeypatch.setenv("COALITION_GYM_DATA", str(FIXTURES / "datasets"))  # the datasets' fixtures
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    check_answer_kind(name, _items_of_kind(name))
+
+
+def test_the_recipe_and_answer_kind_checks_catch_a_broken_part():
+    from dataclasses import dataclass
+
+    from coalition_gym import AnswerKind, ScoreResult
+    from coalition_gym.training.recipes import register_recipe, unregister_recipe
+
+    class BatchDependent(AnswerKind):  # an answer's score must not depend on the rest of the batch
+        name = "batch_dependent_test"
+
+        def score(self, answer, item):
+            return ScoreResult(1.0, True)
+
+        def score_batch(self, answers, items, context=None):
+            return [unparsed() if a is None else ScoreResult(float(len(answers) > 1), True) for a in answers]
+
+    with pytest.raises(AssertionError, match="alone and"):
+        check_answer_kind(BatchDependent(), _items_of_kind("plain_test"))
+
+    @dataclass
+    class Unchecked:  # bounds declared, never checked
+        steps: int = setting(3, ge=1)
+
+    register_recipe("unchecked-test", Unchecked, lambda settings, context: None, kind="team")
+    try:
+        with pytest.raises(AssertionError, match="steps=0 is below its bound and was accepted"):
+            check_recipe("unchecked-test")
+    finally:
+        unregister_recipe("unchecked-test")
 
 
 def test_the_checks_catch_a_broken_part():

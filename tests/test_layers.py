@@ -16,8 +16,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
 LAYERS = [
-    {"types", "errors", "version", "_compat"},
-    {"result_files", "redaction", "settings_check", "learners", "plugins", "prompts"},
+    {"types", "errors", "version"},
+    {"result_files", "settings_check", "learners", "plugins", "prompts"},
     {"sandbox"},
     {"scorers"},
     {"tasks"},

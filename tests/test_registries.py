@@ -59,11 +59,16 @@ class Echo(Generator):
         return [Sample(text="Answer: 7") for _ in asks]
 
 
+@dataclass
+class EchoOptions:
+    loud: bool = setting(False)
+
+
 @pytest.fixture
 def registered():
     env_id = register_protocol(FirstSays)
     register_task("list_test", ListTask)
-    register_backend("echo_test", lambda model, **options: Echo(), {"loud": (bool,)})
+    register_backend("echo_test", lambda model, **options: Echo(), EchoOptions)
     yield env_id
     PROTOCOLS.pop("first_says_test")  # this test's registrations only
     ENV_IDS.pop(env_id)
@@ -101,36 +106,36 @@ def test_registries_refuse_clashes_and_bad_entries(registered):
         register_task("list_test", lambda **kw: None)
     with pytest.raises(ConfigError, match="unknown key 'volume' for backend 'echo_test'"):
         load_pool({"members": [{"name": "e", "backend": "echo_test", "volume": 3}]})
-    with pytest.raises(ConfigError, match="loud=3 must be bool"):
+    with pytest.raises(ConfigError, match="loud=3 must be true or false"):
         load_pool({"members": [{"name": "e", "backend": "echo_test", "loud": 3}]})
 
 
-def test_a_training_method_can_be_registered():
+def test_a_training_recipe_can_be_registered():
     from dataclasses import dataclass as dc
 
-    from coalition_gym.training.config import CONFIGS, CRLConfig, check_methods, make_config, method_names
-    from coalition_gym.training.methods import CRL, METHOD_CLASSES, make_method, register_method
+    from coalition_gym.training.builtin_recipes import train_policy_recipe
+    from coalition_gym.training.config import CRLConfig, check_methods, make_config
+    from coalition_gym.training.recipes import make_strategy, recipe_names, register_recipe, unregister_recipe
+    from coalition_gym.training.strategies import CRL
 
     class NegatedCRL(CRL):  # a saboteur: the system's reward with its sign flipped
-        name = "crl-negate-test"
-
         def reward(self, rollout):
             return -super().reward(rollout)
 
     @dc
     class NegatedConfig(CRLConfig):
-        method: str = "crl-negate-test"
+        pass
 
-    register_method(NegatedCRL, NegatedConfig)
+    register_recipe("crl-negate-test", NegatedConfig, train_policy_recipe, strategy=NegatedCRL)
     try:
-        assert "crl-negate-test" in method_names() and check_methods(["crl-negate-test"]) == ["crl-negate-test"]
+        assert "crl-negate-test" in recipe_names("policy") and check_methods(["crl-negate-test"]) == ["crl-negate-test"]
         config = make_config("crl-negate-test", preset="tiny", group_size=4)
-        assert isinstance(config, NegatedConfig) and isinstance(make_method(config), NegatedCRL)
+        assert isinstance(config, NegatedConfig) and isinstance(make_strategy(config), NegatedCRL)
+        assert config.method == "crl-negate-test"
         with pytest.raises(ConfigError, match="already registered"):
-            register_method(CRL, NegatedConfig)
+            register_recipe("crl-negate-test", NegatedConfig, train_policy_recipe, strategy=CRL)
     finally:
-        CONFIGS.pop("crl-negate-test")
-        METHOD_CLASSES.pop("crl-negate-test")
+        unregister_recipe("crl-negate-test")
 
 
 def test_every_registry_lists_its_builtins():

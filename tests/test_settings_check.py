@@ -61,3 +61,65 @@ def test_a_setting_is_described_with_its_default_and_bounds():
     shown = [describe_setting(f, getattr(Knobs(), f.name)) for f in fields(Knobs)]
     assert shown == ["count=3 (>= 1)", "share=0.5 (in (0, 1])", "mode='fast' (one of fast, slow)",
                      "limit=None (>= 0)", "free=None"]
+
+
+def _registered_settings_classes():
+    """Every settings class a registry holds: recipes' settings, backends' options, protocols, simulated
+    agents' profiles."""
+    import coalition_gym  # noqa: F401  (registers everything)
+    from coalition_gym.agents.backends import BACKENDS
+    from coalition_gym.agents.simulated import AgentProfile
+    from coalition_gym.envs.protocols import PROTOCOLS
+    from coalition_gym.training.recipes import RECIPES
+
+    classes = [r.settings for r in RECIPES.values()] + list(PROTOCOLS.values()) + [AgentProfile]
+    return classes + [b.options for b in BACKENDS.values() if isinstance(b.options, type)]
+
+
+#: plain-string fields that name something (a model, task, pool, folder ...) rather than pick from a list
+FREE_TEXT = {"name", "protocol", "task", "collaborators", "device", "out", "lora_target", "method", "policy",
+             "policy_name", "revision", "base_url", "api_key_env", "error_group", "ranker", "fuser", "aggregator",
+             "summariser", "router", "profile", "policy_weights"}
+
+
+def test_every_numeric_setting_has_bounds_and_every_enumerated_one_choices():
+    import dataclasses
+
+    from coalition_gym.settings_check import _hints, _plain_types, bounds_of
+
+    loose = []
+    for cls in _registered_settings_classes():
+        for f in dataclasses.fields(cls):
+            plain = _plain_types(_hints(cls).get(f.name))
+            if plain is None or bool in plain[0]:
+                continue
+            bounds = bounds_of(f)
+            if {int, float} & set(plain[0]) and (bounds is None or not bounds.describe()):
+                loose.append(f"{cls.__name__}.{f.name}")
+            if str in plain[0] and f.name not in FREE_TEXT and (bounds is None or bounds.choices is None):
+                loose.append(f"{cls.__name__}.{f.name}")
+    assert not loose, f"settings without bounds or choices: {sorted(set(loose))}"
+
+
+def test_a_redeclared_field_keeps_its_bounds():
+    """A subclass that changes a field's default declares it with setting(...) again, bounds included
+    (DAPO's eps_high = 0.28 once dropped eps_high's ge=0)."""
+    import dataclasses
+
+    from coalition_gym.settings_check import bounds_of
+    from coalition_gym.training.config import make_config
+
+    dropped = []
+    for cls in _registered_settings_classes():
+        mine = {f.name: f for f in dataclasses.fields(cls)}
+        for base in cls.__mro__[1:]:
+            if not dataclasses.is_dataclass(base):
+                continue
+            for f in dataclasses.fields(base):
+                if bounds_of(f) is not None and bounds_of(mine[f.name]) is None:
+                    dropped.append(f"{cls.__name__}.{f.name} (declared with bounds in {base.__name__})")
+    assert not dropped, dropped
+    with pytest.raises(ConfigError, match="eps_high=-1 must be >= 0"):
+        make_config("dapo-indiv", eps_high=-1)
+    with pytest.raises(ConfigError, match="aggregation='sum'; use one of"):
+        make_config("grpo-indiv", aggregation="sum")

@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping
 
-from .._compat import ColumnView
 from ..errors import ConfigError, UnknownNameError
-from ..settings_check import check_declared_types, check_values, describe_setting, setting, setting_names
+from ..settings_check import check_values, describe_setting, setting_names
 from .adversaries import ADVERSARIES
 from .base import Generator
+from .options import HFOptions, OpenAIOptions, SimOptions, VLLMOptions
 from .simulated import SIM_PRESETS, AgentProfile, SimulatedAgent
 
 #: the keys every pool-file entry has, whatever its backend; the rest are the backend's own options
@@ -35,73 +35,59 @@ def _as_given(entry: Mapping[str, Any], base_dir: Path | None, where: str) -> tu
     return entry["model"], dict(entry["options"])
 
 
-#: a backend's options: a settings class (its fields are the entry keys, see ``settings_check.setting``), or
-#: the older form, a mapping of entry key -> accepted types
-Options = Union[type, Mapping[str, tuple[type, ...]]]
-
-
 @dataclass(frozen=True)
 class Backend:
     """One ``backend:`` kind of pool files: how an entry is checked and its Generator built."""
 
     kind: str
     factory: Callable[..., Generator]  # factory(model, **options) -> Generator
-    options: Options  # the entry keys it accepts: a settings class, or key -> accepted types
+    options: type | None  # the entry keys it accepts: a settings class (None: none)
     needs_model: bool = False
     check: EntryCheck | None = None
     arguments: EntryArguments = _as_given
 
     def option_names(self) -> list[str]:
-        if isinstance(self.options, type):
-            return setting_names(self.options)
-        return list(self.options)
+        return setting_names(self.options) if self.options is not None else []
 
     def check_options(self, entry: Mapping[str, Any], where: str) -> None:
-        """The types, bounds and choices of the options an entry gives (the factory's own defaults apply to
-        the others)."""
-        if isinstance(self.options, type):
+        """The types, bounds and choices of the options an entry gives (the options class's defaults apply
+        to the others)."""
+        if self.options is not None:
             check_values(self.options, entry, where)
-        else:
-            check_declared_types(self.options, entry, where)
 
     def describe_options(self) -> str:
         """``device, max_batch_size (>= 1), ...``: the options as ``cgym pools`` lists them."""
-        if isinstance(self.options, type):
-            return ", ".join(describe_setting(f) for f in dataclasses.fields(self.options))
-        return ", ".join(self.options)
+        if self.options is None:
+            return ""
+        return ", ".join(describe_setting(f) for f in dataclasses.fields(self.options))
 
 
 #: backend kind -> its record, the built-ins first; extended by :func:`register_backend`
 BACKENDS: dict[str, Backend] = {}
 
 
-def register_backend(kind: str, factory: Callable[..., Generator], options: Options | None = None,
+def register_backend(kind: str, factory: Callable[..., Generator], options: type | None = None,
                      needs_model: bool = False, *, check: EntryCheck | None = None,
                      arguments: EntryArguments | None = None) -> None:
     """Make ``backend: <kind>`` usable in pool files and config dicts: ``factory(model, **options)``
     builds the Generator (``model`` is the entry's model string, or None). ``options`` declares the entry
     keys the backend accepts: a settings class whose fields are those keys, with their types and, through
-    ``setting(...)``, bounds and choices (the fields' defaults are never used: an option an entry leaves
-    out is not passed), or a mapping of key -> accepted types. They are checked before anything is built,
+    ``setting(...)``, bounds and choices (the factory gets the keys the entry gives; the built-ins build
+    their options object from them, so the class's defaults fill the rest); None: no options. They are
+    checked before anything is built,
     as is ``needs_model``, and ``check(entry, where)`` (raise ConfigError) for any rule of the backend's
     own. ``arguments(entry, base_dir, where)`` may turn the entry into the factory's ``(model, options)``
     (default: as given). Entries whose model and options are equal share one Generator."""
     if not isinstance(kind, str) or not kind or not callable(factory):
         raise ConfigError(f"register_backend needs a kind name and a callable factory, got {kind!r}")
-    if isinstance(options, type) and not dataclasses.is_dataclass(options):
-        raise ConfigError(f"backend {kind!r}: options must be a settings dataclass or a mapping of key -> types")
-    record = Backend(kind, factory, options if isinstance(options, type) else dict(options or {}), needs_model,
-                     check, arguments or _as_given)
+    if options is not None and not (isinstance(options, type) and dataclasses.is_dataclass(options)):
+        raise ConfigError(f"backend {kind!r}: options must be a settings dataclass (fields declared with "
+                          f"setting(...)), got {options!r}")
+    record = Backend(kind, factory, options, needs_model, check, arguments or _as_given)
     clash = set(record.option_names()) & ENTRY_KEYS
     if clash:
         raise ConfigError(f"backend {kind!r}: options {sorted(clash)} clash with the entry's own keys")
     BACKENDS[kind] = record
-
-
-#: deprecated views, kept for one release: ``BACKENDS[kind].options`` (a settings class for the built-ins, no
-#: longer a mapping of types) and ``BACKENDS[kind].factory``
-BACKEND_OPTIONS: Mapping[str, Any] = ColumnView(BACKENDS, "options")
-BACKEND_FACTORIES: Mapping[str, Callable[..., Generator]] = ColumnView(BACKENDS, "factory")
 
 
 def _zoo_model_path(model: str) -> str:
@@ -193,69 +179,25 @@ def _check_openai(entry: Mapping[str, Any], where: str) -> None:
 def _hf(model: str, **opts: Any) -> Generator:
     from .hf import HFGenerator
 
-    return HFGenerator(model, **opts)
+    return HFGenerator(model, options=HFOptions(**opts))
 
 
 def _openai(model: str, **opts: Any) -> Generator:
     from .openai_api import OpenAIGenerator
 
-    base_url = opts.pop("base_url")
-    if isinstance(base_url, list):  # several replicas of one model: share the work between them
+    options = OpenAIOptions(**opts)
+    if isinstance(options.base_url, list):  # several replicas of one model: share the work between them
         from .replicas import ReplicaGenerator
 
-        return ReplicaGenerator([OpenAIGenerator(str(url), model, **opts) for url in base_url])
-    return OpenAIGenerator(base_url, model, **opts)
+        return ReplicaGenerator([OpenAIGenerator(model, dataclasses.replace(options, base_url=str(url)))
+                                 for url in options.base_url])
+    return OpenAIGenerator(model, options)
 
 
 def _vllm(model: str, **opts: Any) -> Generator:
     from .vllm_engine import VLLMGenerator
 
-    return VLLMGenerator(model, **opts)
-
-
-# The built-in backends' options: each class declares the entry keys (never instantiated: a key an entry
-# leaves out gets the Generator's own default).
-
-@dataclass
-class SimOptions:
-    profile: dict | str | None = setting(doc="AgentProfile fields, or an adversary profile's name")
-
-
-@dataclass
-class HFOptions:
-    device: str = setting(doc="auto, cpu, cuda ...")
-    dtype: str = setting()
-    max_batch_size: int = setting(ge=1)
-    max_new_tokens: int = setting(ge=1)
-    trust_remote_code: bool = setting()
-    allow_download: bool = setting()
-    revision: str = setting()
-
-
-@dataclass
-class OpenAIOptions:
-    base_url: str | list = setting(doc="a server's /v1 URL, or a list of replicas' URLs")
-    api_key_env: str | None = setting(doc="the environment variable holding the API key")
-    max_concurrency: int = setting(ge=1)
-    timeout: float = setting(gt=0)
-    max_retries: int = setting(ge=0)
-    backoff_base: float = setting(ge=0)
-    backoff_max: float = setting(ge=0)
-    logprobs: bool = setting()
-    send_seed: bool = setting()
-    max_new_tokens: int = setting(ge=1)
-    extra_body: dict = setting()
-
-
-@dataclass
-class VLLMOptions:
-    dtype: str = setting()
-    tensor_parallel_size: int = setting(ge=1)
-    gpu_memory_utilization: float = setting(gt=0, le=1)
-    max_model_len: int = setting(ge=1)
-    max_new_tokens: int = setting(ge=1)
-    logprobs: bool = setting()
-    trust_remote_code: bool = setting()
+    return VLLMGenerator(model, VLLMOptions(**opts))
 
 
 register_backend("sim", _sim, SimOptions, check=_check_sim, arguments=_sim_arguments)

@@ -45,8 +45,8 @@ from .base import Generator, fit_new_tokens, render_plain, settled, with_system_
 from .hf_fast import EagerStepper
 from .lora import is_adapter_folder, load_merged
 from .member_settings import read_member_settings
+from .options import DTYPES, HFOptions
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: the token cap of a backend given none, for a folder that states none
 DEFAULT_MAX_NEW_TOKENS = 512
 #: rows per forward batch on CPU when ``max_batch_size`` is None (auto)
@@ -194,30 +194,26 @@ class HFGenerator(Generator):
 
     ``model`` is a local folder (or, with ``allow_download=True`` or when already in the local HF cache,
     a hub name), or an already loaded model object together with ``tokenizer`` (for trainers; then
-    pass ``identity`` too if the weights change, since cache keys rely on it).
+    pass ``identity`` too if the weights change, since cache keys rely on it). ``options``: the
+    backend's settings (:class:`~coalition_gym.agents.options.HFOptions`; None: its defaults).
     """
 
-    def __init__(self, model: Any, tokenizer: Any = None, *, device: str = "auto", dtype: str = "auto",
-                 max_batch_size: int | None = None, max_new_tokens: int | None = None,
-                 trust_remote_code: bool = False,
-                 allow_download: bool = False, revision: str | None = None, identity: str | None = None,
-                 pad_with_eos: bool = True, fast_decode: str = "auto"):
-        if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int)
-                                           or max_batch_size < 1):
-            raise ConfigError(f"max_batch_size={max_batch_size!r} must be an integer >= 1, or None (sized by "
-                              f"free GPU memory; {CPU_BATCH} on CPU)")
-        if max_new_tokens is not None and max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens={max_new_tokens} must be >= 1")
+    def __init__(self, model: Any, tokenizer: Any = None, options: HFOptions | None = None,
+                 identity: str | None = None):
+        options = options if options is not None else HFOptions()
+        max_new_tokens = options.max_new_tokens
         torch = _torch()
-        self.max_batch_size = max_batch_size
+        self.options = options
+        self.max_batch_size = options.max_batch_size
         if isinstance(model, (str, os.PathLike)):
             if tokenizer is not None:
                 raise ConfigError("give a tokenizer only together with a loaded model object, not with a path")
-            self.device, self.dtype = resolve_device_dtype(device, dtype)
+            self.device, self.dtype = resolve_device_dtype(options.device, options.dtype)
             self.folder: Path | None = Path(model) if Path(model).is_dir() else None
             self.model, self.tokenizer, ident = _load(str(model), device=self.device, dtype=self.dtype,
-                                                      trust_remote_code=trust_remote_code,
-                                                      allow_download=allow_download, revision=revision)
+                                                      trust_remote_code=options.trust_remote_code,
+                                                      allow_download=options.allow_download,
+                                                      revision=options.revision)
         else:
             if tokenizer is None:
                 raise ConfigError("a loaded model object needs its tokenizer: HFGenerator(model, tokenizer)")
@@ -235,7 +231,7 @@ class HFGenerator(Generator):
         self.system_prompt = self.member_settings.system_prompt if self.member_settings is not None else ""
         self.capped_requests = 0  # requests whose new tokens were capped to fit the context
         self._capped_members: set[str] = set()  # warned once each
-        self.pad_id = self._pad_id(pad_with_eos)
+        self.pad_id = self._pad_id(options.pad_with_eos)
         self.eos_ids = self._eos_ids()
         self.context = self._context_length()
         params = inspect.signature(self.model.forward).parameters
@@ -245,10 +241,10 @@ class HFGenerator(Generator):
         self._torch = torch
         from .hf_fast import StaticDecoder, wants_fast
 
-        self.fast_decode = fast_decode
+        self.fast_decode = options.fast_decode
         self._static = (StaticDecoder(self.model, self._cache_kw, self.pad_id, self.device.startswith("cuda"),
                                       self._keep_kw)
-                        if wants_fast(fast_decode, self.device) else None)
+                        if wants_fast(options.fast_decode, self.device) else None)
         self.batch_sizes: list[int] = []  # rows of every forward batch run (reset freely; for benchmarks)
 
     # -- setup ---------------------------------------------------------------------------------

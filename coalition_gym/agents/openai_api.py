@@ -34,13 +34,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import BackendError, ConfigError, PartialBatchError
 from ..result_files import redact, register_key_variable, register_secret
 from ..types import Ask, Sample
 from .base import Generator
+from .options import OpenAIOptions
 
 RETRY_STATUS = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
 SEED_MODULUS = 2**31 - 1
@@ -104,32 +105,30 @@ def _error_message(body: bytes) -> str:
 
 
 class OpenAIGenerator(Generator):
-    """A Generator over an OpenAI-compatible ``/chat/completions`` endpoint."""
+    """A Generator over an OpenAI-compatible ``/chat/completions`` endpoint: ``model`` is the server's
+    model id, ``options`` the backend's settings (:class:`~coalition_gym.agents.options.OpenAIOptions`,
+    ``base_url`` one URL). ``sleep`` waits between retries (tests pass a recorder); ``tokenizer`` (a
+    name, folder or object) counts reply tokens when the server does not."""
 
-    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = "OPENAI_API_KEY",
-                 max_concurrency: int = 8, timeout: float = 120.0, max_retries: int = 5,
-                 backoff_base: float = 0.5, backoff_max: float = 30.0, logprobs: bool = False,
-                 send_seed: bool = True, max_new_tokens: int | None = None,
-                 extra_body: Mapping[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, model: str, options: OpenAIOptions, *, sleep: Callable[[float], None] = time.sleep,
                  tokenizer: Any = None):
         if not model:
             raise ConfigError("the OpenAI backend needs a model name (the server's model id)")
-        if max_concurrency < 1:
-            raise ConfigError(f"max_concurrency={max_concurrency} must be >= 1")
-        if max_retries < 0 or timeout <= 0 or backoff_base < 0 or backoff_max < 0:
-            raise ConfigError(f"need max_retries >= 0, timeout > 0 and backoff >= 0; got max_retries={max_retries}, "
-                              f"timeout={timeout}, backoff_base={backoff_base}, backoff_max={backoff_max}")
-        if max_new_tokens is not None and max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens={max_new_tokens} must be >= 1")
-        self.base_url = base_url.rstrip("/")
+        if not isinstance(options.base_url, str):
+            raise ConfigError(f"base_url={options.base_url!r}: one generator talks to one URL (a pool file's list "
+                              "of replicas becomes one generator per URL)")
+        self.options = options
+        self.base_url = options.base_url.rstrip("/")
         self._endpoint = _endpoint(self.base_url)
         self.model = model
-        self.api_key_env = api_key_env
-        register_key_variable(api_key_env)  # its value is redacted from every error, log and output file
-        self.max_concurrency, self.timeout, self.max_retries = int(max_concurrency), float(timeout), int(max_retries)
-        self.backoff_base, self.backoff_max = float(backoff_base), float(backoff_max)
-        self.logprobs, self.send_seed, self.max_new_tokens = bool(logprobs), bool(send_seed), max_new_tokens
-        self.extra_body = dict(extra_body or {})
+        self.api_key_env = options.api_key_env
+        register_key_variable(self.api_key_env)  # its value is redacted from every error, log and output file
+        self.max_concurrency, self.timeout = int(options.max_concurrency), float(options.timeout)
+        self.max_retries = int(options.max_retries)
+        self.backoff_base, self.backoff_max = float(options.backoff_base), float(options.backoff_max)
+        self.logprobs, self.send_seed = bool(options.logprobs), bool(options.send_seed)
+        self.max_new_tokens = options.max_new_tokens
+        self.extra_body = dict(options.extra_body)
         self._sleep = sleep
         self.tokenizer: Any = tokenizer  # counts reply tokens when the server does not (a name, folder or object)
         self._loaded_tokenizer: Any = None

@@ -16,18 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .._compat import ColumnView
 from ..errors import ConfigError, UnknownNameError
 from ..settings_check import check_values, setting, setting_names
 from ..types import Ask, Sample, SamplingParams
-from .backends import (  # noqa: F401  (the backend registry's names, importable from their old home)
-    BACKEND_FACTORIES,
-    BACKEND_OPTIONS,
-    BACKENDS,
-    ENTRY_KEYS,
-    Backend,
-    register_backend,
-)
+from .backends import BACKENDS, ENTRY_KEYS
 from .base import Generator
 from .simulated import DEFAULT_HELPERS, SIM_PRESETS, SimulatedAgent, random_profiles
 from .zoo import RECIPES, shipped, zoo_dir
@@ -108,10 +100,6 @@ def _preset_of(spec: str) -> PoolPreset | None:
 
 def pool_names() -> list[str]:
     return list(POOL_PRESETS)
-
-
-#: deprecated view: ``POOL_PRESETS[name].description``
-POOL_ABOUT: Mapping[str, str] = ColumnView(POOL_PRESETS, "description")
 
 
 def load_pool(spec: "str | os.PathLike | Pool | Mapping[str, Any] | Sequence[tuple[str, Generator]]") -> Pool:
@@ -232,6 +220,7 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
     ranker and fuser (``judge``, ``fuser``) are simulated helpers: a character-level model this small
     cannot judge or merge the long chat-style helper prompts, and helpers are fixed, never players."""
     from .hf import HFGenerator
+    from .options import HFOptions
     from .zoo import ZOO_TASKS, ensure_zoo
 
     if recipe not in RECIPES:
@@ -239,7 +228,8 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
     build = ensure_zoo(recipe, root)
     cap = RECIPES[recipe].max_new_tokens
     members: dict[str, Generator] = {
-        name: HFGenerator(str(build.model_path(name)), device=device, max_new_tokens=cap, max_batch_size=64)
+        name: HFGenerator(str(build.model_path(name)), options=HFOptions(device=device, max_new_tokens=cap,
+                                                                         max_batch_size=64))
         for name in build.models}
     dev: dict[str, float] = {}
     if dev_task is not None:

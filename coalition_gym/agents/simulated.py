@@ -45,7 +45,7 @@ class AgentProfile:
     name: str
     skill: float = setting(0.6, ge=0, le=1, doc="P(knows the answer) on an item of unknown or medium difficulty")
     category_skill: Mapping[str, float] = field(default_factory=dict)  # overrides per item category
-    difficulty_slope: float = 3.0  # logit drop per unit of item difficulty above 0.5
+    difficulty_slope: float = setting(3.0, ge=0, doc="logit drop per unit of item difficulty above 0.5")
     error_group: str | None = None  # agents of one group share their hard items and wrong answers
     # Weight of the group's shared latent in knowledge. Positive: the agent fails where its group fails
     # and tends to pick the group's wrong answer. Negative: it tends to know what the group does not (a
@@ -59,7 +59,7 @@ class AgentProfile:
                                  "from a peer)")
     judge_skill: float = setting(0.75, ge=0, le=1, doc="ranker/fuser roles: P(preferring the correct candidate)")
     format_error: float = setting(0.0, ge=0, le=1, doc="P(a reply without a parseable final answer)")
-    world_seed: int = 0
+    world_seed: int = setting(0, ge=0, doc="seeds the shared world of item difficulties and group latents")
     # Fields added after the ones above are left out of the identity and of the random draws while at
     # their defaults (see _describe), so adding them changed no existing pool's samples.
     adversary: str | None = setting(None, choices=tuple(ADVERSARIES), doc="a saboteur profile "

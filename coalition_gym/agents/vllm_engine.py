@@ -20,6 +20,7 @@ from ..errors import BackendError, ConfigError, PromptTooLongError
 from ..types import Ask, Sample
 from .base import Generator, fit_new_tokens, settled
 from .hf import plain_prompt
+from .options import VLLMOptions
 
 INSTALL_HINT = "pip install 'coalition-gym[vllm]' on a machine with a CUDA GPU"
 
@@ -59,21 +60,21 @@ def sampling_kwargs(ask: Ask, max_new_tokens: int | None = None, logprobs: bool 
 
 
 class VLLMGenerator(Generator):
-    """A Generator over an in-process ``vllm.LLM``; extra engine arguments go to ``LLM(...)``."""
+    """A Generator over an in-process ``vllm.LLM``: ``options`` the backend's settings
+    (:class:`~coalition_gym.agents.options.VLLMOptions`; None: its defaults); extra engine arguments go
+    to ``LLM(...)``."""
 
-    def __init__(self, model: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
-                 gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
-                 max_new_tokens: int | None = None, logprobs: bool = False, trust_remote_code: bool = False,
-                 **engine_args: Any):
+    def __init__(self, model: str, options: VLLMOptions | None = None, **engine_args: Any):
         if not model:
             raise ConfigError("the vllm backend needs a model (a local folder or a hub name)")
-        if tensor_parallel_size < 1 or not 0.0 < gpu_memory_utilization <= 1.0:
-            raise ConfigError(f"tensor_parallel_size={tensor_parallel_size} must be >= 1 and "
-                              f"gpu_memory_utilization={gpu_memory_utilization} in (0, 1]")
-        self.model_name, self.max_new_tokens, self.logprobs = model, max_new_tokens, bool(logprobs)
-        self._vllm, self.llm = start_llm(model, max_model_len, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
-                                         gpu_memory_utilization=gpu_memory_utilization,
-                                         trust_remote_code=trust_remote_code, **engine_args)
+        options = options if options is not None else VLLMOptions()
+        self.options = options
+        dtype = options.dtype
+        self.model_name, self.max_new_tokens, self.logprobs = model, options.max_new_tokens, bool(options.logprobs)
+        self._vllm, self.llm = start_llm(model, options.max_model_len, dtype=dtype,
+                                         tensor_parallel_size=options.tensor_parallel_size,
+                                         gpu_memory_utilization=options.gpu_memory_utilization,
+                                         trust_remote_code=options.trust_remote_code, **engine_args)
         tokenizer = self.llm.get_tokenizer()
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self.identity = f"vllm:{model}:{dtype}"

@@ -402,7 +402,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     """``cgym train --policy A --policy B ...``: the team recipe (team-crl) with one seat per policy; ``--set``
     takes any TeamConfig field (credit, seats, group_size ...) or protocol.<setting>."""
-    from ..training.recipes import get_recipe, recipe_names
+    from ..training.recipes import RecipeContext, get_recipe, recipe_names
     from ..training.team.config import TEAM_METHOD, make_team_config
     from ..training.trainer import RunOptions, claim_run_folder, policy_weights
 
@@ -429,7 +429,7 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     claim_run_folder(root, config, args.overwrite)  # type: ignore[arg-type]  # reads method, seed and to_dict
     folder = root / f"{config.method}-seed{config.seed}"
     failures = FailureSummary()
-    report = get_recipe(config.method, "team").train(config, folder, RunOptions(failures=failures), None)
+    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, RunOptions(failures=failures)))
     write_run_record(root, args.record.finish(training={"methods": config.method, "preset": preset,
                                                         **config.to_dict()},
                                               policy_weights={s: policy_weights(p) for s, p in

@@ -90,6 +90,7 @@ def adversary_seats(coalition: Sequence[str], adversary: str, seat: str | None =
 
 def _model_generator(folder: str) -> tuple[Generator, str]:
     from ..agents.hf import HFGenerator
+    from ..agents.options import HFOptions
 
     path = Path(folder).expanduser()
     try:
@@ -97,7 +98,7 @@ def _model_generator(folder: str) -> tuple[Generator, str]:
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"adversary {folder!r}: config.json is not a model config ({exc})") from exc
     zoo_sized = vocab < 1000  # a character-level zoo model: trained on the compact prompt style
-    return (HFGenerator(str(path), max_new_tokens=16 if zoo_sized else 512, max_batch_size=64),
+    return (HFGenerator(str(path), options=HFOptions(max_new_tokens=16 if zoo_sized else 512, max_batch_size=64)),
             "compact" if zoo_sized else "chat")
 
 

@@ -41,14 +41,16 @@ class Task(ABC):
     def items(self, split: str = "test") -> Sequence[Item]:
         """The items of ``split`` (one of SPLITS), in a fixed order."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.score is not Task.score:
+            raise ConfigError(f"task class {cls.__name__} overrides score: a task's rubric is its answer kind; set "
+                              "answer_kind to an AnswerKind whose score(answer, item) returns a ScoreResult "
+                              "(examples/custom_scorer.py)")
+
     @property
     def kind(self) -> AnswerKind:
         """The task's answer kind, resolved (a name is looked up in the answer-kind registry)."""
-        if _overrides_old_hooks(type(self)):
-            return ScoreMethodKind(self, None if self.answer_kind is None else resolve_answer_kind(self.answer_kind))
-        return self._declared_kind()
-
-    def _declared_kind(self) -> AnswerKind:
         if self.answer_kind is None:
             raise ConfigError(f"task {self.name!r} has no answer kind: set answer_kind to an AnswerKind or a "
                               f"registered kind's name ({', '.join(ANSWER_KINDS)})")
@@ -65,17 +67,7 @@ class Task(ABC):
 
     def score(self, answer: str | None, item: Item) -> float:
         """One answer's score in [0, 1]: a convenience over :meth:`score_batch`."""
-        return self._score_one(answer, item, type(self).score is not Task.score).score
-
-    def score_detail(self, answer: str | None, item: Item) -> ScoreResult:
-        """One answer's ScoreResult: a convenience over :meth:`score_batch` (kept for one release)."""
-        return self._score_one(answer, item, type(self).score_detail is not Task.score_detail)
-
-    def _score_one(self, answer: str | None, item: Item, overridden: bool) -> ScoreResult:
-        if overridden:  # reached through super() from a subclass's own score/score_detail (written before
-            # answer kinds): the parent's scoring is the declared kind, not that override again
-            return self._declared_kind().score_batch([answer], [item], self.scoring_context())[0]
-        return self.score_batch([answer], [item])[0]
+        return self.score_batch([answer], [item])[0].score
 
     def extract(self, text: str | None, item: Item | None = None) -> str | None:
         """The canonical final answer of a reply, or None when it has none: the kind's parser. ``item``
@@ -108,43 +100,6 @@ class Task(ABC):
     def check_split(self, split: str) -> None:
         if split not in SPLITS:
             raise ConfigError(f"task {self.name!r}: unknown split {split!r}; use one of {', '.join(SPLITS)}")
-
-
-class ScoreMethodKind(AnswerKind):
-    """The answer kind of a task written before answer kinds, which overrides ``score`` (a float) or
-    ``score_detail``: that method is the rubric, exactly as it scored; the parser and the question
-    are the task's declared kind's (the final-answer line when it declares none). Kept for one
-    release; new tasks set ``answer_kind``."""
-
-    name = "task_score_method"
-
-    def __init__(self, task: Task, declared: AnswerKind | None):
-        self.task, self.declared = task, declared
-        if declared is not None:
-            self.instruction = declared.instruction
-
-    def question(self, item: Item) -> str:
-        return item.question if self.declared is None else self.declared.question(item)
-
-    def extract(self, text: Any, item: Item | None = None, context: ScoringContext = NO_CONTEXT) -> str | None:
-        if self.declared is None:
-            return super().extract(text, item, context)
-        return self.declared.extract(text, item, context)
-
-    def score(self, answer: str, item: Item) -> ScoreResult:
-        return self.score_one(answer, item)
-
-    def score_one(self, answer: str | None, item: Item) -> ScoreResult:
-        if type(self.task).score_detail is not Task.score_detail:
-            return self.task.score_detail(answer, item)
-        return ScoreResult(float(self.task.score(answer, item)), answer is not None,
-                           "no answer" if answer is None else "")
-
-
-def _overrides_old_hooks(cls: type[Task]) -> bool:
-    """Whether a task class scores with its own ``score``/``score_detail`` (the interface before answer
-    kinds): they stay its rubric, also under a built-in task that has an answer kind."""
-    return cls.score is not Task.score or cls.score_detail is not Task.score_detail
 
 
 def check_style(style: str) -> None:

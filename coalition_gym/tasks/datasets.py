@@ -22,6 +22,7 @@ from ..scorers import choice as mc
 from ..scorers.answers import last_boxed, normalize_answer
 from ..scorers.kernels import KernelConfig
 from ..scorers.kinds import ANSWER_KINDS, ScoringContext, resolve_answer_kind, score_theoremqa
+from ..settings_check import check_values, setting, setting_names
 from ..types import Item
 from .base import Task
 from .loaders import DataFormatError, Record, find_files, read_records
@@ -256,35 +257,48 @@ def render_question(item: Item, kind: str) -> str:
     return resolve_answer_kind(kind).question(item)
 
 
-class FileTask(Task):
-    """A dataset read from local files (``DatasetSpec``)."""
+@dataclass
+class FileTaskOptions:
+    """What every file dataset takes besides its spec's own options (``make_task(name, size=...)``)."""
 
-    def __init__(self, spec: DatasetSpec, path: str | None = None, size: int | None = None, seed: int = 0,
-                 held_out: bool | None = None, skip_invalid: bool = False, kernel: KernelConfig | None = None,
-                 workers: int | None = None, **options: Any):
-        unknown = set(options) - set(spec.options)
+    path: Any = setting(None, doc="a folder or file (str or Path) to read instead of the search paths")
+    size: int | None = setting(None, ge=1, doc="items per split at most; None: all")
+    seed: int = setting(0, ge=0, doc="seeds the train/dev split")
+    held_out: bool | None = setting(None, doc="test split only; None: when the dataset has no train split")
+    skip_invalid: bool = setting(False, doc="skip malformed records instead of refusing the file")
+    kernel: KernelConfig | None = None
+    workers: int | None = setting(None, ge=1, doc="sandbox workers scoring a batch")
+
+
+class FileTask(Task):
+    """A dataset read from local files (``DatasetSpec``); ``options``: :class:`FileTaskOptions` fields and
+    the spec's own options."""
+
+    def __init__(self, spec: DatasetSpec, **options: Any):
+        mine = {k: v for k, v in options.items() if k in setting_names(FileTaskOptions)}
+        unknown = set(options) - set(mine) - set(spec.options)
         if unknown:
-            accepted = ", ".join(["path", "size", "seed", "held_out", "skip_invalid", "workers", *spec.options]
+            accepted = ", ".join([n for n in setting_names(FileTaskOptions) if n != "kernel"] + list(spec.options)
                                  + (["kernel"] if spec.kind == "kernel" else []))
             raise ConfigError(f"task {spec.name!r}: unknown option(s) {sorted(unknown)}; accepted: {accepted}")
-        if size is not None and int(size) < 1:
-            raise ConfigError(f"task {spec.name}: size={size} must be >= 1")
+        check_values(FileTaskOptions, mine, f"task {spec.name}")
+        given = FileTaskOptions(**mine)
         if self.answer_kind is None:  # a subclass may name another kind
             self.answer_kind = resolve_answer_kind(spec.kind)  # an unknown name fails here, not at the first score
-        self.spec, self.path, self.seed = spec, path, int(seed)
-        self.size = None if size is None else int(size)
-        self.options = {**spec.options, **options}
+        self.spec, self.path, self.seed = spec, given.path, int(given.seed)
+        self.size = given.size
+        self.options = {**spec.options, **{k: v for k, v in options.items() if k not in mine}}
         self.name, self.category = spec.name, spec.category
         self.source = f"local files or the Hugging Face cache of {spec.hf_repo}" if spec.hf_repo else "local files"
         has_train = "train" in spec.splits
-        self.held_out = (not has_train) if held_out is None else bool(held_out)
+        self.held_out = (not has_train) if given.held_out is None else bool(given.held_out)
         if not self.held_out and not has_train:
             raise ConfigError(f"task {spec.name!r} has no training split, so it can only be held out "
                               "(held_out=True); tasks with one: "
                               + ", ".join(n for n, s in SPECS.items() if "train" in s.splits))
-        self.skip_invalid = skip_invalid
-        self.kernel = kernel or KernelConfig()
-        self.workers = workers
+        self.skip_invalid = given.skip_invalid
+        self.kernel = given.kernel or KernelConfig()
+        self.workers = given.workers
         self._cache: dict[str, list[Item]] = {}
         self._files: set[str] = set()  # the data files read: hidden from the sandbox (scoring_context)
 
@@ -333,4 +347,4 @@ class FileTask(Task):
                               numeric_fallback=self.spec.numeric_fallback, hidden=tuple(sorted(self._files)))
 
 
-__all__ = ["DatasetSpec", "SPECS", "FileTask", "KINDS", "render_question", "score_theoremqa"]
+__all__ = ["DatasetSpec", "SPECS", "FileTask", "FileTaskOptions", "KINDS", "render_question", "score_theoremqa"]

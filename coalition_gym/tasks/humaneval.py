@@ -13,9 +13,8 @@ from functools import cached_property
 from ..errors import ConfigError
 from ..prompts import SYSTEM_PROMPT
 from ..sandbox.launcher import Limits
-from ..sandbox.two_process import SplitProgram
 from ..scorers.code import CODE_LIMITS
-from ..scorers.kinds import Code, ScoringContext
+from ..scorers.kinds import ScoringContext
 from ..types import Item, Message
 from .base import Task, check_style
 
@@ -69,10 +68,6 @@ class HumanEvalTask(Task):
 
     def scoring_context(self) -> ScoringContext:
         return ScoringContext(workers=self.workers, limits=self.limits, hidden=(self.path,))
-
-    def program(self, completion: str, item: Item) -> SplitProgram:
-        """The program that tests ``completion`` (the code kind builds it; kept for one release)."""
-        return Code().program(completion, item)
 
 
 __all__ = ["HumanEvalTask", "humaneval_file"]

@@ -1,6 +1,6 @@
-"""One config dataclass per training method, each carrying only its own fields (as TRL's
-``GRPOConfig`` does): ``TrainConfig`` holds what every method shares, ``PolicyGradientConfig`` what
-the three RL methods share, and ``CRLConfig``, ``GRPOIndivConfig``, ``DAPOIndivConfig``,
+"""One config dataclass per policy-training recipe, each carrying only its own fields (as TRL's
+``GRPOConfig`` does): ``TrainConfig`` holds what every recipe shares, ``PolicyGradientConfig`` what
+the three RL recipes share, and ``CRLConfig``, ``GRPOIndivConfig``, ``DAPOIndivConfig``,
 ``RAFTConfig``, ``NudgeConfig`` and ``BaseConfig`` their own settings.
 
 Defaults follow the paper's C-RL setup (appendix B.2): 64 protocol executions per optimiser step (8
@@ -22,20 +22,17 @@ from typing import Any, Iterable
 
 from ..agents.hf_fast import FAST_DECODE
 from ..agents.lora import LoraSpec
+from ..agents.options import DTYPES
 from ..errors import ConfigError, did_you_mean
 from ..settings_check import check_settings, setting
-from .recipes import RecipeView, recipe_names, recipe_of
-
-
-def method_names() -> list[str]:
-    """Every registered policy-training recipe (the built-ins, then :func:`register_recipe`'s)."""
-    return recipe_names("policy")
-
+from ..tasks.base import PROMPT_STYLES
+from .recipes import get_recipe, recipe_names, recipe_of
 
 COLLABORATOR_DRAWS = ("shared", "fresh")
 ROLLOUT_BACKENDS = ("hf", "vllm")
 EVAL_DECODING = ("sampled", "greedy")
 REWARDS = ("system", "negate")  # PolicyGradientConfig.reward
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean")  # how the clipped PG loss averages (losses.aggregate)
 
 
 @dataclass
@@ -68,7 +65,8 @@ class RunSettings:
     protocol_settings: dict[str, Any] = field(default_factory=dict)  # e.g. {"rounds": 2}; see rounds below
     task: str = "rg/basic_arithmetic"
     task_kwargs: dict[str, Any] = field(default_factory=lambda: {"size": 200})
-    policy_style: str = "compact"  # the trained policy's (every seat's) prompt style
+    policy_style: str = setting("compact", choices=PROMPT_STYLES, doc="the trained policy's (every seat's) prompt "
+                                                                      "style")
     collaborators: str = "sim:demo"  # the frozen members' pool: never trained
     members: list[str] | None = None
     steps: int = setting(100, ge=1)
@@ -81,20 +79,21 @@ class RunSettings:
     # the policy's sampling temperature in training; None: the protocol's
     rollout_temperature: float | None = setting(None, gt=0)
     lr: float = setting(1e-6, gt=0)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    weight_decay: float = setting(0.0, ge=0)
+    max_grad_norm: float = setting(1.0, gt=0, doc="gradients clipped to this global norm")
     micro_batch: int = setting(16, ge=1)
-    rounds: int = 2  # collaboration rounds during training (debate); ignored by one-round protocols
+    rounds: int = setting(2, ge=1, doc="collaboration rounds during training (debate); ignored by one-round "
+                                       "protocols")
     max_new_tokens: int = setting(64, ge=1)
     eval_every: int = setting(3, ge=1)
     eval_items: int = setting(16, ge=1)
     # the policy's decoding at evaluation: the protocol's sampling, or greedy
     eval_decoding: str = setting("sampled", choices=EVAL_DECODING)
-    patience: int = 25  # evaluations without improvement before stopping
-    test_items: int | None = None  # None: the full test split
-    seed: int = 0
-    device: str = "auto"
-    dtype: str = "auto"
+    patience: int = setting(25, ge=1, doc="evaluations without improvement before stopping")
+    test_items: int | None = setting(None, ge=1, doc="None: the full test split")
+    seed: int = setting(0, ge=0)
+    device: str = "auto"  # auto, cpu, cuda, cuda:1 ...
+    dtype: str = setting("auto", choices=DTYPES)
     out: str = "runs/train"
     tensorboard: bool = False
     # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
@@ -111,20 +110,16 @@ class ClippedPGSettings:
 
     eps_low: float = setting(0.2, ge=0, doc="clip epsilon below 1")
     eps_high: float | None = setting(None, ge=0, doc="clip epsilon above 1; None: eps_low (symmetric)")
-    aggregation: str = "token-mean"
+    aggregation: str = setting("token-mean", choices=AGGREGATIONS)
     # optimiser steps on each rollout batch (ratios leave 1 from the second on)
     updates_per_batch: int = setting(1, ge=1)
-    advantage_eps: float = 1e-4  # (r - mean) / (std + eps), as TRL
+    advantage_eps: float = setting(1e-4, gt=0, doc="(r - mean) / (std + eps), as TRL")
     scale_advantages: bool = True  # False: centre only (Dr. GRPO)
 
     def check_clipped_pg(self, group_size: int) -> None:
         if group_size < 2:
             raise ConfigError(f"group_size={group_size}: group-relative advantages need G >= 2 "
                               "(a group of one has no baseline, so every advantage is 0)")
-        from .losses import AGGREGATIONS
-
-        if self.aggregation not in AGGREGATIONS:
-            raise ConfigError(f"unknown loss aggregation {self.aggregation!r}; use one of {', '.join(AGGREGATIONS)}")
 
 
 @dataclass
@@ -144,8 +139,9 @@ class TrainConfig(LoraSettings, RunSettings):
         if not self.method:
             owner = recipe_of(self)
             self.method = owner.name if owner is not None else ""
-        if self.method not in CONFIGS:
-            raise ConfigError(f"unknown method {self.method!r}; use one of {', '.join(method_names())}")
+        if self.method not in recipe_names("policy"):
+            raise ConfigError(f"unknown method {self.method!r} (no policy-training recipe has that name); use one of "
+                              f"{', '.join(recipe_names('policy'))}")
         check_settings(self, self.method)  # types, bounds and choices, declared on the fields (every subclass's)
         if self.lora is not None and self.rollout_backend == "vllm":
             raise ConfigError("rollout_backend='vllm' with lora_r > 0 is not supported: the engine is sent full "
@@ -162,7 +158,7 @@ class PolicyGradientConfig(ClippedPGSettings, TrainConfig):
     """What the three RL methods share: group-relative advantages and the clipped policy gradient."""
 
     dynamic_sampling: bool = False  # DAPO: drop all-equal groups, refill up to items_per_step
-    max_refills: int = 4
+    max_refills: int = setting(4, ge=0, doc="dynamic sampling: refills of a step's batch at most")
     # Before the first update, this many groups are rolled out with the untrained policy: with no
     # informative group among them training stops with the likely cause (training/probe.py). 0: no probe.
     probe_groups: int = setting(16, ge=0, doc="groups rolled out before the first update; 0: no probe")
@@ -185,7 +181,7 @@ class CRLConfig(PolicyGradientConfig):
 class GRPOIndivConfig(PolicyGradientConfig):
     """GRPO on solo rollouts (reward = the policy's own correctness), sequence-level aggregation."""
 
-    aggregation: str = "seq-mean-token-mean"
+    aggregation: str = setting("seq-mean-token-mean", choices=AGGREGATIONS)
 
     @property
     def solo(self) -> bool:
@@ -196,10 +192,10 @@ class GRPOIndivConfig(PolicyGradientConfig):
 class DAPOIndivConfig(PolicyGradientConfig):
     """DAPO on solo rollouts: clip-higher 0.28, dynamic sampling, token-level loss, overlong penalty."""
 
-    eps_high: float | None = 0.28
+    eps_high: float | None = setting(0.28, ge=0, doc="clip epsilon above 1 (clip-higher)")
     dynamic_sampling: bool = True
-    overlong_max: int | None = None  # None: max_new_tokens (the penalty follows the generation cap)
-    overlong_cache: int = 16
+    overlong_max: int | None = setting(None, ge=1, doc="None: max_new_tokens (the penalty follows the generation cap)")
+    overlong_cache: int = setting(16, ge=0, doc="tokens before overlong_max where the penalty ramps up")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -220,7 +216,7 @@ class DAPOIndivConfig(PolicyGradientConfig):
 class RAFTConfig(TrainConfig):
     """Collaborative RAFT: SFT on the policy's calls from executions scoring >= raft_threshold."""
 
-    raft_threshold: float = 1.0
+    raft_threshold: float = setting(1.0, ge=0, le=1, doc="executions scoring at least this are trained on")
 
 
 NUDGE_PROMPTS = (
@@ -245,9 +241,6 @@ class BaseConfig(TrainConfig):
 
 
 
-#: method name -> its settings class: a view of the policy recipes (training.recipes), kept for one release
-CONFIGS = RecipeView("policy", "settings")
-
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
     "tiny": {"lr": 3e-4, "items_per_step": 8, "group_size": 8, "max_new_tokens": 16, "overlong_cache": 4,
@@ -256,21 +249,22 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def field_names(method: str) -> set[str]:
-    return {f.name for f in dataclasses.fields(CONFIGS[method])}
+    """The settings of a policy recipe (its registered settings class's fields)."""
+    return {f.name for f in dataclasses.fields(get_recipe(method, "policy").settings)}
 
 
 def check_methods(methods: Iterable[str]) -> list[str]:
     methods = [m.strip() for m in methods if m.strip()]
-    unknown = [m for m in methods if m not in CONFIGS]
+    unknown = [m for m in methods if m not in recipe_names("policy")]
     coalition = [m for m in unknown if m in recipe_names("coalition")]
     if coalition:
         raise ConfigError(f"{coalition[0]!r} is a coalition-training recipe (it trains a coalition's members, not a "
                           f"policy): value it with `cgym eval --protocol {coalition[0]}`; policy recipes: "
-                          f"{', '.join(method_names())}")
+                          f"{', '.join(recipe_names('policy'))}")
     if unknown or not methods:
         bad = unknown[0] if unknown else ""
-        raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, method_names())} Use one of "
-                          f"{', '.join(method_names())}")
+        raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, recipe_names('policy'))} Use one of "
+                          f"{', '.join(recipe_names('policy'))}")
     return methods
 
 
@@ -282,15 +276,15 @@ def make_config(method: str, preset: str = "paper", strict: bool = True, **overr
         raise ConfigError(f"unknown preset {preset!r}.{did_you_mean(preset, PRESETS)} Use one of {', '.join(PRESETS)}")
     check_methods([method])
     mine = field_names(method)
-    everywhere = set().union(*(field_names(m) for m in CONFIGS))
+    everywhere = set().union(*(field_names(m) for m in recipe_names("policy")))
     unknown = sorted(set(overrides) - everywhere)
     if unknown:
         raise ConfigError(f"no training method has a setting {unknown[0]!r}")
     foreign = sorted(set(overrides) - mine)
     if foreign and strict:
-        owners = [m for m in CONFIGS if foreign[0] in field_names(m)]
+        owners = [m for m in recipe_names("policy") if foreign[0] in field_names(m)]
         raise ConfigError(f"{foreign[0]!r} is not a setting of {method} (it belongs to {', '.join(owners)})")
     settings = {k: v for k, v in PRESETS[preset].items() if k in mine}
     settings.update({k: v for k, v in overrides.items() if k in mine})
     settings.pop("method", None)
-    return CONFIGS[method](method=method, **settings)
+    return get_recipe(method, "policy").settings(method=method, **settings)

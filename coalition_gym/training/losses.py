@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ConfigError
-
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
+from .config import AGGREGATIONS
 
 
 @dataclass

@@ -2,7 +2,7 @@
 and token-mean SFT (Collaborative RAFT), both through the one :class:`~.update_loop.UpdateLoop`; and
 the trainer's own log-probs of calls another engine (vLLM) sampled.
 
-A method strategy (:mod:`.methods`) gets a :class:`PolicyUpdates` and calls it; it never sees the
+A policy recipe's strategy (:mod:`.strategies`) gets a :class:`PolicyUpdates` and calls it; it never sees the
 trainer."""
 
 from __future__ import annotations

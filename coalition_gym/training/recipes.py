@@ -1,39 +1,70 @@
 """The one registry of training recipes: a name, a settings class and a ``train`` function.
 
-Two kinds share it:
+Every recipe is called the same way, whatever it trains: ``train(settings, context)``, with its settings
+(an instance of the class it registered) and a :class:`RecipeContext` (where it writes, how it runs,
+and, for a coalition, what it trains on). Three kinds share the registry:
 
 - **policy** recipes (C-RL and its baselines) train one policy inside a live system. Their settings are
-  :class:`~coalition_gym.training.config.TrainConfig` subclasses, their ``strategy`` (see
-  :mod:`.methods`) says how the trainer's loop rolls out, rewards and updates, and ``train(config,
-  out, options, base_per_item)`` runs it (``trainer.RunOptions``; ``cgym train --method NAME``).
-- **coalition** recipes (Sparta, multi-agent finetuning) train copies of a coalition's members.
-  ``train(settings, members, task, train_items, dev_items, seed, work_dir)`` returns a
-  ``CoalitionTraining``; ``TrainedCoalitionGame`` values what the trained coalition answers with the
-  settings' evaluation protocol (``cgym eval --protocol NAME``).
-- **team** recipes (team C-RL) train K >= 2 seats together inside one protocol (:mod:`.team`):
-  ``train(config, out, options, base_per_item)`` as a policy recipe's, no strategy (``cgym train --policy A
-  --policy B``).
+  :class:`~coalition_gym.training.config.TrainConfig` subclasses and their ``strategy`` (see
+  :mod:`.strategies`) says how the trainer's loop rolls out, rewards and updates (``cgym train --method
+  NAME``); ``context``: ``out``, ``options`` (``trainer.RunOptions``), ``base_per_item``.
+- **team** recipes (team C-RL) train K >= 2 seats together inside one protocol (:mod:`.team`), no
+  strategy (``cgym train --policy A --policy B``); ``context`` as a policy recipe's.
+- **coalition** recipes (Sparta, multi-agent finetuning) train copies of a coalition's members and
+  return a ``CoalitionTraining``; ``context``: ``members``, ``task``, ``train_items``, ``dev_items``,
+  ``seed`` and ``out`` (the work folder). ``TrainedCoalitionGame`` values what the trained coalition
+  answers with the settings' evaluation protocol (``cgym eval --protocol NAME``).
 
 A recipe's name lives in its :func:`register_recipe` call only (the built-ins: :mod:`.builtin_recipes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
-from dataclasses import dataclass
-from typing import Any, Callable
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
-from ..envs.protocols.collaborative import NOT_EPISODIC
+from ..envs.protocols.collaborative import add_name_hint
 from ..errors import ConfigError, UnknownNameError
 
 KINDS = ("policy", "coalition", "team")
+
+
+@dataclass
+class RecipeContext:
+    """What a recipe's ``train(settings, context)`` gets besides its settings.
+
+    ``out``: where the recipe writes (a policy or team run's folder; a coalition's work folder; None:
+    nothing written). ``options``: how a policy or team run runs (a ``trainer.RunOptions``: force,
+    executor, progress, log, failures ...; None: its defaults). ``base_per_item``: Base's per-item test
+    scores a policy or team run reports its gains against (None: none). A coalition recipe trains
+    ``members`` (name -> a trainable copy) on ``task``'s ``train_items``, selects on ``dev_items``, seeded
+    by ``seed``."""
+
+    out: str | Path | None = None  # a Path once built
+    options: Any = None
+    base_per_item: dict[str, list[float]] | None = None
+    members: Mapping[str, Any] = field(default_factory=dict)
+    task: Any = None
+    train_items: Sequence[Any] = ()
+    dev_items: Sequence[Any] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.out is not None:
+            self.out = Path(self.out)
+
+
+#: ``train(settings, context)``: every recipe's one calling convention
+TrainFunction = Callable[[Any, RecipeContext], Any]
 
 
 @dataclass(frozen=True)
 class Recipe:
     name: str
     settings: type  # the settings dataclass (one per recipe, as TRL has one config per trainer)
-    train: Callable[..., Any]
+    train: TrainFunction
     kind: str = "policy"
     strategy: type | None = None  # policy recipes: rollouts, reward and update inside the trainer's loop
     description: str = ""
@@ -43,11 +74,12 @@ class Recipe:
 RECIPES: dict[str, Recipe] = {}
 
 
-def register_recipe(name: str, settings: type, train: Callable[..., Any], *, kind: str = "policy",
+def register_recipe(name: str, settings: type, train: TrainFunction, *, kind: str = "policy",
                     strategy: type | None = None, description: str = "") -> Recipe:
     """Make a training recipe available by ``name``: ``cgym train --method NAME`` and ``make_config``
     (policy recipes), ``cgym eval --protocol NAME`` and ``TrainedCoalitionGame`` (coalition recipes).
-    Registering the same recipe again is a no-op; another one under a taken name is refused."""
+    ``train(settings, context)`` trains (:class:`RecipeContext`). Registering the same recipe again is a
+    no-op; another one under a taken name is refused."""
     if kind not in KINDS:
         raise ConfigError(f"recipe kind {kind!r}; use one of {', '.join(KINDS)}")
     if not name or not isinstance(name, str):
@@ -56,27 +88,50 @@ def register_recipe(name: str, settings: type, train: Callable[..., Any], *, kin
         raise ConfigError(f"recipe {name!r}: settings must be a class, got {settings!r}")
     if not callable(train):
         raise ConfigError(f"recipe {name!r}: train must be callable, got {train!r}")
+    _check_contract(name, train)
     if kind == "policy" and strategy is None:
-        raise ConfigError(f"policy recipe {name!r} needs a strategy (a training.methods.Method subclass)")
+        raise ConfigError(f"policy recipe {name!r} needs a strategy (a training.strategies.Strategy subclass)")
     recipe = Recipe(name, settings, train, kind, strategy, description)
     taken = RECIPES.get(name)
     if taken is not None and (taken.settings, taken.strategy, taken.kind) != (settings, strategy, kind):
-        raise ConfigError(f"training method {name!r} is already registered")
+        raise ConfigError(f"training recipe {name!r} is already registered")
     owner = next((r.name for r in RECIPES.values() if r.settings is settings and r.name != name), None)
     if owner is not None:
         raise ConfigError(f"settings class {settings.__name__} already belongs to recipe {owner!r}")
     RECIPES[name] = taken or recipe
-    if kind == "coalition":  # make_protocol / gym lookups of the name explain instead of "unknown"
-        NOT_EPISODIC[name] = (f"{name!r} is a coalition-training recipe: it trains its members before answering, "
-                              f"so it has no episodes and no environment; value it with `cgym eval --protocol "
-                              f"{name}` (or TrainedCoalitionGame in Python)")
     return RECIPES[name]
+
+
+def _check_contract(name: str, train: TrainFunction) -> None:
+    """Every recipe is called as ``train(settings, context)``: refuse a function that cannot be."""
+    try:
+        signature = inspect.signature(train)
+    except (TypeError, ValueError):  # a callable without a readable signature: trusted
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        raise ConfigError(f"recipe {name!r}: train{signature} cannot be called as train(settings, context) "
+                          "(context: a RecipeContext)") from None
 
 
 def unregister_recipe(name: str) -> Recipe:
     """Remove a recipe (tests that register their own clean up with it)."""
-    NOT_EPISODIC.pop(name, None)
     return RECIPES.pop(name)
+
+
+def not_a_protocol(name: str) -> str | None:
+    """Why a coalition recipe's name is no protocol (``make_protocol`` and gym lookups ask, through
+    :func:`~coalition_gym.envs.protocols.collaborative.add_name_hint`); None for any other name."""
+    recipe = RECIPES.get(name)
+    if recipe is None or recipe.kind != "coalition":
+        return None
+    return (f"{name!r} is a coalition-training recipe: it trains its members before answering, so it has no "
+            f"episodes and no environment; value it with `cgym eval --protocol {name}` (or TrainedCoalitionGame "
+            "in Python)")
+
+
+add_name_hint(not_a_protocol)  # the envs layer asks; it never holds the recipes' names
 
 
 def recipe_names(kind: str | None = None) -> list[str]:
@@ -86,7 +141,7 @@ def recipe_names(kind: str | None = None) -> list[str]:
 def get_recipe(name: str, kind: str | None = None) -> Recipe:
     recipe = RECIPES.get(name)
     if recipe is None or (kind is not None and recipe.kind != kind):
-        what = {"policy": "training method", "coalition": "coalition-training recipe",
+        what = {"policy": "policy-training recipe", "coalition": "coalition-training recipe",
                 "team": "team-training recipe"}.get(kind or "", "recipe")
         raise UnknownNameError(what, name, recipe_names(kind))
     return recipe
@@ -105,44 +160,5 @@ def recipe_of(settings: Any) -> Recipe | None:
     return next((r for r in RECIPES.values() if r.settings is cls), None)
 
 
-
-
-class RecipeView(MutableMapping):
-    """A read-through view of one kind's recipes, name -> one attribute (``settings`` or ``strategy``):
-    the old ``CONFIGS`` and ``METHOD_CLASSES`` dicts, kept for one release. Deleting removes the recipe;
-    adding goes through :func:`register_recipe`."""
-
-    def __init__(self, kind: str, attribute: str):
-        self.kind, self.attribute = kind, attribute
-
-    def __getitem__(self, name: str) -> Any:
-        recipe = RECIPES.get(name)
-        if recipe is None or recipe.kind != self.kind:
-            raise KeyError(name)
-        return getattr(recipe, self.attribute)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(recipe_names(self.kind))
-
-    def __len__(self) -> int:
-        return len(recipe_names(self.kind))
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        raise ConfigError(f"add training recipes with register_recipe (or register_method), not by assigning {name!r}")
-
-    def __delitem__(self, name: str) -> None:
-        self[name]  # KeyError for a name of another kind
-        unregister_recipe(name)
-
-    def pop(self, name: str, *default: Any) -> Any:  # type: ignore[override]
-        """As dict.pop; a name already removed through the other view (the old code popped both dicts)
-        gives None."""
-        if name not in self:
-            return default[0] if default else None
-        value = self[name]
-        del self[name]
-        return value
-
-
-__all__ = ["Recipe", "RECIPES", "KINDS", "register_recipe", "unregister_recipe", "recipe_names", "get_recipe",
-           "recipe_of", "make_strategy", "RecipeView"]
+__all__ = ["Recipe", "RecipeContext", "TrainFunction", "RECIPES", "KINDS", "register_recipe", "unregister_recipe",
+           "recipe_names", "get_recipe", "recipe_of", "make_strategy", "not_a_protocol"]

@@ -468,12 +468,13 @@ class PolicyWeights:
         from transformers import AutoModelForCausalLM
 
         from ..agents.hf import HFGenerator
+        from ..agents.options import HFOptions
 
         torch.set_num_threads(1)  # one worker per core
         model = AutoModelForCausalLM.from_config(self.model_config)
         model.load_state_dict(self.state)
         model.eval()
-        return RecordingPolicy(HFGenerator(model, self.tokenizer, max_new_tokens=self.max_new_tokens,
+        return RecordingPolicy(HFGenerator(model, self.tokenizer, HFOptions(max_new_tokens=self.max_new_tokens),
                                            identity=self.identity), self.system_prompt, self.temperature)
 
 

@@ -57,7 +57,7 @@ from .policy_model import (
 )
 from .policy_updates import PolicyUpdates
 from .probe import NoSignalError, ProbeResult, diagnose, run_probe
-from .recipes import get_recipe, make_strategy
+from .recipes import RecipeContext, get_recipe, make_strategy
 from .reporting import MetricsLog, summary_table, vs_base, write_report
 from .rollouts import (
     CounterfactualCost,
@@ -236,11 +236,12 @@ class Trainer(RunItems):
         """A fresh recording shim over the seat's current weights (``temperature`` 0: greedy; None: the
         protocol's), with the run's system prompt unless ``system_prompt`` is given."""
         from ..agents.hf import HFGenerator
+        from ..agents.options import HFOptions
 
         cfg = self.config
-        hf = HFGenerator(self.models[seat], self.tokenizers[seat], max_new_tokens=cfg.max_new_tokens,
-                         identity=f"{seat}:{cfg.method}:step{self.state.step}", max_batch_size=cfg.rollout_batch_size,
-                         fast_decode=cfg.fast_decode)
+        hf = HFGenerator(self.models[seat], self.tokenizers[seat], HFOptions(max_new_tokens=cfg.max_new_tokens,
+                         max_batch_size=cfg.rollout_batch_size, fast_decode=cfg.fast_decode),
+                         identity=f"{seat}:{cfg.method}:step{self.state.step}")
         gen: Any = hf
         if self.engine is not None:
             from ..agents.vllm_engine import VLLMPolicy
@@ -602,7 +603,7 @@ def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper",
         config = make_config(method, preset=preset, strict=False, **settings)
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         train = get_recipe(config.method, "policy").train
-        reports.append(train(config, root / f"{config.method}-seed{config.seed}", options, base))
+        reports.append(train(config, RecipeContext(root / f"{config.method}-seed{config.seed}", options, base)))
     write_text(root / "summary.md", summary_table(root))
     return reports
 

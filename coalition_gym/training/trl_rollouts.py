@@ -221,11 +221,13 @@ class ProtocolRollout(PolicySeat):
     # -- the rollout --------------------------------------------------------------------------------
     def policy_backend(self, trainer: Any) -> RowPolicy:
         from ..agents.hf import HFGenerator
+        from ..agents.options import HFOptions
 
         model = trainer.accelerator.unwrap_model(trainer.model)
         args = trainer.args
-        hf = HFGenerator(model, trainer.processing_class, max_new_tokens=int(args.max_completion_length),
-                         identity="trl-policy", fast_decode="off")
+        hf = HFGenerator(model, trainer.processing_class,
+                         HFOptions(max_new_tokens=int(args.max_completion_length), fast_decode="off"),
+                         identity="trl-policy")
         return RowPolicy(hf, self.turns, float(args.temperature), float(args.top_p if args.top_p is not None else 1.0))
 
     def run(self, prompts: Sequence[Any], policy: Generator, step: int, row_offset: int = 0

@@ -3,7 +3,6 @@ Also the in-process vLLM backend's parts that run without vllm (its GPU test ski
 
 from __future__ import annotations
 
-import inspect
 import math
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from coalition_gym.agents.hf import (
     resolve_device_dtype,
     sequence_logprobs,
 )
+from coalition_gym.agents.options import HFOptions, VLLMOptions
 from coalition_gym.errors import BackendError, ConfigError, PartialBatchError, PromptTooLongError
 from coalition_gym.types import Ask, Message, SamplingParams
 
@@ -34,7 +34,7 @@ def model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def gen(model_dir) -> HFGenerator:
-    return HFGenerator(str(model_dir), device="cpu", max_new_tokens=12)
+    return HFGenerator(str(model_dir), options=HFOptions(device="cpu", max_new_tokens=12))
 
 
 def ask(text: str, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 12,
@@ -61,7 +61,7 @@ def test_seeds_decide_samples(gen):
 
 
 def test_max_batch_size_splits_without_changing_results(model_dir, gen):
-    small = HFGenerator(str(model_dir), device="cpu", max_new_tokens=12, max_batch_size=2)
+    small = HFGenerator(str(model_dir), options=HFOptions(device="cpu", max_new_tokens=12, max_batch_size=2))
     asks = [ask(q, seed=k) for k, q in enumerate(QUESTIONS + QUESTIONS[:1])]
     assert [s.token_ids for s in small.generate(asks)] == [s.token_ids for s in gen.generate(asks)]
 
@@ -107,7 +107,7 @@ def test_sequence_logprobs_batch_and_grad(gen):
 
 
 def test_token_budget_is_the_smaller_of_ask_and_cap(model_dir):
-    capped = HFGenerator(str(model_dir), device="cpu", max_new_tokens=3)
+    capped = HFGenerator(str(model_dir), options=HFOptions(device="cpu", max_new_tokens=3))
     long = capped.generate([ask(QUESTIONS[3], seed=s, max_new_tokens=50) for s in range(6)])
     assert all(len(s.token_ids) <= 3 for s in long)
     assert any(s.finish_reason == "length" and len(s.token_ids) == 3 for s in long)
@@ -122,7 +122,7 @@ def test_chat_template_renders_the_trained_format(gen):
 
 
 def test_plain_text_fallback_without_a_chat_template(model_dir):
-    plain = HFGenerator(str(model_dir), device="cpu", max_new_tokens=4)
+    plain = HFGenerator(str(model_dir), options=HFOptions(device="cpu", max_new_tokens=4))
     plain.tokenizer.chat_template = None
     one = (Message("user", "Calculate 3 + 4.\nAnswer:"),)
     assert plain.render(one) == "Calculate 3 + 4.\nAnswer:"
@@ -145,7 +145,7 @@ def model_512(tmp_path_factory, model_dir) -> Path:
 
 
 def test_new_tokens_give_way_and_the_prompt_is_never_cut(model_512):
-    g = HFGenerator(str(model_512), device="cpu")  # the default cap: 512 new tokens, as protocols ask
+    g = HFGenerator(str(model_512), options=HFOptions(device="cpu"))  # the default cap: 512 new tokens (protocols')
     assert g.context == 512 and g.max_new_tokens == 512
     text = "Calculate 3 + 4, then say why at length. " * 4 + "\nAnswer:"
     asks = [ask(text, seed=k, max_new_tokens=512, member="mine") for k in range(3)]
@@ -160,7 +160,7 @@ def test_new_tokens_give_way_and_the_prompt_is_never_cut(model_512):
 
 
 def test_a_prompt_that_fills_the_context_fails_alone(model_512):
-    g = HFGenerator(str(model_512), device="cpu", max_new_tokens=8)
+    g = HFGenerator(str(model_512), options=HFOptions(device="cpu", max_new_tokens=8))
     fits, too_long = ask(QUESTIONS[0], seed=1), ask("x" * 600 + "\nAnswer:", seed=2, member="verbose")
     with pytest.raises(PartialBatchError) as raised:
         g.generate([fits, too_long])
@@ -190,16 +190,16 @@ def test_tokenizer_without_pad_token_pads_with_eos(model_dir):
 
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    reference = HFGenerator(model, tok, max_new_tokens=6)
+    reference = HFGenerator(model, tok, options=HFOptions(max_new_tokens=6))
     tok_nopad = AutoTokenizer.from_pretrained(model_dir)
     tok_nopad.pad_token = None
     with pytest.warns(PadTokenWarning, match="padding with EOS"):
-        g = HFGenerator(model, tok_nopad, max_new_tokens=6)
+        g = HFGenerator(model, tok_nopad, options=HFOptions(max_new_tokens=6))
     assert g.pad_id == tok.eos_token_id
     asks = [ask(q, seed=k) for k, q in enumerate(QUESTIONS)]
     assert [s.token_ids for s in g.generate(asks)] == [s.token_ids for s in reference.generate(asks)]
     with pytest.raises(ConfigError, match="no pad token"):
-        HFGenerator(model, tok_nopad, pad_with_eos=False)
+        HFGenerator(model, tok_nopad, options=HFOptions(pad_with_eos=False))
 
 
 def test_missing_model_path_is_a_clear_error(tmp_path):
@@ -221,7 +221,7 @@ def test_folder_that_is_not_a_model_is_a_clear_error(tmp_path):
 
 
 def test_identity_is_stable_and_names_path_and_dtype(model_dir, gen):
-    again = HFGenerator(str(model_dir), device="cpu")
+    again = HFGenerator(str(model_dir), options=HFOptions(device="cpu"))
     assert again.identity == gen.identity and str(model_dir.resolve()) in gen.identity
     assert ":float32:" in gen.identity
 
@@ -238,15 +238,15 @@ def test_device_dtype_resolution_and_safe_defaults():
             resolve_device_dtype("cuda")
     with pytest.raises(ConfigError, match="dtype"):
         resolve_device_dtype("cpu", "float8")
-    defaults = inspect.signature(HFGenerator.__init__).parameters
-    assert defaults["trust_remote_code"].default is False and defaults["allow_download"].default is False
+    defaults = HFOptions()  # the defaults live in the options class
+    assert defaults.trust_remote_code is False and defaults.allow_download is False
 
 
 def test_bad_sampling_values_are_refused(gen):
     with pytest.raises(ConfigError, match="top_p"):
         gen.generate([ask(QUESTIONS[0], top_p=0.0)])
     with pytest.raises(ConfigError, match="max_batch_size"):
-        HFGenerator(gen.model, gen.tokenizer, max_batch_size=0)
+        HFGenerator(gen.model, gen.tokenizer, options=HFOptions(max_batch_size=0))
 
 
 @pytest.mark.gpu
@@ -294,7 +294,7 @@ def test_vllm_engine_generates(model_dir):
         pytest.skip("needs a CUDA GPU")
     from coalition_gym.agents.vllm_engine import VLLMGenerator
 
-    g = VLLMGenerator(str(model_dir), gpu_memory_utilization=0.2, logprobs=True, max_new_tokens=8)
+    g = VLLMGenerator(str(model_dir), VLLMOptions(gpu_memory_utilization=0.2, logprobs=True, max_new_tokens=8))
     asks = [ask(q, seed=k) for k, q in enumerate(QUESTIONS)]
     first, second = g.generate(asks), g.generate(asks[::-1])[::-1]
     assert [s.text for s in first] == [s.text for s in second]  # per-Ask seeds: order does not matter

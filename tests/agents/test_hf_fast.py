@@ -7,6 +7,7 @@ import pytest
 
 from coalition_gym.agents.hf import CPU_BATCH, HFGenerator, auto_batch_size
 from coalition_gym.agents.hf_fast import CACHE_BUCKET, wants_fast
+from coalition_gym.agents.options import HFOptions
 from coalition_gym.errors import BackendError, ConfigError
 from coalition_gym.types import Ask, Message, SamplingParams
 
@@ -48,8 +49,8 @@ def asks() -> list[Ask]:
 
 
 def pair(model, tokenizer, **kw) -> tuple[HFGenerator, HFGenerator]:
-    eager = HFGenerator(model, tokenizer, max_new_tokens=40, fast_decode="off", **kw)
-    fast = HFGenerator(model, tokenizer, max_new_tokens=40, fast_decode="on", **kw)
+    eager = HFGenerator(model, tokenizer, HFOptions(max_new_tokens=40, fast_decode="off", **kw))
+    fast = HFGenerator(model, tokenizer, HFOptions(max_new_tokens=40, fast_decode="on", **kw))
     return eager, fast
 
 
@@ -64,7 +65,7 @@ def assert_same(a, b):
 @pytest.mark.parametrize("which", ["zoo", "qwen"])
 def test_fast_path_gives_the_eager_tokens_and_logprobs(which, zoo_dir, qwen):
     if which == "zoo":  # GPT-2 architecture (absolute positions), trained: EOS comes mid-batch
-        gen = HFGenerator(str(zoo_dir), device="cpu", max_new_tokens=40, fast_decode="off")
+        gen = HFGenerator(str(zoo_dir), options=HFOptions(device="cpu", max_new_tokens=40, fast_decode="off"))
         model, tok = gen.model, gen.tokenizer
     else:
         model, tok = qwen
@@ -80,7 +81,7 @@ def test_fast_path_gives_the_eager_tokens_and_logprobs(which, zoo_dir, qwen):
     # reusing a cached static cache of the same bucket (reset between calls) changes nothing
     assert_same(ref, fast.generate(batch))
     # odd batch sizes are padded with dummy rows to a power of two; small batches split the same
-    small = HFGenerator(model, tok, max_new_tokens=40, fast_decode="on", max_batch_size=3)
+    small = HFGenerator(model, tok, options=HFOptions(max_new_tokens=40, fast_decode="on", max_batch_size=3))
     assert_same(ref, small.generate(batch))
     assert small.batch_sizes == [3, 3, 3, 3]
 
@@ -95,11 +96,11 @@ def test_fast_decode_setting():
 
 def test_batch_size_by_memory(qwen, zoo_dir):
     model, tok = qwen
-    gen = HFGenerator(model, tok, max_new_tokens=8, fast_decode="off")
+    gen = HFGenerator(model, tok, options=HFOptions(max_new_tokens=8, fast_decode="off"))
     assert gen.max_batch_size is None and gen.batch_size(10, 8) == CPU_BATCH  # CPU: the documented default
-    assert HFGenerator(model, tok, max_batch_size=5).batch_size(10, 8) == 5
+    assert HFGenerator(model, tok, options=HFOptions(max_batch_size=5)).batch_size(10, 8) == 5
     with pytest.raises(ConfigError, match="max_batch_size=0"):
-        HFGenerator(model, tok, max_batch_size=0)
+        HFGenerator(model, tok, options=HFOptions(max_batch_size=0))
     cfg = model.config  # 2 layers x 2 KV heads x 16 dims: 256 bytes of fp16 KV cache per token
     per_row = 2 * 2 * 2 * 16 * 2 * 100 + 16 * 64 * 2 * 100 + 48 * cfg.vocab_size
     assert auto_batch_size(cfg, 100, 10 * per_row, 2, share=1.0) == 10
@@ -113,7 +114,7 @@ def test_cuda_out_of_memory_halves_the_batch_then_names_the_setting(qwen, monkey
     import torch
 
     model, tok = qwen
-    gen = HFGenerator(model, tok, max_new_tokens=8, max_batch_size=8, fast_decode="off")
+    gen = HFGenerator(model, tok, options=HFOptions(max_new_tokens=8, max_batch_size=8, fast_decode="off"))
     batch = asks()[:8]
     ref = gen.generate(batch)
     real = HFGenerator._generate_batch

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from coalition_gym.agents.openai_api import OpenAIGenerator, retry_after_seconds
+from coalition_gym.agents.options import HFOptions, OpenAIOptions
 from coalition_gym.errors import BackendError, ConfigError
 from coalition_gym.types import Ask, Message, SamplingParams
 
@@ -144,9 +145,9 @@ def server():
 
 def client(server: FakeServer, **kw) -> tuple[OpenAIGenerator, list[float]]:
     sleeps: list[float] = []
-    opts = dict(api_key_env=KEY_ENV, timeout=0.5, max_retries=3, backoff_base=0.01, sleep=sleeps.append)
+    opts = dict(api_key_env=KEY_ENV, timeout=0.5, max_retries=3, backoff_base=0.01)
     opts.update(kw)
-    return OpenAIGenerator(server.url, "zoo-model", **opts), sleeps
+    return OpenAIGenerator("zoo-model", OpenAIOptions(base_url=server.url, **opts), sleep=sleeps.append), sleeps
 
 
 def test_request_carries_messages_sampling_seed_and_key(server, monkeypatch):
@@ -245,7 +246,8 @@ def test_server_that_is_down_gives_a_clear_error():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    gen = OpenAIGenerator(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_base=0.0, sleep=lambda s: None)
+    gen = OpenAIGenerator("m", OpenAIOptions(base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff_base=0.0),
+                          sleep=lambda s: None)
     with pytest.raises(BackendError, match=rf"127\.0\.0\.1:{port}.*'m'.*connection failed"):
         gen.generate([ask()])
 
@@ -269,11 +271,11 @@ def test_one_failed_ask_fails_the_batch_with_a_count(server):
 
 def test_bad_configuration_is_refused():
     with pytest.raises(ConfigError, match="base_url"):
-        OpenAIGenerator("localhost:8000", "m")
+        OpenAIGenerator("m", OpenAIOptions(base_url="localhost:8000"))
     with pytest.raises(ConfigError, match="max_concurrency"):
-        OpenAIGenerator("http://127.0.0.1:1/v1", "m", max_concurrency=0)
+        OpenAIGenerator("m", OpenAIOptions(base_url="http://127.0.0.1:1/v1", max_concurrency=0))
     with pytest.raises(ConfigError, match="model name"):
-        OpenAIGenerator("http://127.0.0.1:1/v1", "")
+        OpenAIGenerator("", OpenAIOptions(base_url="http://127.0.0.1:1/v1"))
 
 
 # -- a real `transformers serve` ----------------------------------------------------------------------
@@ -331,8 +333,8 @@ def test_real_transformers_serve_matches_the_hf_backend_when_greedy(served):
     from coalition_gym.agents.hf import HFGenerator
 
     url, model = served
-    remote = OpenAIGenerator(url, model, max_concurrency=4, timeout=60, max_retries=2)
-    local = HFGenerator(model, device="cpu", max_new_tokens=8)
+    remote = OpenAIGenerator(model, OpenAIOptions(base_url=url, max_concurrency=4, timeout=60, max_retries=2))
+    local = HFGenerator(model, options=HFOptions(device="cpu", max_new_tokens=8))
     asks = [ask(f"Calculate {a} + {b}.\nAnswer:", seed=a, temperature=0.0, max_new_tokens=8)
             for a, b in [(1, 2), (3, 4), (5, 6), (7, 1), (2, 2)]]
     got = remote.generate(asks)
@@ -346,7 +348,7 @@ def test_real_transformers_serve_matches_the_hf_backend_when_greedy(served):
 @pytest.mark.slow
 def test_real_server_errors_are_clear(served):
     url, _ = served
-    wrong = OpenAIGenerator(url, "not-the-served-model", max_retries=0)
+    wrong = OpenAIGenerator("not-the-served-model", OpenAIOptions(base_url=url, max_retries=0))
     with pytest.raises(BackendError, match="HTTP 400.*pinned"):
         wrong.generate([ask()])
 

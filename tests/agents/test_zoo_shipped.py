@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from coalition_gym.agents import zoo
+from coalition_gym.agents.options import HFOptions
 from coalition_gym.agents.zoo import (
     RECIPES,
     ZooModelSpec,
@@ -105,7 +106,7 @@ def test_provenance_and_the_run_record_name_the_weights():
     assert info == {"zoo_recipe": "tiny", "zoo_model": "pico", "source": "shipped",
                     "sha256": shipped.shipped_manifest("tiny")["models"]["pico"]["sha256"],
                     "recipe_digest": RECIPES["tiny"].digest()}
-    assert HFGenerator(str(folder), device="cpu", max_new_tokens=4).describe()["weights"] == info
+    assert HFGenerator(str(folder), options=HFOptions(device="cpu", max_new_tokens=4)).describe()["weights"] == info
     record = describe_pool(load_pool("zoo:tiny"))
     assert {m: d["weights"]["sha256"] for m, d in record["members"].items()} == \
         {m: e["sha256"] for m, e in shipped.shipped_manifest("tiny")["models"].items()}

@@ -21,8 +21,9 @@ CGYM = Path(sys.executable).with_name("cgym")
 SLOW_PLUGIN = '''
 import os
 import time
+from dataclasses import dataclass
 
-from coalition_gym import load_pool, register_backend
+from coalition_gym import load_pool, register_backend, setting
 
 
 class Slow:
@@ -44,7 +45,12 @@ def slow_member(model, delay=0.01):
     return Slow(load_pool(preset).members[name], float(os.environ.get("SLOW_DELAY", delay)))
 
 
-register_backend("slow", slow_member, options={"delay": (int, float)}, needs_model=True)
+@dataclass
+class SlowOptions:
+    delay: float = setting(0.01, ge=0)
+
+
+register_backend("slow", slow_member, options=SlowOptions, needs_model=True)
 '''
 
 SLOW_POOL = """name: slow-demo

@@ -52,8 +52,7 @@ class Parity(Task):
         return [Item(id=f"parity/{split}/{k}", question=f"Calculate {n} + {n % 7}.", gold=str(n + n % 7))
                 for k, n in enumerate(range(start, start + self.size))]
 
-    def score(self, answer, item):
-        return float(answer is not None and answer.strip() == item.gold)
+    answer_kind = "exact"
 
 
 register_protocol(Chain)
@@ -125,13 +124,14 @@ def test_a_callable_entry_point_is_called(user_package):
     assert proc.returncode == 0 and "chain  (coalition_gym/Chain-v0)" in proc.stdout
 
 
-def test_an_imported_adversary_and_training_method_reach_their_commands(tmp_path):
+def test_an_imported_adversary_and_training_recipe_reach_their_commands(tmp_path):
     (tmp_path / "parts.py").write_text(textwrap.dedent('''
         from dataclasses import dataclass
 
-        from coalition_gym import Generator, Sample, register_adversary, register_method
+        from coalition_gym import Generator, Sample, register_adversary, register_recipe
+        from coalition_gym.training.builtin_recipes import train_policy_recipe
         from coalition_gym.training.config import TrainConfig
-        from coalition_gym.training.methods import Base
+        from coalition_gym.training.strategies import Base
 
 
         class AlwaysSeven(Generator):
@@ -141,23 +141,19 @@ def test_an_imported_adversary_and_training_method_reach_their_commands(tmp_path
                 return [Sample(text="Answer: 7") for _ in asks]
 
 
-        class Untrained(Base):
-            name = "untrained"
-
-
         @dataclass
         class UntrainedConfig(TrainConfig):
-            method: str = "untrained"
+            pass
 
 
         register_adversary("always_seven", lambda seat: AlwaysSeven(), "answers 7 to everything")
-        register_method(Untrained, UntrainedConfig)
+        register_recipe("untrained", UntrainedConfig, train_policy_recipe, strategy=Base)
     '''))
     proc = cgym(["--import", "parts.py", "robustness", "--adversary", "always_seven", "--protocols", "majority_vote",
                  "--items", "20", "--bootstrap", "50", "--out", "robust"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((tmp_path / "robust" / "robustness.json").read_text())["adversary"] == "always_seven"
-    # the method is known to train (a setting no method has is the next check it meets)
+    # the recipe is known to train (a setting no recipe has is the next check it meets)
     proc = cgym(["--import", "parts.py", "train", "--method", "untrained", "--set", "nope=1"], cwd=tmp_path)
     assert proc.returncode == 2 and "no training method has a setting 'nope'" in proc.stderr, proc.stderr
     proc = cgym(["train", "--method", "untrained"], cwd=tmp_path)

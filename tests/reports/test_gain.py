@@ -10,6 +10,7 @@ import pytest
 
 from coalition_gym.agents.cache import _decode, _encode
 from coalition_gym.agents.openai_api import OpenAIGenerator
+from coalition_gym.agents.options import OpenAIOptions
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.agents.simulated import SimulatedAgent
 from coalition_gym.cli import main
@@ -186,7 +187,7 @@ def test_simulated_replies_report_token_counts_of_their_text():
 
 
 def test_openai_counts_tokens_from_usage_logprobs_or_tokenizer():
-    gen = OpenAIGenerator("http://127.0.0.1:9/v1", "m", api_key_env=None)
+    gen = OpenAIGenerator("m", OpenAIOptions(base_url="http://127.0.0.1:9/v1", api_key_env=None))
     reply = {"choices": [{"message": {"content": "one two three"}, "finish_reason": "stop"}]}
     assert sample_tokens(gen._sample({**reply, "usage": {"completion_tokens": 7, "prompt_tokens": 30}})) == 7
     with_lp = {"choices": [{**reply["choices"][0], "logprobs": {"content": [{"logprob": -0.1}] * 5}}]}
@@ -198,7 +199,8 @@ def test_openai_counts_tokens_from_usage_logprobs_or_tokenizer():
         def __call__(self, text, add_special_tokens=False):
             return {"input_ids": list(range(len(text)))}
 
-    counted = OpenAIGenerator("http://127.0.0.1:9/v1", "m", api_key_env=None, tokenizer=CharTokenizer())
+    counted = OpenAIGenerator("m", OpenAIOptions(base_url="http://127.0.0.1:9/v1", api_key_env=None),
+                              tokenizer=CharTokenizer())
     assert counted._sample(reply).n_tokens == len("one two three")
     assert _decode(_encode(Sample("x y", n_tokens=9))).n_tokens == 9  # the cache keeps the count
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from coalition_gym.errors import ConfigError
+from coalition_gym.sandbox import launcher as sandbox
 from coalition_gym.sandbox.launcher import Limits, Program, run_program, run_programs
-from coalition_gym.scorers import sandbox
 from coalition_gym.scorers.code import assert_split, score_programs
 
 TIGHT = Limits(wall_seconds=3.0, cpu_seconds=2, memory_bytes=256 << 20, file_bytes=1 << 20,

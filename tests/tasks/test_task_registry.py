@@ -72,12 +72,12 @@ def test_train_dev_split_helper():
         train_dev_split(items, dev_fraction=1.0)
 
 
-def test_score_detail_is_backward_compatible_with_score():
+def test_score_is_score_batchs_score():
     task = make("rg/basic_arithmetic", size=3)
     item = task.items("test")[0]
-    detail = task.score_detail(item.gold, item)
+    detail = task.score_batch([item.gold], [item])[0]
     assert isinstance(detail, ScoreResult) and detail.score == task.score(item.gold, item) == 1.0
-    assert task.score_detail(None, item).parsed is False
+    assert task.score_batch([None], [item])[0].parsed is False
     assert [r.score for r in task.score_batch([item.gold, None], [item, item])] == [1.0, 0.0]
 
 
@@ -99,7 +99,7 @@ def test_kernelbench_task_scores_candidates_in_the_sandbox():
     item = task.items("test")[0]
     same = item.meta["reference"].replace("class Model", "class ModelNew")
     reply = f"```python\n{same}```"
-    result = task.score_detail(task.extract(reply), item)
+    result = task.score_batch([task.extract(reply)], [item])[0]
     assert 0 < result.score < 1 and "speedup" in result.reason
     wrong = same.replace("torch.relu(x) * 2", "x")
     assert task.score(task.extract(f"```python\n{wrong}```"), item) == 0.0

@@ -12,6 +12,7 @@ import yaml
 
 from coalition_gym.agents.hf import HFGenerator
 from coalition_gym.agents.lora import LoraSpec, is_adapter_folder, load_merged
+from coalition_gym.agents.options import HFOptions
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.errors import ConfigError
 from coalition_gym.training.config import make_config
@@ -161,7 +162,7 @@ def test_lora_grpo_indiv_runs_and_exports_merged_weights_a_pool_loads(tmp_path):
     with torch.no_grad():
         assert torch.allclose(net(input_ids=ids).logits, adapter(input_ids=ids).logits, atol=1e-5)
         # the adapter folder itself also loads as a member (merged on load, where its base exists)
-        direct = HFGenerator(str(run / "best"), device="cpu", dtype="float32")
+        direct = HFGenerator(str(run / "best"), options=HFOptions(device="cpu", dtype="float32"))
         assert torch.allclose(direct.model(input_ids=ids).logits, adapter(input_ids=ids).logits, atol=1e-5)
         assert torch.allclose(load_merged(run / "best")(input_ids=ids).logits, adapter(input_ids=ids).logits,
                               atol=1e-5)
@@ -189,7 +190,7 @@ def test_a_lora_policy_ships_merged_weights_to_a_worker():
         for name, p in model.named_parameters():  # a trained adapter: B no longer zero
             p.add_(0.05 * torch.randn_like(p))
     before = {n: p.detach().clone() for n, p in model.inner.named_parameters()}
-    policy = RecordingPolicy(HFGenerator(model, tokenizer, max_new_tokens=4, identity="lora-test"))
+    policy = RecordingPolicy(HFGenerator(model, tokenizer, options=HFOptions(max_new_tokens=4), identity="lora-test"))
     rebuilt = PolicyWeights.of(policy).rebuild().backend.model
     ids = torch.tensor([[3, 5, 7, 11, 13]])
     with torch.no_grad():

@@ -1,10 +1,10 @@
-"""--reward negate: the method's reward with its sign flipped, and dev selection keeping the lowest score."""
+"""--reward negate: the recipe's reward with its sign flipped, and dev selection keeping the lowest score."""
 
 import pytest
 
 from coalition_gym.errors import ConfigError
 from coalition_gym.training.config import make_config
-from coalition_gym.training.methods import make_method
+from coalition_gym.training.recipes import make_strategy
 from coalition_gym.training.rollouts import Rollout
 
 
@@ -14,8 +14,8 @@ def rollout(system: float, solo: float) -> Rollout:
 
 @pytest.mark.parametrize("method,expected", [("crl", 1.0), ("grpo-indiv", 0.25), ("dapo-indiv", 0.25)])
 def test_negate_flips_the_methods_reward(method, expected):
-    honest = make_method(make_config(method, preset="tiny"))
-    adversary = make_method(make_config(method, preset="tiny", reward="negate"))
+    honest = make_strategy(make_config(method, preset="tiny"))
+    adversary = make_strategy(make_config(method, preset="tiny", reward="negate"))
     r = rollout(system=1.0, solo=0.25)
     assert honest.reward(r) == pytest.approx(expected)
     assert adversary.reward(r) == pytest.approx(-expected)
@@ -27,4 +27,4 @@ def test_reward_is_validated_and_only_rl_methods_have_it():
         make_config("crl", reward="flip")
     with pytest.raises(ConfigError, match="'reward' is not a setting of raft"):
         make_config("raft", reward="negate")
-    assert make_method(make_config("raft")).selection_sign == 1.0
+    assert make_strategy(make_config("raft")).selection_sign == 1.0

@@ -1,5 +1,5 @@
-"""The one registry of training recipes: policy and coalition recipes side by side, each named once; the
-old views (CONFIGS, METHOD_CLASSES, TRAINERS) read it; a coalition recipe is no protocol."""
+"""The one registry of training recipes: policy, team and coalition recipes side by side, each named once,
+each called as ``train(settings, context)``; ``make_config`` reads it; a coalition recipe is no protocol."""
 
 from __future__ import annotations
 
@@ -11,21 +11,28 @@ import coalition_gym
 from coalition_gym.envs.protocols import PROTOCOLS, make_protocol
 from coalition_gym.envs.registration import ENV_IDS, protocol_of
 from coalition_gym.errors import ConfigError, UnknownNameError
-from coalition_gym.training.collaborative import TRAINERS, CoalitionTrainingSettings, make_coalition_settings
-from coalition_gym.training.config import CONFIGS, TrainConfig, make_config, method_names
-from coalition_gym.training.methods import METHOD_CLASSES, Base, make_method, train_policy
-from coalition_gym.training.recipes import RECIPES, get_recipe, recipe_names, recipe_of, register_recipe
+from coalition_gym.training.builtin_recipes import train_policy_recipe
+from coalition_gym.training.collaborative import CoalitionTrainingSettings, make_coalition_settings
+from coalition_gym.training.config import TrainConfig, make_config
+from coalition_gym.training.recipes import (
+    RECIPES,
+    get_recipe,
+    make_strategy,
+    recipe_names,
+    recipe_of,
+    register_recipe,
+    unregister_recipe,
+)
+from coalition_gym.training.strategies import Base
 
 
 def test_the_builtins_are_registered_once_with_both_kinds():
-    assert recipe_names("policy") == ["crl", "grpo-indiv", "dapo-indiv", "raft", "nudge", "base"] == method_names()
+    assert recipe_names("policy") == ["crl", "grpo-indiv", "dapo-indiv", "raft", "nudge", "base"]
     assert recipe_names("coalition") == ["sparta", "multiagent_finetuning"]
-    assert list(CONFIGS) == list(METHOD_CLASSES) == recipe_names("policy")
-    assert list(TRAINERS) == recipe_names("coalition")
     for name in recipe_names("policy"):  # the name lives in the registration: the settings class reads it back
         config = make_config(name)
         assert config.method == name and recipe_of(config).name == name
-        assert type(make_method(config)) is get_recipe(name).strategy
+        assert type(make_strategy(config)) is get_recipe(name).strategy
         assert type(config)().method == name  # built directly, it still knows its recipe
     assert coalition_gym.register_recipe is register_recipe
 
@@ -39,7 +46,7 @@ def test_a_coalition_recipe_is_no_protocol():
                 lookup(name)
     with pytest.raises(UnknownNameError):
         get_recipe("sparta", "policy")
-    with pytest.raises(UnknownNameError, match="unknown training method 'nope'"):
+    with pytest.raises(UnknownNameError, match="unknown policy-training recipe 'nope'"):
         get_recipe("nope", "policy")
 
 
@@ -64,26 +71,65 @@ def test_register_recipe_adds_both_kinds_and_refuses_a_taken_name():
     class MyCoalition(CoalitionTrainingSettings):
         pass
 
-    def train_coalition(*args):  # never called here
+    def train_coalition(settings, context):  # never called here
         raise AssertionError
 
-    register_recipe("mine-test", Mine, train_policy, strategy=Base)
+    register_recipe("mine-test", Mine, train_policy_recipe, strategy=Base)
     register_recipe("coalition-test", MyCoalition, train_coalition, kind="coalition")
     try:
-        register_recipe("mine-test", Mine, train_policy, strategy=Base)  # the same again: a no-op
-        assert make_config("mine-test").method == "mine-test" and "mine-test" in method_names()
+        register_recipe("mine-test", Mine, train_policy_recipe, strategy=Base)  # the same again: a no-op
+        assert make_config("mine-test").method == "mine-test" and "mine-test" in recipe_names("policy")
         assert make_coalition_settings("coalition-test", iterations=2).iterations == 2
         with pytest.raises(ConfigError, match="no episodes"):
             make_protocol("coalition-test")
         with pytest.raises(ConfigError, match="already registered"):
-            register_recipe("crl", Mine, train_policy, strategy=Base)
+            register_recipe("crl", Mine, train_policy_recipe, strategy=Base)
         with pytest.raises(ConfigError, match="already belongs to recipe 'mine-test'"):
-            register_recipe("other-test", Mine, train_policy, strategy=Base)
+            register_recipe("other-test", Mine, train_policy_recipe, strategy=Base)
         with pytest.raises(ConfigError, match="needs a strategy"):
-            register_recipe("other-test", TrainConfig, train_policy)
+            register_recipe("other-test", TrainConfig, train_policy_recipe)
     finally:
-        del CONFIGS["mine-test"]
-        TRAINERS.pop("coalition-test")
+        unregister_recipe("mine-test")
+        unregister_recipe("coalition-test")
     assert "mine-test" not in RECIPES and "coalition-test" not in RECIPES
     with pytest.raises(UnknownNameError):
         make_protocol("coalition-test")
+
+
+def test_every_recipe_is_called_as_train_settings_context(monkeypatch, tmp_path):
+    """One contract for every kind: ``train(settings, context)``; the built-ins hand the context (or, for the
+    policy and team trainers, its parts) to what they wrap, and a function of another shape is refused at
+    registration."""
+    import inspect
+
+    from coalition_gym.training import trainer
+    from coalition_gym.training.collaborative import finetuning, sparta
+    from coalition_gym.training.recipes import RecipeContext
+    from coalition_gym.training.team import trainer as team_trainer
+
+    calls = []
+    for module, name in ((trainer, "train_policy"), (team_trainer, "train_team"), (sparta, "train_sparta"),
+                         (finetuning, "train_multiagent_finetuning")):
+        monkeypatch.setattr(module, name, lambda *args, _n=name: calls.append((_n, args)) or _n)
+    members, items = {"a": object()}, ["train"]
+    context = RecipeContext(tmp_path, options="options", base_per_item={"x": [1.0]}, members=members, task="task",
+                            train_items=items, dev_items=["dev"], seed=3)
+    for recipe in RECIPES.values():
+        params = list(inspect.signature(recipe.train).parameters)
+        assert len(params) == 2, f"{recipe.name}: train{inspect.signature(recipe.train)}"
+        settings = object()
+        calls.clear()
+        recipe.train(settings, context)
+        (called, args), = calls
+        if recipe.kind == "coalition":  # the coalition trainers are train(settings, context) themselves
+            assert args == (settings, context), recipe.name
+        else:
+            assert args == (settings, tmp_path, "options", {"x": [1.0]}), recipe.name
+    with pytest.raises(ConfigError, match=r"cannot be called as train\(settings, context\)"):
+        register_recipe("old-test", MyOldSettings, lambda settings, out, options, base: None, kind="team")
+    assert "old-test" not in RECIPES
+
+
+@dataclass
+class MyOldSettings:
+    pass

@@ -65,7 +65,7 @@ def test_the_page_loads_sorts_and_renders(page, browser, tmp_path):
 
 
 def test_the_comparison_page_loads_and_its_wide_table_sorts(page, browser, tmp_path):
-    from coalition_gym.valuation import compare
+    from coalition_gym.reports import compare
 
     path, report = page
     other = tmp_path / "other"

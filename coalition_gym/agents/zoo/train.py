@@ -171,9 +171,10 @@ def evaluate_folder(folder: str | Path, task_names: Sequence[str], n_items: int,
                     task_seed: int = 0, max_new_tokens: int = 16) -> dict[str, float]:
     """Greedy solo accuracy of a saved model on zoo tasks, through the HF backend (the real path)."""
     from ..hf import HFGenerator
+    from ..options import HFOptions
 
-    gen = HFGenerator(str(folder), device="cpu", dtype="float32", max_batch_size=64,
-                      max_new_tokens=max_new_tokens)
+    gen = HFGenerator(str(folder), options=HFOptions(device="cpu", dtype="float32", max_batch_size=64,
+                                                     max_new_tokens=max_new_tokens))
     out = {}
     for name in task_names:
         task = zoo_task(name, size=n_items, seed=task_seed)

@@ -8,7 +8,7 @@ one, or ``debate`` for multi-agent finetuning, on the trained members.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from ...errors import ConfigError
 from ...types import Outcome
@@ -29,11 +29,21 @@ class SelectedCheckpoint(Protocol):
         return Outcome(answer=transcript[0].answer, text=transcript[0].text, transcript=tuple(transcript))
 
 
-#: names of coalition-training recipes (registered by ``training.recipes``): not protocols and without
-#: episodes, so ``make_protocol`` and environment lookups refuse them with this message
-NOT_EPISODIC: dict[str, str] = {}
+#: ``hint(name) -> why name is no protocol, or None``: asked by ``make_protocol`` and environment lookups
+#: for a name no protocol has. A layer above adds one (training: its coalition recipes, which have no
+#: episodes); this layer never holds those names.
+NameHint = Callable[[str], "str | None"]
+_NAME_HINTS: list[NameHint] = []
+
+
+def add_name_hint(hint: NameHint) -> None:
+    if hint not in _NAME_HINTS:
+        _NAME_HINTS.append(hint)
 
 
 def refuse_not_episodic(name: str) -> None:
-    if name in NOT_EPISODIC:
-        raise ConfigError(NOT_EPISODIC[name])
+    """Raise ConfigError with what ``name`` is, when a name hint knows it (a coalition-training recipe)."""
+    for hint in _NAME_HINTS:
+        why = hint(name)
+        if why:
+            raise ConfigError(why)

@@ -47,7 +47,7 @@ class HeterogeneousSwarms(Protocol):
     graph: Any = None
     top_p: float = setting(0.7, ge=0, le=1, doc="nucleus of the DAG decoding draws")
     default_weight: float = setting(0.5, ge=0, le=1, doc="edge weight where the graph names no weight")
-    decode_seed: int = 0
+    decode_seed: int = setting(0, ge=0, doc="seeds the decoded DAG (with the coalition's members)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -63,7 +63,7 @@ class TrainedRouter(Protocol):
     learner: Any = "logistic"
     dev_items: int = setting(50, ge=1, doc="dev items every member answers to train the router")
     dev_split: str = setting("dev", choices=SPLITS, doc="the split the dev items come from")
-    dev_seed: int = 0
+    dev_seed: int = setting(0, ge=0, doc="seeds the members' dev answers the router learns from")
     seat_prior: float | None = setting(None, ge=0, le=1, doc="assumed dev accuracy of a seat answered from "
                                        "outside (none: the frozen members' mean)")
 

@@ -3,7 +3,7 @@ members, then value what they answer. Settings in :mod:`.settings`, one coalitio
 :mod:`.sparta` and :mod:`.finetuning`, valuation with training inside in :class:`TrainedCoalitionGame`."""
 
 from .common import CoalitionTraining
-from .game import TRAINERS, TrainedCoalitionGame, TrainingCost
+from .game import TrainedCoalitionGame, TrainingCost
 from .members import Member, copy_member
 from .settings import (
     CoalitionTrainingSettings,
@@ -13,6 +13,6 @@ from .settings import (
 )
 from .store import TrainedCheckpoints
 
-__all__ = ["CoalitionTraining", "TRAINERS", "TrainedCoalitionGame", "TrainingCost", "Member", "copy_member",
+__all__ = ["CoalitionTraining", "TrainedCoalitionGame", "TrainingCost", "Member", "copy_member",
            "TrainedCheckpoints", "CoalitionTrainingSettings", "SpartaSettings", "MultiagentFinetuningSettings",
            "make_coalition_settings"]

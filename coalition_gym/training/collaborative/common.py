@@ -1,15 +1,39 @@
-"""What both collaborative-training methods share: the result of training one coalition, answering a
-batch of items with one member, and scoring a member on dev."""
+"""What both coalition-training recipes share: what one coalition's training reads from its
+``RecipeContext``, the result of training it, answering a batch of items with one member, and scoring a
+member on dev."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from ...agents.base import derive_seed
+from ...errors import ConfigError
 from ...tasks.base import Task
 from ...types import Ask, Item, Sample, SamplingParams
+from ..recipes import RecipeContext
 from .members import Member
+
+
+@dataclass
+class CoalitionInputs:
+    """One coalition's training inputs, read from a coalition recipe's :class:`RecipeContext`."""
+
+    members: dict[str, Member]
+    task: Task
+    train: list[Item]
+    dev: list[Item]
+    seed: int
+    work_dir: Path
+
+    @classmethod
+    def of(cls, context: RecipeContext, recipe: str) -> "CoalitionInputs":
+        if context.out is None or context.task is None or not context.members:
+            raise ConfigError(f"{recipe} trains a coalition: its RecipeContext needs members, a task and out (the "
+                              "work folder); TrainedCoalitionGame builds one per coalition")
+        return cls(dict(context.members), context.task, list(context.train_items), list(context.dev_items),
+                   int(context.seed), Path(context.out))
 
 
 @dataclass

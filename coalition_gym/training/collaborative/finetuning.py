@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Sequence
 
 from ...agents.base import Generator, stable_hash
@@ -21,8 +20,9 @@ from ...envs.runner import ProgramFailed, episode_seed, run_programs
 from ...envs.system import System
 from ...tasks.base import Task
 from ...types import Ask, Item, Outcome, Sample
-from .common import CoalitionTraining
-from .members import Member, check_trainable
+from ..recipes import RecipeContext
+from .common import CoalitionInputs, CoalitionTraining
+from .members import check_trainable
 from .settings import MultiagentFinetuningSettings
 from .updates import Example, Optimisation, sft_train
 
@@ -61,9 +61,10 @@ def debate_examples(task: Task, outcomes: Sequence[Outcome | ProgramFailed], ite
     return out
 
 
-def train_multiagent_finetuning(settings: MultiagentFinetuningSettings, members: dict[str, Member], task: Task,
-                                train: Sequence[Item], dev: Sequence[Item], seed: int,
-                                work_dir: Path) -> CoalitionTraining:
+def train_multiagent_finetuning(settings: MultiagentFinetuningSettings, context: RecipeContext) -> CoalitionTraining:
+    """The multi-agent finetuning recipe's ``train(settings, context)``: one coalition's training."""
+    given = CoalitionInputs.of(context, "multiagent_finetuning")
+    members, task, train, seed, work_dir = given.members, given.task, given.train, given.seed, given.work_dir
     check_trainable(members, "multiagent_finetuning")
     names = list(members)
     styles = {n: m.style for n, m in members.items()}

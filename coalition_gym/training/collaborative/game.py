@@ -22,14 +22,11 @@ from ...envs.system import System
 from ...errors import ConfigError
 from ...result_files import write_json, write_text
 from ...valuation.game import CoalitionGame
-from ..recipes import RecipeView, get_recipe, recipe_of
+from ..recipes import RecipeContext, get_recipe, recipe_of
 from .common import CoalitionTraining
 from .members import copy_member, fingerprint, frozen_reason
 from .settings import CoalitionTrainingSettings, make_coalition_settings
 from .store import TrainedCheckpoints
-
-#: recipe name -> how it trains one coalition: a view of the coalition recipes, kept for one release
-TRAINERS = RecipeView("coalition", "train")
 
 
 @dataclass
@@ -125,8 +122,9 @@ class TrainedCoalitionGame(CoalitionGame):
         members = {m: copy_member(m, self.pool) for m in self.ordered(coalition)}  # fresh copies of the originals
         work = self.store.work_dir(key)
         start = time.perf_counter()
-        result = self.recipe.train(self.settings, members, self.task, self.train_items, self.dev_items, self.seed,
-                                   work)
+        result = self.recipe.train(self.settings, RecipeContext(
+            out=work, members=members, task=self.task, train_items=self.train_items, dev_items=self.dev_items,
+            seed=self.seed))
         seconds = time.perf_counter() - start
         identities = {m: f"{self.pool.members[m].identity}|{self.recipe.name}:{key}" for m in members}
         self.store.save(key, work, result, identities, seconds)

@@ -66,6 +66,7 @@ def copy_member(name: str, pool: Pool) -> Member:
     """A member ready for training: HF members get a deep copy of their model (the pool's stays as it
     was); others are frozen, with the reason recorded."""
     from ...agents.hf import HFGenerator
+    from ...agents.options import HFOptions
 
     gen = pool.members[name]
     style = pool.styles.get(name, "chat")
@@ -74,21 +75,23 @@ def copy_member(name: str, pool: Pool) -> Member:
         return Member(name, gen, style, frozen_reason=reason)
     hf = _hf_generator(gen)
     model = copy.deepcopy(hf.model)
-    copied = HFGenerator(model, hf.tokenizer, max_batch_size=hf.max_batch_size, max_new_tokens=hf.max_new_tokens,
-                         identity=hf.identity)
+    copied = HFGenerator(model, hf.tokenizer, HFOptions(max_batch_size=hf.max_batch_size,
+                                                        max_new_tokens=hf.max_new_tokens), identity=hf.identity)
     return Member(name, copied, style, model=model, tokenizer=hf.tokenizer)
 
 
 def load_member(name: str, pool: Pool, folder: Path | None, identity: str) -> Member:
     """A trained member back from its saved folder (or the pool's frozen member when it has none)."""
     from ...agents.hf import HFGenerator
+    from ...agents.options import HFOptions
 
     if folder is None:
         return Member(name, pool.members[name], pool.styles.get(name, "chat"), frozen_reason="not trained")
     hf = _hf_generator(pool.members[name])
-    gen = HFGenerator(str(folder), device=hf.device if hf is not None else "auto",
-                      max_batch_size=hf.max_batch_size if hf is not None else 32,
-                      max_new_tokens=hf.max_new_tokens if hf is not None else 512, identity=identity)
+    gen = HFGenerator(str(folder), options=HFOptions(device=hf.device if hf is not None else "auto",
+                                                     max_batch_size=hf.max_batch_size if hf is not None else 32,
+                                                     max_new_tokens=hf.max_new_tokens if hf is not None else 512),
+                      identity=identity)
     return Member(name, gen, pool.styles.get(name, "chat"), model=gen.model, tokenizer=gen.tokenizer)
 
 

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 from typing import Sequence
 
 from ...agents.base import stable_hash
-from ...tasks.base import Task
-from ...types import Item, SamplingParams
-from .common import CoalitionTraining, answer_all, dev_score
+from ...types import SamplingParams
+from ..recipes import RecipeContext
+from .common import CoalitionInputs, CoalitionTraining, answer_all, dev_score
 from .judging import JudgeCounts, Judgement, judge_mode, score_responses
-from .members import Member, check_trainable
+from .members import check_trainable
 from .reputation import Reputations
 from .settings import SpartaSettings
 from .updates import Optimisation, Preference, dpo_train
@@ -44,8 +43,12 @@ def deal_duels(members: Sequence[str], n_prompts: int, reputations: Reputations,
     return duels
 
 
-def train_sparta(settings: SpartaSettings, members: dict[str, Member], task: Task, train: Sequence[Item],
-                 dev: Sequence[Item], seed: int, work_dir: Path) -> CoalitionTraining:
+def train_sparta(settings: SpartaSettings, context: RecipeContext) -> CoalitionTraining:
+    """The Sparta recipe's ``train(settings, context)``: one coalition's training (``context.members`` on
+    ``context.task``'s train items, selected on its dev items, in the work folder ``context.out``)."""
+    given = CoalitionInputs.of(context, "sparta")
+    members, task, train, dev, seed, work_dir = (given.members, given.task, given.train, given.dev, given.seed,
+                                                 given.work_dir)
     check_trainable(members, "sparta")
     names = list(members)
     reps = Reputations(names, settings.initial_k, settings.min_k, settings.decay_rate, settings.decay_steps,

@@ -27,7 +27,7 @@ from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.training.export import export_team, pool_line
 from coalition_gym.training.policy_model import resolve_policy
-from coalition_gym.training.recipes import get_recipe
+from coalition_gym.training.recipes import RecipeContext, get_recipe
 from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan, collect
 from coalition_gym.training.team import TeamConfig, make_team_config
 from coalition_gym.training.team.trainer import comparable_metrics
@@ -112,7 +112,7 @@ def test_shared_base_seats_train_their_own_adapters_on_one_frozen_model(tmp_path
                                               ("debate", "loo")])
 def test_credit_modes_run_end_to_end(tmp_path, protocol, credit):
     cfg = config(protocol=protocol, credit=credit, protocol_settings={"rounds": 2} if protocol == "debate" else {})
-    report = get_recipe("team-crl", "team").train(cfg, tmp_path / "run", None, None)
+    report = get_recipe("team-crl", "team").train(cfg, RecipeContext(tmp_path / "run"))
     run = tmp_path / "run"
     assert json.loads((run / "report.json").read_text()) == json.loads(json.dumps(report))  # strict JSON
     for key in ("before", "after", "last"):

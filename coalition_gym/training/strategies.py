@@ -2,7 +2,7 @@
 trainer's loop (:mod:`.trainer`) calls them with a :class:`~.policy_updates.PolicyUpdates`; a strategy
 never calls back into the trainer. Names and settings classes are bound in :mod:`.builtin_recipes`.
 
-| method | rollouts | reward | update |
+| recipe | rollouts | reward | update |
 |---|---|---|---|
 | crl | the protocol, policy seated with frozen collaborators | system score | clipped PG, group advantages |
 | crl, ``reward="negate"`` | the same | minus the system score | the same; dev selection keeps the lowest score |
@@ -15,7 +15,6 @@ never calls back into the trainer. Names and settings classes are bound in :mod:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
@@ -23,7 +22,6 @@ import numpy as np
 from ..errors import ConfigError
 from .advantages import broadcast, group_advantages, overlong_penalty
 from .config import DAPOIndivConfig, NudgeConfig, PolicyGradientConfig, RAFTConfig, TrainConfig
-from .recipes import RecipeView, get_recipe, make_strategy, register_recipe
 from .rollouts import Rollout
 
 if TYPE_CHECKING:  # the updates need torch; importing the strategies must not
@@ -34,10 +32,10 @@ def _calls_with_tokens(rollouts: Sequence[Rollout]) -> list[Any]:
     return [c for r in rollouts for c in r.calls if c.completion_ids]
 
 
-class Method:
-    #: Only for :func:`register_method` (the old registration, which reads the name here); a recipe
-    #: registered with :func:`register_recipe` is named in that call alone.
-    name: ClassVar[str] = ""
+class Strategy:
+    """A policy recipe's rollouts, reward and update inside the trainer's loop (one per recipe; the
+    recipe's name is in its ``register_recipe`` call alone)."""
+
     trains: ClassVar[bool] = True  # False: evaluated (and, for nudge, selected) without weight updates
 
     def __init__(self, config: TrainConfig):
@@ -49,7 +47,7 @@ class Method:
 
     @property
     def selection_mode(self) -> str:
-        """The mode the method optimises, in which its dev checkpoints are compared."""
+        """The mode the recipe optimises, in which its dev checkpoints are compared."""
         return "solo" if self.solo else "collab"
 
     @property
@@ -70,18 +68,18 @@ class Method:
 
     def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
-        """One update on a step's batch: (metrics, per-rollout advantages or None). Methods that do not
+        """One update on a step's batch: (metrics, per-rollout advantages or None). Strategies that do not
         train (``trains = False``) never get a batch; one that is asked anyway says so."""
-        raise ConfigError(f"training method {self.config.method!r} does not update weights (trains={self.trains}); "
+        raise ConfigError(f"training recipe {self.config.method!r} does not update weights (trains={self.trains}); "
                           "the trainer selects among its candidate prompts instead")
 
     def candidate_prompts(self) -> list[str] | None:
-        """Methods that do not train: the system prompts the trainer scores on dev, keeping the best
+        """Strategies that do not train: the system prompts the trainer scores on dev, keeping the best
         (each written to the metrics); None: the current prompt, evaluated once (Base)."""
         return None
 
 
-class PolicyGradient(Method):
+class PolicyGradient(Strategy):
     """Group-relative advantages, broadcast to every policy call of an execution (uniform credit), and
     the clipped policy gradient normalised over the whole batch."""
 
@@ -117,7 +115,7 @@ class DAPOIndiv(PolicyGradient):
         return rollout.own_score + overlong_penalty(longest, cfg.overlong_limit, cfg.overlong_cache)
 
 
-class RAFT(Method):
+class RAFT(Strategy):
     config: RAFTConfig
 
     def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
@@ -129,7 +127,7 @@ class RAFT(Method):
         return metrics, None
 
 
-class Nudge(Method):
+class Nudge(Strategy):
     """No weight update; the candidate system prompt with the best collaborative dev score."""
 
     trains = False
@@ -139,45 +137,10 @@ class Nudge(Method):
         return list(self.config.nudge_prompts)
 
 
-class Base(Method):
+class Base(Strategy):
     """The untrained policy, evaluated only."""
 
     trains = False
 
 
-#: method name -> its strategy class: a view of the policy recipes (training.recipes), kept for one release
-METHOD_CLASSES = RecipeView("policy", "strategy")
-
-
-def register_method(method_class: type[Method], config_class: type[TrainConfig]) -> None:
-    """The old registration, kept as a thin wrapper of :func:`register_recipe`: a strategy whose ``name``
-    names it (or a registered built-in's strategy) and its settings class. ``cgym train --method NAME``
-    and ``make_config(NAME, ...)`` then accept it in this process."""
-    if not (isinstance(method_class, type) and issubclass(method_class, Method)):
-        raise ConfigError(f"register_method needs a Method subclass with a name, got {method_class!r}")
-    name = method_class.name or next((r.name for r in (get_recipe(n) for n in METHOD_CLASSES)
-                                      if r.strategy is method_class), "")
-    if not name:
-        raise ConfigError(f"register_method needs a Method subclass with a name, got {method_class!r}")
-    if not (isinstance(config_class, type) and issubclass(config_class, TrainConfig)):
-        raise ConfigError(f"register_method needs a TrainConfig subclass, got {config_class!r}")
-    register_recipe(name, config_class, train_policy, strategy=method_class,
-                    description=(method_class.__doc__ or "").strip().split("\n")[0])
-
-
-def train_policy(config: TrainConfig, out: str | Path | None = None, options: Any = None,
-                 base_per_item: dict[str, list[float]] | None = None) -> Any:
-    """Every built-in policy recipe's ``train``: the trainer's run of ``config`` into ``out`` with
-    ``options`` (a ``trainer.RunOptions``), reported against Base's per-item scores when given (see
-    :func:`.trainer.train_policy`)."""
-    from .trainer import train_policy as run
-
-    return run(config, out, options, base_per_item)
-
-
-def make_method(config: TrainConfig) -> Method:
-    return make_strategy(config)
-
-
-__all__ = ["Method", "PolicyGradient", "CRL", "GRPOIndiv", "DAPOIndiv", "RAFT", "Nudge", "Base", "METHOD_CLASSES",
-           "make_method", "register_method", "train_policy"]
+__all__ = ["Strategy", "PolicyGradient", "CRL", "GRPOIndiv", "DAPOIndiv", "RAFT", "Nudge", "Base"]

@@ -1,5 +1,0 @@
-"""Moved to ``coalition_gym.reports.compare`` (old path kept for one release)."""
-
-from .._compat import moved
-
-moved(__name__, "coalition_gym.reports.compare")
