@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from coalition_gym import redaction
+from coalition_gym import result_files
 from coalition_gym.failures import FailureLimit, FailureSummary
 
 
@@ -52,12 +52,12 @@ def test_distinct_errors_are_counted_in_order_and_listed():
 
 def test_redaction_covers_configured_values_escaped_forms_and_bearer_tokens(monkeypatch):
     monkeypatch.setenv("CGYM_TEST_REDACT_KEY", 'sk-"quoted\\key-42')
-    redaction.register_key_variable("CGYM_TEST_REDACT_KEY")
+    result_files.register_key_variable("CGYM_TEST_REDACT_KEY")
     value = 'sk-"quoted\\key-42'
-    assert redaction.redact(f"got {value}!") == "got [REDACTED]!"
-    assert value not in redaction.dumps({"e": f"got {value}"})  # JSON escapes the quote and the backslash
-    assert redaction.redact("Authorization: Bearer abcdef123456") == "Authorization: Bearer [REDACTED]"
-    assert redaction.redact("short abc") == "short abc"
+    assert result_files.redact(f"got {value}!") == "got [REDACTED]!"
+    assert value not in result_files.dumps({"e": f"got {value}"})  # JSON escapes the quote and the backslash
+    assert result_files.redact("Authorization: Bearer abcdef123456") == "Authorization: Bearer [REDACTED]"
+    assert result_files.redact("short abc") == "short abc"
     monkeypatch.setenv("CGYM_TEST_REDACT_KEY", "abc")  # too short to be a key: ordinary text is left alone
-    assert redaction.redact("abc") == "abc"
-    assert redaction.redact_data({"k": ["x Bearer tok123456"]}) == {"k": ["x Bearer [REDACTED]"]}
+    assert result_files.redact("abc") == "abc"
+    assert result_files.redact_data({"k": ["x Bearer tok123456"]}) == {"k": ["x Bearer [REDACTED]"]}
