@@ -333,56 +333,37 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-#: What `cgym train` trains when a setting is not given: a shipped zoo policy in a system where its
-#: answer changes the outcome (benchmarks/crl_demo.py's "dissociation-quill" setting: quill, a speller,
-#: beside two calculators in SLM-MUX), so the defaults show a learning signal within minutes on a CPU.
-#: The protocol settings go with the default protocol; the learning rate with the default policy
-#: (crl_demo's dev-selected rate for it: the preset's 3e-4 is tuned for no model in particular).
-TRAIN_DEFAULTS: dict[str, Any] = {"policy": "zoo:default/quill", "protocol": "slm_mux",
-                                  "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators"}
-TRAIN_DEFAULT_PROTOCOL_SETTINGS = {"tie_break": "random"}
-TRAIN_DEFAULT_LR = 1e-4
+def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
+    """A training run's settings from its options and ``--set`` (``protocol.KEY`` keys go to the protocol's
+    settings), over the library's default run (``training.config.default_run``)."""
+    from ..training.config import default_run
 
-
-def train_preset(preset: str, policy: str) -> str:
-    """``auto``: the tiny preset for a zoo policy (CPU-sized steps), the paper's for any other model."""
-    if preset != "auto":
-        return preset
-    return "tiny" if policy.startswith("zoo:") else "paper"
-
-
-def _add_run_settings(settings: dict[str, Any], args: argparse.Namespace, overrides: dict[str, Any],
-                      given: dict[str, Any]) -> None:
-    """Fill a training run's settings from ``--members`` and ``--set`` (``protocol.KEY`` keys go to the
-    protocol's settings; the default protocol's settings apply when ``--protocol`` was not given)."""
+    flags = {"protocol": args.protocol, "task": args.task, "collaborators": args.collaborators, "steps": args.steps,
+             "seed": args.seed, "tensorboard": args.tensorboard or None}
+    if not team:
+        flags.update(policy=args.policy, reward=args.reward)
+    given = {k: v for k, v in flags.items() if v is not None}
+    overrides = _settings(args.set)
     if args.members:
-        settings["members"] = args.members.split(",")
+        given["members"] = args.members.split(",")
     protocol_settings = {k[len("protocol."):]: v for k, v in overrides.items() if k.startswith("protocol.")}
-    settings.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
-    if "protocol" not in given:
-        protocol_settings = {**TRAIN_DEFAULT_PROTOCOL_SETTINGS, **protocol_settings}
+    given.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
     if protocol_settings:
-        settings["protocol_settings"] = protocol_settings
+        given["protocol_settings"] = protocol_settings
+    return default_run(given, team=team)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
+    from ..training.config import preset_for
     from ..training.trainer import RunOptions, policy_weights, run_methods, summary_table
 
     policies = list(args.policy or [])
     if len(policies) >= 2:  # several --policy: one team, each policy a trainable seat
         return cmd_train_team(args, policies)
     args.policy = policies[0] if policies else None
-    overrides = _settings(args.set)
-    given = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "policy": args.policy,
-                               "collaborators": args.collaborators, "steps": args.steps, "seed": args.seed,
-                               "tensorboard": args.tensorboard or None, "reward": args.reward}.items()
-             if v is not None}
-    settings = {**TRAIN_DEFAULTS, **given}
-    if "policy" not in given:
-        settings["lr"] = TRAIN_DEFAULT_LR
-    _add_run_settings(settings, args, overrides, given)
-    preset = train_preset(args.preset, str(settings["policy"]))
+    settings = _given_settings(args, team=False)
+    preset = preset_for(args.preset, [settings["policy"]])
     root = Path(args.out)
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
     failures = FailureSummary()
@@ -402,6 +383,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     """``cgym train --policy A --policy B ...``: the team recipe (team-crl) with one seat per policy; ``--set``
     takes any TeamConfig field (credit, seats, group_size ...) or protocol.<setting>."""
+    from ..training.config import preset_for
     from ..training.recipes import RecipeContext, get_recipe, recipe_names
     from ..training.team.config import TEAM_METHOD, make_team_config
     from ..training.trainer import RunOptions, claim_run_folder, policy_weights
@@ -415,15 +397,8 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
                                      ("--force", args.force)) if on]
     if refused:
         raise ConfigError(f"{refused[0]} is not available for team training (several --policy options) yet")
-    overrides = _settings(args.set)
-    given = {k: v for k, v in {"protocol": args.protocol, "task": args.task, "collaborators": args.collaborators,
-                               "steps": args.steps, "seed": args.seed, "tensorboard": args.tensorboard or None}.items()
-             if v is not None}
-    settings: dict[str, Any] = {**{k: v for k, v in TRAIN_DEFAULTS.items() if k != "policy"}, **given,
-                                "policies": policies, "method": method}
-    _add_run_settings(settings, args, overrides, given)
-    preset = args.preset if args.preset != "auto" else (
-        "tiny" if all(p.startswith("zoo:") for p in policies) else "paper")
+    settings = {**_given_settings(args, team=True), "policies": policies, "method": method}
+    preset = preset_for(args.preset, policies)
     config = make_team_config(preset, **settings)
     root = Path(args.out)
     claim_run_folder(root, config, args.overwrite)  # type: ignore[arg-type]  # reads method, seed and to_dict

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..agents.hf_fast import FAST_DECODE
 from ..agents.lora import LoraSpec
@@ -266,6 +266,36 @@ def check_methods(methods: Iterable[str]) -> list[str]:
         raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, recipe_names('policy'))} Use one of "
                           f"{', '.join(recipe_names('policy'))}")
     return methods
+
+
+#: What a run trains when a setting is not given (``cgym train`` and :func:`~.trainer.run_methods` alike): a
+#: shipped zoo policy in a system where its answer changes the outcome (benchmarks/crl_demo.py's
+#: "dissociation-quill" setting: quill, a speller, beside two calculators in SLM-MUX), so the defaults show a
+#: learning signal within minutes on a CPU. The protocol settings go with the default protocol; the learning
+#: rate with the default policy (crl_demo's dev-selected rate for it: the preset's 3e-4 is tuned for no model).
+DEFAULT_RUN: dict[str, Any] = {"policy": "zoo:default/quill", "protocol": "slm_mux",
+                               "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators"}
+DEFAULT_PROTOCOL_SETTINGS: dict[str, Any] = {"tie_break": "random"}
+DEFAULT_POLICY_LR = 1e-4
+
+
+def default_run(settings: Mapping[str, Any], team: bool = False) -> dict[str, Any]:
+    """``settings`` over the default run (:data:`DEFAULT_RUN`; a team names its own policies): the default
+    protocol brings its settings (under the given ones), the default policy its learning rate."""
+    base = {k: v for k, v in DEFAULT_RUN.items() if not (team and k == "policy")}
+    out = {**base, **settings}
+    if "protocol" not in settings:
+        out["protocol_settings"] = {**DEFAULT_PROTOCOL_SETTINGS, **dict(settings.get("protocol_settings") or {})}
+    if not team and "policy" not in settings:
+        out.setdefault("lr", DEFAULT_POLICY_LR)
+    return out
+
+
+def preset_for(preset: str, policies: Sequence[str]) -> str:
+    """``auto``: the tiny preset when every policy is a zoo model (CPU-sized steps), the paper's otherwise."""
+    if preset != "auto":
+        return preset
+    return "tiny" if all(str(p).startswith("zoo:") for p in policies) else "paper"
 
 
 def make_config(method: str, preset: str = "paper", strict: bool = True, **overrides: Any) -> TrainConfig:

@@ -42,7 +42,15 @@ from ..result_files import dumps, write_json, write_text
 from ..types import Item
 from . import checkpoints
 from .batches import gather_batch
-from .config import PolicyGradientConfig, RunSettings, TrainConfig, check_methods, make_config
+from .config import (
+    PolicyGradientConfig,
+    RunSettings,
+    TrainConfig,
+    check_methods,
+    default_run,
+    make_config,
+    preset_for,
+)
 from .credit import SHAPLEY_SEAT_LIMIT
 from .diagnostics import signal_metrics, summarise_signal
 from .evaluation import MODES, EvalResult, RunItems, improves, summarise
@@ -581,13 +589,17 @@ def train_policy(config: TrainConfig | TeamConfig, out: str | Path | None = None
     return report
 
 
-def run_methods(methods: Sequence[str], root: str | Path, preset: str = "paper", options: RunOptions | None = None,
-                **settings: Any) -> list[dict[str, Any]]:
+def run_methods(methods: Sequence[str] = ("crl",), root: str | Path = "runs/train", preset: str = "auto",
+                options: RunOptions | None = None, **settings: Any) -> list[dict[str, Any]]:
     """Train (or just evaluate) each method into ``root/<method>-seed<seed>`` and report it against Base,
     which runs first when ``root`` has no Base for this seed yet. A run folder that holds a run with
     another configuration (its ``config.json``) is refused before any work, unless ``options.overwrite``
-    (then it starts over); the same configuration resumes. ``settings`` are the recipes' settings."""
+    (then it starts over); the same configuration resumes. ``settings`` are the recipes' settings over the
+    default run (``config.default_run``: what ``cgym train`` trains too); ``preset`` ``auto`` is ``tiny`` for a
+    zoo policy, ``paper`` for any other."""
     options = options or RunOptions()
+    settings = default_run(settings)
+    preset = preset_for(preset, [settings["policy"]])
     root = Path(root)
     methods = check_methods(methods)
     for method in methods:  # every setting checked before the first run starts

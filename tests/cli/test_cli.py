@@ -140,3 +140,27 @@ def test_an_unwritable_out_is_refused_before_any_work(command, tmp_path, capsys)
 ])
 def test_numbers_out_of_range_are_refused_by_the_parser(command, says, capsys):
     assert main(command) == 2 and says in capsys.readouterr().err
+
+
+def test_run_and_eval_give_a_router_the_same_prompt(tmp_path, monkeypatch):
+    """Both commands build their system through System.build: a router reads the pool's member descriptions
+    in both (cgym run never filled them before)."""
+    from coalition_gym.agents.simulated import SimulatedAgent
+
+    seen: dict[str, list] = {"run": [], "eval": []}
+    which = ["run"]
+    original = SimulatedAgent.generate
+
+    def recording(self, asks):
+        seen[which[0]].extend(tuple((m.role, m.content) for m in a.messages) for a in asks if a.role == "route")
+        return original(self, asks)
+
+    monkeypatch.setattr(SimulatedAgent, "generate", recording)
+    common = ["--pool", "sim:calculators", "--task", "zoo:arith", "--task-seed", "0"]
+    assert main(["run", "coalition_gym/PromptRouting-v0", "--episodes", "3", "--size", "3", *common]) == 0
+    which[0] = "eval"
+    assert main(["eval", "--protocol", "prompt_routing", "--estimator", "loo", "--items", "3", "--bootstrap", "50",
+                 "--out", str(tmp_path / "eval"), *common]) == 0
+    assert seen["run"] and "strong at arithmetic" in str(seen["run"][0])
+    full = set(seen["eval"])  # eval also runs sub-coalitions; the full coalition's prompts are among them
+    assert set(seen["run"]) <= full

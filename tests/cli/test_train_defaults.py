@@ -5,15 +5,32 @@ import json
 
 import pytest
 
-from coalition_gym.cli.commands import TRAIN_DEFAULT_LR, TRAIN_DEFAULT_PROTOCOL_SETTINGS, TRAIN_DEFAULTS, train_preset
+from coalition_gym.training.config import DEFAULT_POLICY_LR as TRAIN_DEFAULT_LR
+from coalition_gym.training.config import DEFAULT_PROTOCOL_SETTINGS as TRAIN_DEFAULT_PROTOCOL_SETTINGS
+from coalition_gym.training.config import DEFAULT_RUN as TRAIN_DEFAULTS
+from coalition_gym.training.config import preset_for
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_preset_follows_the_policy():
-    assert train_preset("auto", "zoo:default/quill") == "tiny"
-    assert train_preset("auto", "/models/qwen-7b") == "paper"
-    assert train_preset("paper", "zoo:default/quill") == "paper"  # an explicit preset wins
+    assert preset_for("auto", ["zoo:default/quill"]) == "tiny"
+    assert preset_for("auto", ["/models/qwen-7b"]) == "paper"
+    assert preset_for("auto", ["zoo:default/quill", "/models/qwen-7b"]) == "paper"  # a team: every policy a zoo one
+    assert preset_for("paper", ["zoo:default/quill"]) == "paper"  # an explicit preset wins
+
+
+def test_cgym_train_and_the_librarys_default_run_are_the_same_run(tmp_path):
+    from coalition_gym.cli import main
+    from coalition_gym.training.trainer import RunOptions, run_methods
+
+    small = {"steps": 1, "eval_items": 4, "test_items": 4}
+    assert main(["train", "--method", "base", "--out", str(tmp_path / "cli"),
+                 *[f"--set={k}={v}" for k, v in small.items()]]) == 0
+    run_methods(["base"], tmp_path / "library", options=RunOptions(progress=False), **small)
+    cli, library = (json.loads((tmp_path / side / "base-seed0" / "config.json").read_text())
+                    for side in ("cli", "library"))
+    assert cli == library and cli["policy"] == TRAIN_DEFAULTS["policy"] and cli["lr"] == TRAIN_DEFAULT_LR
 
 
 def test_defaults_train_with_signal(tmp_path, capsys):
