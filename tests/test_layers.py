@@ -115,11 +115,11 @@ def test_the_version_is_a_leaf_and_matches_the_distribution():
     assert tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["version"] == __version__
 
 
-def _runtime_imports(path: Path, module: str, modules: set[str]) -> set[str]:
+def _runtime_imports(path: Path, module: str, modules: set[str], type_only: bool = False) -> set[str]:
     """The package modules ``path`` imports at run time, lazy imports included and ``if TYPE_CHECKING:``
-    blocks excluded; ``from pkg import name`` counts ``pkg.name`` when that is a module."""
+    blocks excluded unless ``type_only``; ``from pkg import name`` counts ``pkg.name`` when that is a module."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_only(tree)
+    skip = set() if type_only else _type_checking_only(tree)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -146,13 +146,18 @@ def _runtime_imports(path: Path, module: str, modules: set[str]) -> set[str]:
     return resolved
 
 
-def import_cycles() -> list[list[str]]:
-    """Strongly connected groups of package modules in the run-time import graph (lazy imports too)."""
+def import_graph(type_only: bool = False) -> dict[str, set[str]]:
+    """module -> the package modules it imports (lazy imports too; ``if TYPE_CHECKING:`` ones when ``type_only``)."""
     paths = {}
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {m: _runtime_imports(p, m, set(paths)) for m, p in paths.items()}
+    return {m: _runtime_imports(p, m, set(paths), type_only) for m, p in paths.items()}
+
+
+def import_cycles() -> list[list[str]]:
+    """Strongly connected groups of package modules in the run-time import graph (lazy imports too)."""
+    graph = import_graph()
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -188,6 +193,12 @@ def test_no_import_cycle_between_modules_lazy_imports_included():
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 5000))
     assert import_cycles() == []
+
+
+def test_no_two_modules_import_each_other_type_only_imports_included():
+    graph = import_graph(type_only=True)
+    mutual = sorted({tuple(sorted((a, b))) for a, targets in graph.items() for b in targets if a in graph.get(b, ())})
+    assert mutual == []
 
 
 def test_every_module_has_a_layer():

@@ -28,10 +28,11 @@ import hashlib
 import json
 import os
 import tempfile
+import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..agents.base import Generator, derive_seed
 from ..agents.cache import CachedGenerator, GenerationCache
@@ -40,8 +41,18 @@ from ..tasks.base import Task
 from ..types import Ask, Item, Sample, SamplingParams
 from .dispatch import dispatch
 
-if TYPE_CHECKING:  # the System measures its dev scores here
-    from .system import System
+
+class SystemParts(typing.Protocol):
+    """What measuring reads of a System (a structural type: this module sits below the System)."""
+
+    @property
+    def protocol(self) -> Any: ...
+    @property
+    def task(self) -> Any: ...
+    @property
+    def pool(self) -> Any: ...
+    @property
+    def styles(self) -> Mapping[str, str]: ...
 
 #: Dev items measured per member by default (fewer when the task's dev split is smaller).
 DEFAULT_DEV_ITEMS = 200
@@ -264,7 +275,7 @@ def measure_dev_scores(task: Task, backends: Mapping[str, Generator], members: S
                      generated=generated)
 
 
-def dev_scores_for(system: "System", members: Sequence[str] | None = None, *,
+def dev_scores_for(system: SystemParts, members: Sequence[str] | None = None, *,
                    backends: Mapping[str, Generator] | None = None,
                    cache: "GenerationCache | str | os.PathLike | None" = None,
                    n_items: int = DEFAULT_DEV_ITEMS, split: str = "dev") -> DevScores:
