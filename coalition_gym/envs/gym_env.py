@@ -31,7 +31,7 @@ from ..tasks.base import check_style
 from ..types import Ask, Sample
 from .protocols import EpisodeContext, make_protocol
 from .runner import RunStats
-from .seated import SeatedEpisode, final_info, messages_info, own_answer
+from .seated import SeatedEpisode, final_infos, messages_info
 from .spaces import UnicodeText
 from .system import System, SystemSpec, seated_system, system_source
 
@@ -101,9 +101,8 @@ class CollaborationEnv(gym.Env[str, str]):
             return obs, 0.0, False, False, info
         self._finished = True
         assert self._ctx is not None  # set by reset, with the episode
-        info = final_info(self.system, self._ctx, self._episode)
-        info["policy_answer"], info["policy_score"] = own_answer(self.system, self._ctx, self._episode,
-                                                                 self.policy_name)
+        info = final_infos(self.system, [(self._ctx, self._episode)], [self.policy_name])[0]
+        info["policy_answer"], info["policy_score"] = info.pop("own")[self.policy_name]
         self._last_obs = ""
         if self.render_mode == "human":
             self.render()

@@ -22,7 +22,7 @@ from ..types import Sample
 from .protocols import EpisodeContext
 from .registration import protocol_of
 from .runner import RunStats
-from .seated import SeatedEpisode, final_info, messages_info, own_answer
+from .seated import SeatedEpisode, final_infos, messages_info
 from .spaces import UnicodeText
 from .system import System, SystemSpec, system_source
 
@@ -100,15 +100,14 @@ class CollaborationParallelEnv(ParallelEnv):
                 break
         live = list(self.agents)
         if self._episode.done:
-            info = final_info(self.system, self._ctx, self._episode)  # type: ignore[arg-type]
+            # each agent's own answer next to the system's, all scored in one batch
+            info = final_infos(self.system, [(self._ctx, self._episode)], live)[0]  # type: ignore[list-item]
+            own = info.pop("own")
             reward = float(info["system_score"])
             self.agents = []
             self._last = {}
             observations = {a: "" for a in live}
-            infos = {}
-            for agent in live:  # each agent's own answer next to the system's
-                own, own_score = own_answer(self.system, self._ctx, self._episode, agent)  # type: ignore[arg-type]
-                infos[agent] = {**info, "own_answer": own, "own_score": own_score}
+            infos = {agent: {**info, "own_answer": own[agent][0], "own_score": own[agent][1]} for agent in live}
             return (observations, {a: reward for a in live}, {a: True for a in live},
                     {a: False for a in live}, infos)
         observations, infos = self._observe()

@@ -143,24 +143,45 @@ def own_answer_of(task: Any, item: Any, replies: Iterable[tuple[str, int, str]])
     return majority_of([task.extract(text, item) for round_, text in own if round_ == last])[0]
 
 
-def seat_answer(task: Any, item: Any, seat_calls: Sequence[tuple[Ask, Sample]]) -> tuple[str | None, float]:
-    """A seat's own answer (:func:`own_answer_of`) and its score."""
-    answer = own_answer_of(task, item, [(a.role, a.round, s.text) for a, s in seat_calls])
-    return answer, (task.score_batch([answer], [item])[0].score if answer is not None else 0.0)
-
-
-def own_answer(system: Any, ctx: EpisodeContext, episode: SeatedEpisode, seat: str) -> tuple[str | None, float]:
-    """What ``seat`` itself answered in this episode, and its score."""
-    return seat_answer(system.task, ctx.item, [(a, s) for a, s in episode.seat_calls if a.member == seat])
-
-
 def final_info(system: Any, ctx: EpisodeContext, episode: SeatedEpisode) -> dict[str, Any]:
-    outcome = episode.outcome
-    result = score_outcome(system.task, ctx.item, ctx.members, ctx.seed, outcome)  # type: ignore[arg-type]
-    info: dict[str, Any] = {"item_id": ctx.item.id, "system_answer": result.answer,
-                            "system_score": result.score, "parsed": result.parsed,
-                            "transcript": [], "error": result.error, "cost": episode.cost.as_dict()}
-    if not isinstance(outcome, ProgramFailed) and outcome is not None:
-        info["transcript"] = [t.to_dict() for t in outcome.transcript]
-        info["details"] = dict(outcome.details)
-    return info
+    """A finished episode's info: the system's answer and score, transcript, error and cost."""
+    return final_infos(system, [(ctx, episode)])[0]
+
+
+def final_infos(system: Any, finished: Sequence[tuple[EpisodeContext, SeatedEpisode]],
+                seats: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Each finished episode's info (see :func:`final_info`), with ``info["own"][seat]`` = (answer, score) for
+    every seat in ``seats``: the system's answers and the seats' own answers of all the episodes are scored in
+    one ``task.score_batch`` call (execution-based tasks run them together)."""
+    task = system.task
+    owns = [{seat: own_answer_of(task, ctx.item, [(a.role, a.round, s.text) for a, s in episode.seat_calls
+                                                  if a.member == seat]) for seat in seats}
+            for ctx, episode in finished]
+    answers: list[Any] = []
+    items: list[Any] = []
+    for (ctx, episode), own in zip(finished, owns):
+        if not isinstance(episode.outcome, ProgramFailed):  # a failed program scores 0 unscored
+            answers.append(episode.outcome.answer)  # type: ignore[union-attr]
+            items.append(ctx.item)
+        for answer in own.values():
+            if answer is not None:
+                answers.append(answer)
+                items.append(ctx.item)
+    scores = iter([r.score for r in task.score_batch(answers, items)] if answers else [])
+    infos = []
+    for (ctx, episode), own in zip(finished, owns):
+        outcome = episode.outcome
+        failed = isinstance(outcome, ProgramFailed)
+        result = score_outcome(task, ctx.item, ctx.members, ctx.seed, outcome,  # type: ignore[arg-type]
+                               None if failed else next(scores))
+        info: dict[str, Any] = {"item_id": ctx.item.id, "system_answer": result.answer,
+                                "system_score": result.score, "parsed": result.parsed,
+                                "transcript": [], "error": result.error, "cost": episode.cost.as_dict()}
+        if not failed:
+            info["transcript"] = [t.to_dict() for t in outcome.transcript]  # type: ignore[union-attr]
+            info["details"] = dict(outcome.details)  # type: ignore[union-attr]
+        if seats:
+            info["own"] = {seat: (answer, next(scores) if answer is not None else 0.0)
+                           for seat, answer in own.items()}
+        infos.append(info)
+    return infos

@@ -22,7 +22,7 @@ from ..errors import ActionError, ConfigError
 from ..types import Sample
 from .gym_env import CollaborationEnv
 from .protocols import EpisodeContext
-from .seated import SeatedEpisode, drive, final_info, own_answer
+from .seated import SeatedEpisode, drive, final_infos
 from .spaces import UnicodeText
 
 
@@ -66,13 +66,14 @@ class CollaborationVectorEnv(VectorEnv):
                  ) -> tuple[tuple[str, ...], dict[str, Any]]:
         observations = [""] * self.num_envs
         infos: dict[str, Any] = {}
+        policy = self.template.policy_name
+        ending = [i for i in indices if self._episodes[i].done and not self._needs_reset[i]]  # type: ignore[union-attr]
+        finished: list[Any] = [(self._contexts[i], self._episodes[i]) for i in ending]
+        finals = dict(zip(ending, final_infos(self.template.system, finished, [policy])))
         for i in range(self.num_envs):
-            episode = self._episodes[i]
-            assert episode is not None
-            if i in indices and episode.done and not self._needs_reset[i]:
-                info = final_info(self.template.system, self._contexts[i], episode)  # type: ignore[arg-type]
-                info["policy_answer"], info["policy_score"] = own_answer(
-                    self.template.system, self._contexts[i], episode, self.template.policy_name)  # type: ignore[arg-type]
+            if i in finals:  # every ending episode's answers were scored in one batch
+                info = finals[i]
+                info["policy_answer"], info["policy_score"] = info.pop("own")[policy]
                 info.pop("transcript", None)  # kept out of the batched info: arrays of lists are unwieldy
                 info.pop("details", None)
                 rewards[i], terminated[i] = info["system_score"], True

@@ -76,3 +76,28 @@ def test_bad_input():
         env.step(("a", 3))
     with pytest.raises(ConfigError):
         CollaborationVectorEnv(num_envs=0)
+
+
+def test_ending_sub_episodes_are_scored_in_one_batch():
+    """Every sub-episode that ends in a step has its system answer and the policy's own answer scored in one
+    task.score_batch call (execution-based tasks run them together), with the same scores as one at a time."""
+    env = CollaborationVectorEnv(num_envs=4, protocol="majority_vote", task_kwargs={"size": 20})
+    task = env.template.system.task
+    batches = []
+    original = type(task).score_batch
+
+    def counting(self, answers, items):
+        batches.append(len(answers))
+        return original(self, answers, items)
+
+    env.reset(seed=0)
+    type(task).score_batch = counting
+    try:
+        _, rewards, terminated, _, infos = env.step(tuple("Answer: 1" for _ in range(4)))
+    finally:
+        type(task).score_batch = original
+    assert terminated.all() and batches == [8]  # 4 system answers + 4 own answers, one call
+    for i in range(4):
+        item = env.template.system.item(infos["item_id"][i])
+        alone = original(task, ["1"], [item])[0].score
+        assert infos["policy_score"][i] == alone
