@@ -159,8 +159,8 @@ def _open_cache(folder: str | None, pool_name: str):
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..agents.pools import load_pool
     from ..envs.executors import make_executor
-    from ..envs.protocols import make_protocol
-    from ..envs.system import System, SystemSpec
+    from ..envs.system import SystemSpec
+    from ..reports.games import GameOptions, coalition_game, trains_coalitions
     from ..reports.leaderboard import (
         EvalOptions,
         evaluate,
@@ -171,40 +171,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
         write_report,
     )
     from ..reports.tables import FIELDS, correlation_sentence
-    from ..tasks import make as make_task
-    from ..training.collaborative import TrainedCoalitionGame, make_coalition_settings
+    from ..training.collaborative import TrainedCoalitionGame
     from ..training.recipes import recipe_names
-    from ..valuation.game import CoalitionGame
     from ..valuation.sampling import check_sampler
 
     estimators = parse_estimators(args.estimator)
     check_sampler(args.sampler)
-    # a coalition-training recipe (sparta, ...) trains every coalition, then its evaluation protocol values it
-    trained = make_coalition_settings(args.protocol, **_settings(args.set)) \
-        if args.protocol in recipe_names("coalition") else None
-    protocol = trained.evaluation if trained is not None else make_protocol(args.protocol, **_settings(args.set))
-    if args.save_trained and trained is None:
+    if args.save_trained and not trains_coalitions(args.protocol):
         raise ConfigError(f"--save-trained keeps members trained by a coalition-training recipe "
-                          f"({', '.join(recipe_names('coalition'))}); {protocol.name!r} trains nothing")
-    task = make_task(args.task, size=args.items, seed=args.task_seed)
+                          f"({', '.join(recipe_names('coalition'))}); {args.protocol!r} trains nothing")
     pool = load_pool(args.pool)
     members = args.members.split(",") if args.members else pool.member_names
     if args.best_team is not None and args.best_team > len(members):
         raise ConfigError(f"--best-team {args.best_team}: a team has at most {len(members)} members (the pool's "
                           f"{', '.join(members)})")
+    spec = SystemSpec(args.protocol, args.task, pool, members, args.split, {"size": args.items, "seed": args.task_seed},
+                      _settings(args.set), n_items=args.items)
     cache = _open_cache(args.cache, pool.name)
     mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget, "budget_generations": args.mc_budget_generations,
           "sampler": args.sampler}
     executor = make_executor(args.executor, address=args.address, num_cpus=args.num_cpus)
     try:
-        system = System.build(SystemSpec(protocol, task, pool, members, args.split, n_items=args.items), cache=cache)
-        options = {"seed": args.seed, "progress": True, "executor": executor, "record_text": not args.no_text}
-        game: CoalitionGame
-        if trained is not None:
-            game = TrainedCoalitionGame(trained, system, train_dir=Path(args.cache) / "trained" if args.cache else None,
-                                        **options)
-        else:
-            game = CoalitionGame(system, **options)
+        game = coalition_game(spec, GameOptions(seed=args.seed, progress=True, record_text=not args.no_text,
+                                                train_dir=Path(args.cache) / "trained" if args.cache else None),
+                              cache=cache, executor=executor)
         report = evaluate(game, estimators, EvalOptions(n_boot=args.bootstrap, mc=mc, requested=args.estimator,
                                                         split=args.split, best_team=args.best_team),
                           record=args.record)
@@ -214,6 +204,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     finally:
         cache.close()
         executor.close()
+    task = game.task
     print(f"{game.protocol_name} on {task.name} ({game.n_items} items), pool {pool.name}: full coalition "
           f"{game.value(game.players):.3f}; {game.coalitions_evaluated} coalitions, {game.generations} generations, "
           f"{game.cache_hits} cache hits")
