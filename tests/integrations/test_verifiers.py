@@ -20,6 +20,7 @@ import pytest
 
 vf = pytest.importorskip("verifiers.v1", reason="verifiers (the serve extra) is not installed")
 
+from coalition_gym.agents.base import Generator  # noqa: E402
 from coalition_gym.agents.zoo import shipped  # noqa: E402
 from coalition_gym.envs.system import SystemSpec  # noqa: E402
 from coalition_gym.errors import ConfigError, UnknownNameError  # noqa: E402
@@ -31,7 +32,7 @@ from coalition_gym.integrations.verifiers import (  # noqa: E402
 )
 from coalition_gym.tasks import TASKS, register_task  # noqa: E402
 from coalition_gym.tasks.base import Task  # noqa: E402
-from coalition_gym.types import Item  # noqa: E402
+from coalition_gym.types import Item, Sample  # noqa: E402
 
 FROZEN = ("polymath", "quill")
 SEAT_MODEL = "abacus"
@@ -200,6 +201,50 @@ def test_a_seat_service_episode_is_the_gym_env_episode():
             obs, reward, done, _, info = env.step(reply)
         assert done and service.scores(run).reward == reward
         assert service.scores(run).policy_score == info["policy_score"]
+
+
+class _Says(Generator):
+    """A policy that always replies the same text."""
+
+    identity = "says"
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def generate(self, asks):
+        return [Sample(text=self.text) for _ in asks]
+
+
+@pytest.mark.parametrize("protocol, settings", [("majority_vote", {}), ("debate", {"rounds": 2})])
+def test_rewards_and_leave_one_out_credit_are_the_coalition_games(protocol, settings):
+    """The reward is v(full coalition) and each reported credit is v(full) - v(full without the member), per
+    item, of the CoalitionGame (the valuation `cgym eval` runs) with the same replies in the seat."""
+    from coalition_gym.agents.pools import Pool, load_pool
+    from coalition_gym.envs.system import System
+    from coalition_gym.valuation.game import CoalitionGame
+
+    reply = "Let me see.\nAnswer: 4"
+    pool = load_pool("sim:independent")
+    spec = SystemSpec(protocol, "rg/basic_arithmetic", pool, split="test", n_items=6, protocol_settings=settings)
+    service = SeatService(spec, seed=5)
+    with_policy = Pool(members={**pool.members, "policy": _Says(reply)}, helpers=pool.helpers,
+                       styles={**pool.styles, "policy": "chat"}, name="with-policy")
+    game = CoalitionGame(System.build(SystemSpec(protocol, "rg/basic_arithmetic", with_policy, split="test",
+                                                 n_items=6, protocol_settings=settings)), seed=5)
+    players = frozenset(game.players)
+    credited = set()
+    for k, item in enumerate(service.items):
+        run = service.start(item.id)
+        while not run.done:
+            service.answer(run, reply)
+        scores = service.scores(run)
+        assert scores.reward == game.per_item(players)[k]
+        for member, credit in scores.credit.items():
+            assert credit == pytest.approx(game.per_item(players)[k] - game.per_item(players - {member})[k])
+        credited |= set(scores.credit)
+    assert "policy" in credited
+    if protocol == "majority_vote":  # one-shot: every member's credit can be replayed
+        assert credited == players
 
 
 # -- bad inputs ---------------------------------------------------------------------------------------------
