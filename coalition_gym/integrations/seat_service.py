@@ -12,10 +12,11 @@ the run seed and the item, never on the coalition or on what the policy writes, 
 seat the scores are those of ``cgym run``/``cgym eval`` on the same items and seed.
 
 Leave-one-out credit of member ``m`` is the system score minus that of the coalition without ``m`` on the same
-item and seed. Without the policy the frozen members play alone (their generations are shared through the
-system's generation cache). Without a frozen member the policy's recorded replies are replayed: when the smaller
-coalition would ask the policy something it was not asked (a debate's peers changed), that member's credit is
-not reported, and neither is any member's whose removal leaves fewer members than the protocol needs.
+item and seed. Without the policy the frozen members play alone (computed once per item and seed; generations
+the episode already made are reused through its generation cache). Without a frozen member the policy's
+recorded replies are replayed: when the smaller coalition would ask the policy something it was not asked (a
+debate's peers changed), that member's credit is not reported, and neither is any member's whose removal leaves
+fewer members than the protocol needs.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class SeatEpisode:
     item: Item
     seed: int
     episode: SeatedEpisode
+    backends: Mapping[str, Generator]  # the frozen members and helpers, behind the episode's generation cache
 
     @property
     def done(self) -> bool:
@@ -108,7 +110,6 @@ class SeatService:
             raise ConfigError("the system has no items: give it a split (split='train' or 'test')")
         self.system.prepare()
         self.policy_name, self.policy_style, self.seed, self.credit = policy_name, policy_style, seed, credit
-        self.backends = wrap_with_cache(self.system.backends, self.system.cache or GenerationCache(None))
         self._lock = threading.Lock()
         self._without_policy: dict[tuple[str, int], float] = {}
 
@@ -132,9 +133,12 @@ class SeatService:
         """Start the episode on ``item_id`` and run the frozen members until the policy is asked (or the end)."""
         item = self.system.item(item_id)
         seed = self.episode_seed(item)
+        # the system's cache when it has one; else one per episode, which its leave-one-out runs share (a cache
+        # kept across a training run's episodes would only grow: later rounds see the policy's new replies)
+        backends = wrap_with_cache(self.system.backends, self.system.cache or GenerationCache(None))
         with self._lock:
-            episode = SeatedEpisode(self.system.start(item, seed), [self.policy_name], self.backends)
-        return SeatEpisode(item, seed, episode)
+            episode = SeatedEpisode(self.system.start(item, seed), [self.policy_name], backends)
+        return SeatEpisode(item, seed, episode, backends)
 
     def pending(self, run: SeatEpisode) -> Ask | None:
         """What the policy is asked now (its item is the policy's view), or None when it is not asked."""
@@ -183,7 +187,7 @@ class SeatService:
         if without_policy and key in self._without_policy:
             return self._without_policy[key]
         replay = _Replay(calls)
-        backends = dict(self.backends) if without_policy else {**self.backends, self.policy_name: replay}
+        backends = dict(run.backends) if without_policy else {**run.backends, self.policy_name: replay}
         ctx = self.system.context(run.item, run.seed, members)
         with self._lock:
             outcome = run_programs([self.system.protocol.start(ctx)], backends)[0]
