@@ -139,6 +139,21 @@ def test_vf_eval_rewards_are_the_in_process_system_scores(served, tmp_path):
     assert all('"gold"' not in p.read_text() for p in written)
 
 
+def test_vf_eval_finds_the_environment_by_its_plugin_id(tmp_path):
+    """`vf-eval coalition-gym-verifiers --env.taskset.*` resolves to this environment's config (a dry run: the
+    config is narrowed through the plugin, nothing is evaluated)."""
+    exe = Path(sys.executable).with_name("vf-eval")
+    out = subprocess.run([str(exe), "coalition-gym-verifiers", "-m", "some-model", "-n", "2", "--no-push",
+                          "--env.taskset.env-id", "coalition_gym/MajorityVote-v0", "--env.taskset.pool", "sim:demo",
+                          "--env.taskset.settings", '{"tie_break": "first"}', "--dry-run"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (resolved,) = tmp_path.rglob("resolved/eval.json")
+    env = json.loads(resolved.read_text())["env"]
+    assert env["taskset"]["id"] == "coalition-gym-verifiers" and env["taskset"]["pool"] == "sim:demo"
+    assert env["taskset"]["settings"] == {"tie_break": "first"} and env["policy"]["runtime"]["type"] == "subprocess"
+
+
 # -- the policy's view -----------------------------------------------------------------------------------
 
 GOLD, META = "GOLD-SENTINEL-7731", "META-SENTINEL-5523"
