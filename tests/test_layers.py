@@ -30,6 +30,7 @@ LAYERS = [
     {"valuation"},
     {"training", "testing"},
     {"reports"},
+    {"integrations"},  # environments as services (OpenEnv server, verifiers): above reports, below the CLI
     {"demo"},
     {"cli"},
 ]

@@ -1,0 +1,1 @@
+"""Environments as services: the integration layer above the envs (an OpenEnv server, a verifiers environment)."""
