@@ -29,7 +29,7 @@ from ..agents.base import Generator
 from ..agents.cache import GenerationCache
 from ..envs.executors import wrap_with_cache
 from ..envs.runner import episode_seed, run_programs, score_outcomes
-from ..envs.seated import SeatedEpisode, seat_answer
+from ..envs.seated import SeatedEpisode, final_infos
 from ..envs.system import System, SystemSpec, seated_system
 from ..errors import BackendError, ConfigError, EpisodeStateError
 from ..tasks.base import check_style
@@ -161,11 +161,11 @@ class SeatService:
         if not run.done:
             raise EpisodeStateError("the episode has not ended: answer the policy's pending Ask first")
         ctx = self.system.context(run.item, run.seed)
-        result = score_outcomes(self.system.task, [ctx], [run.episode.outcome])[0]  # type: ignore[list-item]
+        info = final_infos(self.system, [(ctx, run.episode)], [self.policy_name])[0]  # one scoring call
         calls = [(a, s) for a, s in run.episode.seat_calls if a.member == self.policy_name]
-        _, own = seat_answer(self.system.task, run.item, calls)
-        credit = self._credits(run, calls, result.score) if self.credit else {}
-        return SeatScores(result.score, own, credit, result.parsed, result.error)
+        credit = self._credits(run, calls, info["system_score"]) if self.credit else {}
+        return SeatScores(info["system_score"], info["own"][self.policy_name][1], credit, info["parsed"],
+                          info["error"])
 
     # -- leave-one-out ------------------------------------------------------------------------------------
     def _credits(self, run: SeatEpisode, calls: Sequence[tuple[Ask, Sample]], full: float) -> dict[str, float]:

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import shutil
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from servers import transformers_serve
 
 from coalition_gym.agents.openai_api import OpenAIGenerator, retry_after_seconds
 from coalition_gym.agents.options import HFOptions, OpenAIOptions
@@ -280,12 +276,6 @@ def test_bad_configuration_is_refused():
 
 # -- a real `transformers serve` ----------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     from coalition_gym.agents.zoo import build_zoo
@@ -297,35 +287,8 @@ def tiny_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def served(tiny_model):
     """`transformers serve` on 127.0.0.1 with a zoo model folder, started and stopped here."""
-    exe = Path(sys.executable).with_name("transformers")
-    cli = [str(exe)] if exe.exists() else [shutil.which("transformers") or "transformers"]
-    port = _free_port()
-    log = tiny_model.parent / f"serve-{port}.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(cli + ["serve", str(tiny_model), "--host", "127.0.0.1", "--port", str(port),
-                                       "--device", "cpu"], stdout=fh, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"transformers serve did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield f"{url}/v1", str(tiny_model)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with transformers_serve(tiny_model, tiny_model.parent / "serve.log", timeout=120) as url:
+        yield url, str(tiny_model)
 
 
 @pytest.mark.slow

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from servers import transformers_serve
 
 vf = pytest.importorskip("verifiers.v1", reason="verifiers (the serve extra) is not installed")
 
@@ -42,45 +38,12 @@ SAMPLING = {"temperature": 0.0, "max_tokens": 16}
 SETTINGS = {"rounds": 2, "tie_break": "random"}  # two rounds: the protocol writes the seat's second prompt
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """`transformers serve` on 127.0.0.1 with the shipped zoo:default/abacus folder."""
     folder = shipped.shipped_dir("default") / SEAT_MODEL
-    exe = Path(sys.executable).with_name("transformers")
-    cli = [str(exe)] if exe.exists() else [shutil.which("transformers") or "transformers"]
-    port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(cli + ["serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
-                                       "--device", "cpu"], stdout=fh, stderr=subprocess.STDOUT,
-                                env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"transformers serve did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield f"{url}/v1", str(folder)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with transformers_serve(folder, tmp_path_factory.mktemp("serve") / "serve.log", timeout=180) as url:
+        yield url, str(folder)
 
 
 def _pool_file(path: Path, url: str | None, model: str | None) -> Path:
