@@ -42,7 +42,8 @@ def check_clones(name: str) -> None:
 
 def clones(name: str) -> Pool:
     n = int(name[len(PREFIX):])
-    profiles = [AgentProfile(f"clone{k + 1}", skill=0.7, error_group="clones", correlation=1.0) for k in range(n)]
+    profiles = [AgentProfile(f"clone{k + 1}", skill=0.7, error_group="clones", correlation=1.0,
+                             diversity=0.0, slip=0.0) for k in range(n)]
     profiles.append(AgentProfile("outsider", skill=0.5))
     return Pool(members={p.name: SimulatedAgent(p) for p in profiles},
                 helpers={h: SimulatedAgent(p) for h, p in DEFAULT_HELPERS.items()}, name=name)

@@ -246,6 +246,27 @@ def format_p(p: float | None) -> str:
     return f"< {P_FLOOR:g}" if p < P_FLOOR else f"{p:.3g}"
 
 
+def fmt_number(value: float, fmt: str = ".3f") -> str:
+    """``value`` in format ``fmt``, a value that rounds to zero read as zero: ``0.000`` (``+0.000`` with a ``+``
+    format), never ``-0.000``."""
+    text = format(value, fmt)
+    try:
+        zero = float(text) == 0.0
+    except ValueError:  # a format that float() does not read back (e.g. with a thousands separator)
+        return text
+    return format(0.0, fmt) if zero else text
+
+
+def signed(value: float) -> str:
+    """``+0.123``, ``-0.123`` or ``+0.000``: a difference or an interaction as reports print it."""
+    return fmt_number(value, "+.3f")
+
+
+def signed_ci(ci: Sequence[float]) -> str:
+    """``[-0.012, +0.034]``: a signed value's 95% CI."""
+    return f"[{signed(ci[0])}, {signed(ci[1])}]"
+
+
 def shared_ranks(values: Sequence[float], tol: float = 1e-12) -> list[int]:
     """Competition ranks, best (largest) first: tied values share the best rank of their group
     (1, 2, 2, 4), so pool order never decides a tie."""
