@@ -111,10 +111,11 @@ class Table:
         return [c.title for c in self.columns]
 
     def to_markdown(self) -> list[str]:
-        """The table's lines (header, rule, one line per row)."""
+        """The table's lines (header, rule, one line per row); a ``|`` inside a cell or header is escaped, so every
+        line has the header's number of columns."""
         headers = self.headers()
-        return (["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-                + ["| " + " | ".join(line) + " |" for line in self.cells()])
+        return (["| " + " | ".join(map(_md_cell, headers)) + " |", "|" + "---|" * len(headers)]
+                + ["| " + " | ".join(map(_md_cell, line)) + " |" for line in self.cells()])
 
     def to_csv(self) -> str:
         out = io.StringIO()
@@ -139,6 +140,10 @@ class Table:
         caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         return (f'<table class="sortable" id="{html.escape(self.id, quote=True)}">{caption}'
                 f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _html_cell(column: Column, value: Any) -> str:
