@@ -58,9 +58,9 @@ def systems_table(report: GainReport) -> Table:
         rows.append({"protocol": r.protocol, "system": r.protocol, "kind": "protocol", "unit": report.unit,
                      "k": r.match.k, "score": r.score, "cost": r.cost, "cost_ratio": 1.0})
         rows += [{"protocol": r.protocol, "system": b["name"], "kind": b["kind"], "unit": report.unit, "k": b.get("k"),
-                  "score": b["score"], "cost": b["cost"], "cost_ratio": b["cost_ratio"], "cost_matched": b["cost_matched"],
-                  "admissible": b["admissible"],
-                  "gain": b["gain"]} for b in r.baselines]
+                  "score": b["score"], "cost": b["cost"], "cost_ratio": b["cost_ratio"],
+                  "cost_matched": b["cost_matched"], "admissible": b["admissible"], "gain": b["gain"]}
+                 for b in r.baselines]
     return Table(columns, rows, "Every system measured, per protocol", id="systems")
 
 

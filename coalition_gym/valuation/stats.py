@@ -166,6 +166,15 @@ def pearson(x: ArrayLike, y: ArrayLike, *, n_resamples: int = 20000, seed: int =
     return _permutation_correlation(xa, ya, n_resamples, seed)
 
 
+def smallest_p(n: int, n_resamples: int = 20000) -> float:
+    """The smallest p-value :func:`pearson` and :func:`spearman` can give with ``n`` observations: 2 / n! for
+    an exact test (only the observed order and its reverse reach |r| = 1), 1 / (n_resamples + 1) for a
+    sampled one. When it exceeds alpha, no data can be significant at alpha: too few observations to test."""
+    if n < 3:
+        return 1.0
+    return min(1.0, 2.0 / math.factorial(n)) if n <= EXACT_MAX_N else 1.0 / (n_resamples + 1)
+
+
 def spearman(x: ArrayLike, y: ArrayLike, *, n_resamples: int = 20000, seed: int = 0) -> Correlation:
     """Spearman rho: Pearson r on average ranks (ties share the mean rank), same permutation test.
 
