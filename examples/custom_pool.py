@@ -3,7 +3,10 @@ are its own. The copies are exact: one error group at correlation 1 (they know t
 wrong answers) and no sampling noise (``diversity=0``, ``slip=0``: at any temperature a copy gives the answer it
 knows, else the group's wrong answer), so every copy answers every item alike. What does one more copy add to a
 system that already has the others? Nothing: under majority vote the pairwise interactions name two clones the
-most redundant pair, and the copies share one Shapley value (each about a quarter of its solo score).
+most redundant pair, and the copies share one Shapley value (each about a quarter of its solo score). That
+holds while a clone beats the outsider alone: every coalition with a clone answers as the clones do (a tie goes
+to the higher dev score), so two clones interact by -v(clone)/2 + v(outsider)/6, a clone and the outsider by
+-v(outsider)/3; on few items the outsider can score higher by chance, and then it is the other way round.
 
 (With the default sampling noise the copies would re-guess differently whenever they do not know, so they would
 not be clones: the interactions then find clone pairs no more redundant than the others.)
