@@ -21,7 +21,6 @@ from coalition_gym.reports.sweep import SweepGrid, SweepOptions, sweep
 from coalition_gym.reports.table import Column, fmt_ci
 from coalition_gym.valuation.game import FunctionGame
 from coalition_gym.valuation.interactions import interactions
-from coalition_gym.valuation.stats import signed, signed_ci, smallest_p
 
 
 @pytest.fixture(autouse=True)
@@ -152,6 +151,8 @@ def test_baseline_progress_bars_name_what_runs(capped_gain):
 
 
 def test_a_value_that_rounds_to_zero_prints_as_zero():
+    from coalition_gym.valuation.stats import signed, signed_ci
+
     assert fmt_ci(-0.0001, [-0.0004, 0.0002]) == "0.000 [0.000, 0.000]"
     assert signed(-0.0001) == "+0.000" and signed(-0.0123) == "-0.012"
     assert signed_ci([-0.0004, 0.0123]) == "[+0.000, +0.012]"
@@ -159,6 +160,8 @@ def test_a_value_that_rounds_to_zero_prints_as_zero():
 
 
 def test_a_sweep_too_small_to_test_says_so_instead_of_not_significant():
+    from coalition_gym.valuation.stats import smallest_p
+
     assert smallest_p(4) == pytest.approx(2 / 24) and smallest_p(5) == pytest.approx(2 / 120)
     report = sweep(SweepGrid(["sim:demo"], ["majority_vote"], ["rg/basic_arithmetic"], ["loo"], 12),
                    SweepOptions(), log=lambda line: None)
