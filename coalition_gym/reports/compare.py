@@ -48,7 +48,10 @@ def folder_kind(folder: str | Path) -> str:
         except ValueError:
             return "eval"  # load_run says it is unreadable
         return "demo" if isinstance(data, dict) and "protocols" in data and "models" not in data else "eval"
-    return next((name for name in OTHER_KINDS if (folder / name).is_file()), "unknown")
+    found = next((name for name in OTHER_KINDS if (folder / name).is_file()), None)
+    if found is None and folder.is_dir() and any(folder.glob("*/report.json")):
+        found = "report.json"  # a `cgym train --out` root: one folder per method
+    return found or "unknown"
 
 
 def refusal(folder: str | Path) -> str | None:

@@ -1,6 +1,7 @@
 """The pairwise-interaction parts of a leaderboard: the matrices in summary.json (strict JSON: the undefined
 diagonal is null), one sentence naming the most complementary pair, a heatmap PNG (``interactions.png``,
-the most complementary and most redundant pairs labelled) and an interactive heatmap for leaderboard.html
+the top and bottom pairs labelled as the sentence names them, :func:`extreme_labels`) and an interactive
+heatmap for leaderboard.html
 (switch between the Shapley and Banzhaf index; hover or click a cell for its value and CI).
 """
 
@@ -109,8 +110,10 @@ def heatmap_png(summary: dict[str, Any], path: Path, title: str = "") -> Path:
                     ax.text(j, i, fmt_number(matrix[i, j], "+.2f"), ha="center", va="center", fontsize=7)
     labels = []
     names = extreme_labels(summary)
-    for key, color in (("most_complementary", "darkred"), ("most_redundant", "navy")):
+    colors = {"most complementary": "darkred", "most redundant": "navy"}  # red and blue, as the colour bar reads
+    for key in ("most_complementary", "most_redundant"):
         pair, label = summary[key], names[key]
+        color = colors.get(label, "dimgray")  # a least redundant (or least complementary) pair is neither
         mark = "".join(word[0].upper() for word in label.split())  # MC, LR, MR or LC: as the label says
         i, j = players.index(pair["a"]), players.index(pair["b"])
         for r, c in ((i, j), (j, i)):

@@ -91,11 +91,12 @@ def test_compare_of_all_and_interactions_runs_shares_their_estimators(tmp_path):
     ("gain", "gain.json", "`cgym gain` folder"),
     ("robustness", "robustness.json", "`cgym robustness` folder"),
     ("train", "report.json", "`cgym train` folder"),
+    ("train-root", "crl/report.json", "`cgym train` folder"),  # `cgym train --out`: a folder per method
 ])
 def test_compare_refuses_other_run_folders_by_name_before_writing(tmp_path, capsys, kind, file, says):
     write_report(_eval(["loo"], items=12), tmp_path / "eval")
     other = tmp_path / kind
-    other.mkdir()
+    (other / file).parent.mkdir(parents=True)
     (other / file).write_text("{}")
     out = tmp_path / "cmp"
     assert main(["compare", str(tmp_path / "eval"), str(other), "--out", str(out)]) == 2
