@@ -69,6 +69,17 @@ def test_interactions_alone_show_the_shapley_column_the_best_team_line_names():
     assert report.primary == "shapley" and report.results["shapley"].extras["from"] == "interactions"
 
 
+def test_sampled_interactions_alone_show_their_sampled_shapley_column(tmp_path):
+    task = make_task("rg/basic_arithmetic", size=12)
+    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:random-13"),
+                                items=task.items("test")))  # above the exact limit: sampled
+    report = evaluate(game, ["interactions"], EvalOptions(n_boot=50, mc={"budget": 60}))
+    assert not report.interactions.exact and report.primary == "mc"
+    assert "mc_shapley [95% CI]" in table(report).headers()
+    write_report(report, tmp_path / "out")  # strict JSON, whatever the sampled values carry
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["mc"]["from"] == "interactions"
+
+
 def _pipes(lines):
     return [line.replace("\\|", "").count("|") for line in lines if line.startswith("|")]
 
