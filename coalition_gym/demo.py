@@ -19,6 +19,7 @@ from .reports.leaderboard import EvalReport, evaluate, summary, write_report
 from .result_files import write_json, write_text
 from .tasks import make as make_task
 from .valuation.game import CoalitionGame
+from .valuation.stats import signed, signed_ci
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
@@ -56,8 +57,8 @@ def _table(report: EvalReport) -> list[str]:
              "| member | solo v({i}) | leave-one-out | Shapley [95% CI] |", "|---|---|---|---|"]
     for k, p in enumerate(game.players):
         marks = (" (best solo)" if p == best_solo else "") + (" (largest Shapley)" if p == best_shap else "")
-        lines.append(f"| {p}{marks} | {report.solo[p]:.3f} | {loo[p]:+.3f} | "
-                     f"{shap[p]:+.3f} [{shap.ci_low[k]:+.3f}, {shap.ci_high[k]:+.3f}] |")
+        lines.append(f"| {p}{marks} | {report.solo[p]:.3f} | {signed(loo[p])} | "
+                     f"{signed(shap[p])} {signed_ci((shap.ci_low[k], shap.ci_high[k]))} |")
     return lines
 
 

@@ -1,7 +1,15 @@
-"""A new pool preset: ``sim:clones-N``, N simulated copies of one model (one error group, fully
-correlated: they fail on the same items with the same wrong answers) next to one weaker model whose
-errors are its own. What does one more copy add to a system that already has the others? The
-leaderboard's Shapley column says.
+"""A new pool preset: ``sim:clones-N``, N simulated copies of one model next to one weaker model whose errors
+are its own. The copies are exact: one error group at correlation 1 (they know the same items and share their
+wrong answers) and no sampling noise (``diversity=0``, ``slip=0``: at any temperature a copy gives the answer it
+knows, else the group's wrong answer), so every copy answers every item alike. What does one more copy add to a
+system that already has the others? Nothing: under majority vote the pairwise interactions name two clones the
+most redundant pair, and the copies share one Shapley value (each about a quarter of its solo score). That
+holds while a clone beats the outsider alone: every coalition with a clone answers as the clones do (a tie goes
+to the higher dev score), so two clones interact by -v(clone)/2 + v(outsider)/6, a clone and the outsider by
+-v(outsider)/3; on few items the outsider can score higher by chance, and then it is the other way round.
+
+(With the default sampling noise the copies would re-guess differently whenever they do not know, so they would
+not be clones: the interactions then find clone pairs no more redundant than the others.)
 
 A preset is a name and a function from the name given to a ``Pool``; ``register_pool`` makes it usable
 wherever a pool is named (``--pool``, ``--collaborators``, ``load_pool``) and lists it in ``cgym pools``.
@@ -9,7 +17,8 @@ With ``prefix`` it stands for a family of names (here the N of ``sim:clones-N``)
 bad one before anything is built.
 
     python examples/custom_pool.py
-    cgym --import examples/custom_pool.py eval --pool sim:clones-3 --protocol majority_vote --items 40
+    cgym --import examples/custom_pool.py eval --pool sim:clones-3 --protocol majority_vote --items 200 \
+        --estimator shapley,interactions
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from coalition_gym import (
 )
 from coalition_gym.agents.simulated import DEFAULT_HELPERS
 from coalition_gym.errors import ConfigError
+from coalition_gym.reports.interaction_files import interaction_summary
 from coalition_gym.reports.leaderboard import format_leaderboard
 
 PREFIX = "sim:clones-"
@@ -42,7 +52,8 @@ def check_clones(name: str) -> None:
 
 def clones(name: str) -> Pool:
     n = int(name[len(PREFIX):])
-    profiles = [AgentProfile(f"clone{k + 1}", skill=0.7, error_group="clones", correlation=1.0) for k in range(n)]
+    profiles = [AgentProfile(f"clone{k + 1}", skill=0.7, error_group="clones", correlation=1.0,
+                             diversity=0.0, slip=0.0) for k in range(n)]
     profiles.append(AgentProfile("outsider", skill=0.5))
     return Pool(members={p.name: SimulatedAgent(p) for p in profiles},
                 helpers={h: SimulatedAgent(p) for h, p in DEFAULT_HELPERS.items()}, name=name)
@@ -53,7 +64,9 @@ register_pool("sim:clones-N", clones, "N copies of one model sharing every error
 
 
 if __name__ == "__main__":
-    task = make_task("rg/basic_arithmetic", size=40)
+    task = make_task("rg/basic_arithmetic", size=200)
     game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:clones-3"),
                                 items=task.items("test")))
-    print(format_leaderboard(evaluate(game, ["shapley"], EvalOptions(n_boot=200))))
+    report = evaluate(game, ["shapley", "interactions"], EvalOptions(n_boot=200))
+    print(format_leaderboard(report))
+    print(interaction_summary(report.interactions)["sentence"])

@@ -13,7 +13,8 @@ EXPECTED = {
     "custom_task.py": ["majority vote on vowel_count:", "vowel_count/train/"],
     "custom_scorer.py": ["'12.5' for gold 12.3 -> ScoreResult(score=0.9304", "tolerant_decimal_arithmetic:"],
     "custom_backend.py": ["calculator  1.000 [1.000, 1.000]", "'identity': 'example:calculator-v1'"],
-    "custom_pool.py": ["outsider  0.675 [0.500, 0.800]  0.188 [0.140, 0.227]"],
+    "custom_pool.py": ["clone3    0.657 [0.595, 0.730]  0.173 [0.150, 0.200]",  # exact copies: one row each
+                       "outsider  0.555 [0.490, 0.625]  0.139", "most redundant: clone"],
     "custom_estimator.py": ["pair_synergy [95% CI]", "ranked by: loo"],
     "custom_sampler.py": ["single_permutation   coalitions  40", "permutation          coalitions  39  max error "
                           "vs exact Shapley 0.000"],

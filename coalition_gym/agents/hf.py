@@ -43,7 +43,7 @@ from ..errors import BackendError, ConfigError, PromptTooLongError
 from ..types import Ask, Message, Sample
 from .base import Generator, fit_new_tokens, render_plain, settled, with_system_prompt
 from .hf_fast import EagerStepper
-from .lora import is_adapter_folder, load_merged
+from .lora import is_adapter_folder, load_merged, with_causal_lm_loss
 from .member_settings import read_member_settings
 from .options import DTYPES, HFOptions
 
@@ -182,7 +182,7 @@ def _load(model: str, *, device: str, dtype: str, trust_remote_code: bool, allow
                 f"Hugging Face cache{'' if not allow_download else ' and the hub'})"
         hint = "" if local or allow_download else "; pass allow_download=True to fetch it from the hub"
         raise ConfigError(f"cannot load a causal LM from {where}: {exc}{hint}") from exc
-    net.to(device)  # type: ignore[arg-type]  # transformers' stubs type .to() oddly
+    with_causal_lm_loss(net).to(device)  # type: ignore[arg-type]  # transformers' stubs type .to() oddly
     net.eval()
     identity_path = str(folder.resolve()) if local else model
     fp = _fingerprint(folder) if local else (revision or "main")

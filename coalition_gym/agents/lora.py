@@ -179,6 +179,16 @@ def adapter_base(folder: str | Path) -> str:
     return str(base)
 
 
+def with_causal_lm_loss(model: Any) -> Any:
+    """``model`` with its loss named: transformers picks a model's loss from its class name, and a name
+    without ``ForCausalLM`` in it (``GPT2LMHeadModel``, the zoo's) leaves ``loss_type=None``, which warns on
+    every forward with labels before falling back to the causal-LM loss. Every causal LM here is trained
+    with that loss, so it is named once, where the model is made."""
+    if getattr(model, "loss_type", "ForCausalLM") is None:
+        model.loss_type = "ForCausalLM"
+    return model
+
+
 def load_merged(folder: str | Path, base: str | Path | None = None, dtype: Any = None) -> Any:
     """Base + the adapter in ``folder``, merged into a plain HF causal LM. ``base``: the base model's folder
     (default: the one the adapter's config names, which must exist on this machine)."""

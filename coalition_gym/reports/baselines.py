@@ -72,6 +72,12 @@ class CostMatch:
     protocol_cost: float
     baseline_cost: float
     k: int
+    capped: bool = False  # k is the cap (max_k), below the k that would match: the baseline spends less
+
+    @property
+    def matched(self) -> bool:
+        """Whether the baseline's cost is matched to the protocol's (False when k was capped below the match)."""
+        return not self.capped
 
     @property
     def ratio(self) -> float:
@@ -80,7 +86,8 @@ class CostMatch:
 
     def to_dict(self) -> dict[str, Any]:
         return {"unit": self.unit, "k": self.k, "protocol_cost": self.protocol_cost,
-                "baseline_cost": self.baseline_cost, "ratio": self.ratio, "matched": "mean cost per item"}
+                "baseline_cost": self.baseline_cost, "ratio": self.ratio, "capped": self.capped,
+                "matched": "mean cost per item" if self.matched else "no: k capped at max_k, the baseline spends less"}
 
 
 def matched_k(target: float, per_answer: float, max_k: int) -> int:
@@ -92,6 +99,11 @@ def matched_k(target: float, per_answer: float, max_k: int) -> int:
     low = max(1, min(max_k, int(target // per_answer)))
     high = min(max_k, low + 1)
     return min((low, high), key=lambda k: (abs(k * per_answer - target), k))
+
+
+def capped_k(target: float, per_answer: float, max_k: int) -> bool:
+    """Whether matching ``target`` would need more than ``max_k`` answers (then k = max_k spends less)."""
+    return per_answer > 0 and matched_k(target, per_answer, max(max_k, int(target // per_answer) + 1)) > max_k
 
 
 def best_member(system: System, n_items: int = DEFAULT_DEV_ITEMS) -> tuple[str, dict[str, float], str]:
@@ -130,6 +142,7 @@ def run_arm(system: System, name: str, kind: str, options: ArmOptions, label: st
     """Run ``system``'s coalition on its items once (a coalition game's one coalition: the system's
     generation cache shared, failures recorded, not raised) and collect per-item scores and costs."""
     game = CoalitionGame(system, seed=options.seed, progress=options.progress, record_text=options.record_text)
+    game.progress_label = label or name  # what runs ("self-consistency@5 of atlas"), not the protocol under it
     try:
         coalition = list(game.players)
         scores = np.asarray(game.per_item(coalition), dtype=float)
@@ -152,7 +165,7 @@ def _baseline_system(system: System, protocol: str, members: Sequence[str], **se
 def single_arm(system: System, member: str, options: ArmOptions) -> Arm:
     """``member`` answering once (self-consistency of one sample)."""
     arm = run_arm(_baseline_system(system, "slm_mux", [member], samples=1, tie_break="first"), "best_single",
-                  "best_single", options, f"best single ({member})")
+                  "best_single", options, f"best single: {member} answering once")
     arm.about["member"] = member
     return arm
 
@@ -160,7 +173,7 @@ def single_arm(system: System, member: str, options: ArmOptions) -> Arm:
 def self_consistency_arm(system: System, member: str, k: int, options: ArmOptions) -> Arm:
     """``member`` drawing ``k`` answers, the most frequent one winning (ties: the first drawn)."""
     arm = run_arm(_baseline_system(system, "slm_mux", [member], samples=k, tie_break="first"),
-                  f"self_consistency@{k}", "self_consistency", options, f"self-consistency@{k} ({member})")
+                  f"self_consistency@{k}", "self_consistency", options, f"self-consistency@{k} of {member}")
     arm.about.update(member=member, k=k)
     return arm
 
@@ -169,8 +182,8 @@ def pool_vote_arm(system: System, options: ArmOptions) -> Arm:
     """Every frozen member answering once; the plurality answer wins (majority vote's defaults: ties go to the
     higher dev score, so with default settings the ``majority_vote`` protocol is this baseline)."""
     return run_arm(_baseline_system(system, "majority_vote", system.frozen), "pool_vote",
-                   "pool_vote", options, "pool majority vote")
+                   "pool_vote", options, f"pool vote of {', '.join(system.frozen)}")
 
 
 __all__ = ["Arm", "ArmOptions", "BASELINE_TEMPERATURE", "CostMatch", "UNITS", "best_member",
-           "check_unit", "matched_k", "pool_vote_arm", "run_arm", "self_consistency_arm", "single_arm"]
+           "capped_k", "check_unit", "matched_k", "pool_vote_arm", "run_arm", "self_consistency_arm", "single_arm"]

@@ -1,10 +1,12 @@
 """``cgym compare``: one table across leaderboard runs (a pool under several protocols, several pools).
 
-Each run folder is one ``cgym eval`` output (its ``summary.json``). The long table has a row per
-(run, model) with solo strength and every estimator both runs share, with CIs; the wide table puts
-each model's primary strength side by side across runs. Runs that differ in items, seeds, task or
-ranking estimator are still shown, with a note saying what differs: their numbers do not measure the
-same thing.
+Each run folder is one ``cgym eval`` output (its ``summary.json``); any other folder (``cgym gain``,
+``cgym robustness``, ``cgym train``, ``cgym sweep``, ``cgym demo``) is refused, saying what it is and what to
+do instead, before anything is written. The long table has a row per (run, model) with solo strength and every
+estimator all runs share, with CIs; the wide table puts one estimate of each model side by side across runs: the
+runs' shared ranking estimator (each run's own, named in its column, when they share none). Runs that differ
+in items, seeds, task or ranking estimator are still shown, with a note saying what differs: their numbers do
+not measure the same thing.
 """
 
 from __future__ import annotations
@@ -15,15 +17,63 @@ from typing import Any, Sequence
 
 from ..errors import ConfigError
 from ..result_files import Bundle, write_bundle
+from ..valuation.estimators import primary_estimator
 from . import html
 from .interaction_files import heatmap_html
 from .table import Column, Table, estimate
+from .tables import FIELDS, HEADERS, estimate_column
+
+#: file a folder holds -> what wrote it, and what to do with it instead of comparing it here
+OTHER_KINDS = {
+    "gain.json": ("`cgym gain`", "a gain report already compares its protocols with cost-matched baselines; "
+                  "run `cgym gain` once with every protocol to put them in one table"),
+    "robustness.json": ("`cgym robustness`", "a robustness report already compares its protocols under attack; "
+                        "run `cgym robustness` once with every protocol to put them in one table"),
+    "sweep_summary.json": ("`cgym sweep`", "compare the `cgym eval` folders inside it"),
+    "compare.json": ("`cgym compare`", "compare the run folders it compared"),
+    "report.json": ("`cgym train`", "`cgym train` prints every method's table under its --out; to compare "
+                    "trained models as collaborators, `cgym eval` a pool holding them"),
+    "config.json": ("`cgym train` (not finished: no report.json yet)", "wait for it to finish"),
+}
+
+
+def folder_kind(folder: str | Path) -> str:
+    """What wrote ``folder``: ``eval`` (a leaderboard's summary.json), ``demo``, one of :data:`OTHER_KINDS`'
+    files, or ``unknown``."""
+    folder = Path(folder)
+    summary = folder / "summary.json"
+    if summary.is_file():
+        try:
+            data = json.loads(summary.read_text())
+        except ValueError:
+            return "eval"  # load_run says it is unreadable
+        return "demo" if isinstance(data, dict) and "protocols" in data and "models" not in data else "eval"
+    found = next((name for name in OTHER_KINDS if (folder / name).is_file()), None)
+    if found is None and folder.is_dir() and any(folder.glob("*/report.json")):
+        found = "report.json"  # a `cgym train --out` root: one folder per method
+    return found or "unknown"
+
+
+def refusal(folder: str | Path) -> str | None:
+    """Why ``folder`` cannot be compared (None when it is a `cgym eval` folder)."""
+    kind = folder_kind(folder)
+    if kind == "eval":
+        return None
+    if kind == "demo":
+        return (f"{folder} is a `cgym demo` folder; compare the `cgym eval` folders inside it "
+                f"(one per protocol: {Path(folder) / 'debate'} ...)")
+    if kind == "unknown":
+        what = "is not a folder" if not Path(folder).is_dir() else "holds no summary.json"
+        return f"{folder} {what}; give folders written by `cgym eval --out`"
+    writer, instead = OTHER_KINDS[kind]
+    return f"{folder} is a {writer} folder ({kind}); cgym compare compares `cgym eval` folders: {instead}"
 
 
 def load_run(folder: str | Path) -> dict[str, Any]:
+    why = refusal(folder)
+    if why is not None:
+        raise ConfigError(why)
     path = Path(folder) / "summary.json"
-    if not path.is_file():
-        raise ConfigError(f"{folder}: no summary.json; give folders written by `cgym eval --out`")
     try:
         data = json.loads(path.read_text())
     except ValueError as exc:
@@ -86,26 +136,47 @@ def compare(folders: Sequence[str | Path]) -> dict[str, Any]:
     """The comparison of the runs in ``folders``: rows, wide table, notes."""
     if len(folders) < 2:
         raise ConfigError("compare needs at least two run folders")
+    problems = [why for why in map(refusal, folders) if why is not None]
+    if problems:  # every folder checked before anything is read or written
+        raise ConfigError("; ".join(problems))
     runs = [load_run(f) for f in folders]
     labels = _labels(runs)
-    estimators = [e for e in ("loo", "shapley", "banzhaf", "mc_shapley") if all(e in r["models"][0] for r in runs)]
+    estimators = shared_estimators(runs)
     rows = []
     for label, run in zip(labels, runs):
         for m in run["models"]:
             rows.append({"run": label, "model": m["name"], "solo": m["solo"], "solo_ci": m["solo_ci"],
                          "estimates": {e: {"value": m[e], "ci": m[f"{e}_ci"]} for e in estimators}})
     models = list(dict.fromkeys(m["name"] for r in runs for m in r["models"]))
-    wide = {m: {label: next(({"value": x[r["primary_estimator"]], "ci": x[f"{r['primary_estimator']}_ci"]}
+    side = side_by_side_estimator(runs, estimators)
+    wide = {m: {label: next(({"value": x[side or r["primary_estimator"]],
+                              "ci": x[f"{side or r['primary_estimator']}_ci"]}
                              for x in r["models"] if x["name"] == m), None) for label, r in zip(labels, runs)}
             for m in models}
     return {"runs": [{"label": label, "folder": r["folder"], "protocol": r["protocol"], "task": r["task"],
                       "pool": r.get("pool_name"), "primary_estimator": r["primary_estimator"],
                       "full_coalition_score": r["full_coalition_score"], "n_items": r["n_items"]}
                      for label, r in zip(labels, runs)],
-            "estimators": estimators, "rows": rows, "wide": wide,
+            "estimators": estimators, "side_by_side": side, "rows": rows, "wide": wide,
             "notes": comparability_notes(runs, labels),
             "interactions": {label: r["interactions"] for label, r in zip(labels, runs) if r.get("interactions")},
             "records": {label: r.get("run") for label, r in zip(labels, runs)}}
+
+
+def shared_estimators(runs: list[dict[str, Any]]) -> list[str]:
+    """The estimator fields every model of every run has, in the registry's display order."""
+    return [f for f in FIELDS.values() if all(f in m for r in runs for m in r["models"])]
+
+
+def side_by_side_estimator(runs: list[dict[str, Any]], shared: list[str]) -> str | None:
+    """The estimate the wide table puts side by side: the runs' common ranking estimator, else the shared one
+    that would rank a leaderboard (Shapley before Banzhaf before leave-one-out ...); None when the runs share
+    none (then each run's own ranking estimate, its column saying which)."""
+    primaries = {r["primary_estimator"] for r in runs}
+    if len(primaries) == 1 and primaries <= set(shared):
+        return primaries.pop()
+    by_field = {field: name for name, field in FIELDS.items()}
+    return FIELDS[primary_estimator([by_field[f] for f in shared])] if shared else None
 
 
 def tables(result: dict[str, Any]) -> list[Table]:
@@ -114,12 +185,15 @@ def tables(result: dict[str, Any]) -> list[Table]:
     est = result["estimators"]
     labels = [run["label"] for run in result["runs"]]
     long = Table([Column("run"), Column("model"), Column("solo", "solo [95% CI]", "ci")]
-                 + [Column(e, f"{e} [95% CI]", "ci") for e in est],
+                 + [estimate_column(e) for e in est],
                  [{"run": r["run"], "model": r["model"], "solo": estimate(r["solo"], r["solo_ci"]), **r["estimates"]}
                   for r in result["rows"]], "Every model of every run", id="leaderboard")
-    wide = Table([Column("model")] + [Column(label, kind="ci") for label in labels],
+    side = result.get("side_by_side")
+    ranked = {run["label"]: run["primary_estimator"] for run in result["runs"]}
+    heads = {label: label if side else f"{label}: {HEADERS.get(ranked[label], ranked[label])}" for label in labels}
+    wide = Table([Column("model")] + [Column(label, heads[label], kind="ci") for label in labels],
                  [{"model": model, **cells} for model, cells in result["wide"].items()],
-                 "Each run's ranking estimate, side by side", id="wide")
+                 wide_caption(result), id="wide")
     found = result.get("interactions") or {}
     if not found:
         return [long, wide]
@@ -132,7 +206,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
 def markdown(result: dict[str, Any], parts: list[Table] | None = None) -> str:
     long, wide, *pairs = parts or tables(result)
     lines = ["# Comparison", ""] + long.to_markdown()
-    lines += ["", "Each run's ranking estimate, side by side:", ""] + wide.to_markdown()
+    lines += ["", f"{wide.caption}:", ""] + wide.to_markdown()
     found = result.get("interactions") or {}
     if pairs:
         lines += ["", "Pairwise Shapley interactions side by side (+ complementary, - redundant):", ""]
@@ -140,6 +214,13 @@ def markdown(result: dict[str, Any], parts: list[Table] | None = None) -> str:
         lines += [""] + [f"{label}: {summary['sentence']}" for label, summary in found.items()]
     lines += [""] + [f"Note: {n}." for n in result["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def wide_caption(result: dict[str, Any]) -> str:
+    side = result.get("side_by_side")
+    if side is None:
+        return "Each run's ranking estimate, side by side (the runs share no estimator: each column names its own)"
+    return f"Each model's {HEADERS.get(side, side)}, side by side"
 
 
 def interaction_pairs(found: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any] | None]]:

@@ -33,6 +33,7 @@ from .baselines import (
     ArmOptions,
     CostMatch,
     best_member,
+    capped_k,
     check_unit,
     matched_k,
     pool_vote_arm,
@@ -130,7 +131,7 @@ def compare_arms(protocol: Arm, baselines: Sequence[Arm], match: CostMatch, opti
         entries.append({"name": b.name, "kind": b.kind, "label": b.label, **about,
                         "score": _estimate(boot, 1 + k), "cost": _estimate(boot, 2 + 2 * n + k),
                         "cost_ratio": b.mean_cost / protocol.mean_cost if protocol.mean_cost else float("inf"),
-                        "cost_matched": b.kind == "self_consistency", "admissible": k in allowed,
+                        "cost_matched": b.kind == "self_consistency" and match.matched, "admissible": k in allowed,
                         "gain": _estimate(boot, 1 + n + k)})
     per_item: dict[str, list[float]] = {"protocol": protocol.scores.tolist(), "protocol_cost": protocol.costs.tolist()}
     return ProtocolGain(protocol.name, dict(protocol.about.get("settings", {})), _estimate(boot, 0),
@@ -210,7 +211,7 @@ def gain(systems: Sequence[System], options: GainOptions = GainOptions(), *,
     single = emit(single_arm(first, best, arm_options))
     vote = emit(pool_vote_arm(first, arm_options))
     consistency = {1: dataclasses.replace(single, name="self_consistency@1", kind="self_consistency",
-                                          label=f"self-consistency@1 ({best})", about={**single.about, "k": 1},
+                                          label=f"self-consistency@1 of {best}", about={**single.about, "k": 1},
                                           failures=FailureSummary(), records=[])}  # single's, counted once
     rows = []
     for system in systems:
@@ -218,7 +219,8 @@ def gain(systems: Sequence[System], options: GainOptions = GainOptions(), *,
         k = matched_k(arm.mean_cost, single.mean_cost, options.max_k)
         if k not in consistency:
             consistency[k] = emit(self_consistency_arm(first, best, k, arm_options))
-        match = CostMatch(options.unit, arm.mean_cost, consistency[k].mean_cost, k)
+        match = CostMatch(options.unit, arm.mean_cost, consistency[k].mean_cost, k,
+                          capped_k(arm.mean_cost, single.mean_cost, options.max_k))
         rows.append(compare_arms(arm, [single, consistency[k], vote], match, options))
     used = {single.name: single, vote.name: vote,
             **{c.name: c for k, c in sorted(consistency.items()) if k > 1 or any(r.match.k == 1 for r in rows)}}

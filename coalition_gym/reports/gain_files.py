@@ -39,7 +39,8 @@ def table(report: GainReport) -> Table:
     for r in report.rows:
         single, sc, vote = (_baseline(r, k) for k in ("best_single", "self_consistency", "pool_vote"))
         rows.append({"protocol": r.protocol, "score": r.score, "cost": r.cost["value"], "best_single": _at(single),
-                     "self_consistency": _at(sc), "k": r.match.k, "cost_ratio": r.match.ratio,
+                     "self_consistency": _at(sc, "" if r.match.matched else f" (k capped at {r.match.k}: not "
+                                                 "cost-matched)"), "k": r.match.k, "cost_ratio": r.match.ratio,
                      "pool_vote": _at(vote, "" if vote["admissible"] else " (n/a)"), "best_baseline": r.best_baseline,
                      "gain": r.gain, "verdict": r.verdict})
     return Table(columns, rows, id="gain")
@@ -50,15 +51,16 @@ def systems_table(report: GainReport) -> Table:
     it competes for the best baseline and its gain (gain.csv)."""
     columns = [Column("protocol"), Column("system"), Column("kind"), Column("unit"), Column("k", kind="int"),
                Column("score", "score [95% CI]", "ci"), Column("cost", "cost [95% CI]", "ci", ".4g"),
-               Column("cost_ratio", "cost ratio", "number", ".2f"), Column("admissible"),
-               Column("gain", "gain [95% CI]", "ci")]
+               Column("cost_ratio", "cost ratio", "number", ".2f"), Column("cost_matched", "cost-matched"),
+               Column("admissible"), Column("gain", "gain [95% CI]", "ci")]
     rows: list[dict[str, Any]] = []
     for r in report.rows:
         rows.append({"protocol": r.protocol, "system": r.protocol, "kind": "protocol", "unit": report.unit,
                      "k": r.match.k, "score": r.score, "cost": r.cost, "cost_ratio": 1.0})
         rows += [{"protocol": r.protocol, "system": b["name"], "kind": b["kind"], "unit": report.unit, "k": b.get("k"),
-                  "score": b["score"], "cost": b["cost"], "cost_ratio": b["cost_ratio"], "admissible": b["admissible"],
-                  "gain": b["gain"]} for b in r.baselines]
+                  "score": b["score"], "cost": b["cost"], "cost_ratio": b["cost_ratio"],
+                  "cost_matched": b["cost_matched"], "admissible": b["admissible"], "gain": b["gain"]}
+                 for b in r.baselines]
     return Table(columns, rows, "Every system measured, per protocol", id="systems")
 
 
@@ -69,6 +71,8 @@ def notes(report: GainReport) -> list[str]:
             "the protocol's (cost ratio = baseline / protocol, matched on average). The pool vote is at its own "
             "cost; it competes for the best baseline only when it costs at most the protocol's (n/a: it does "
             "not, or the protocol is majority_vote itself).",
+            *[f"{r.protocol}: self-consistency is capped at k = {r.match.k} (max_k), cost ratio {r.match.ratio:.2f}: "
+              "not cost-matched, it spends less than the protocol" for r in report.rows if not r.match.matched],
             "gain = protocol score minus the best baseline's; verdict: protocol (CI above 0), baseline (below 0), "
             "no difference (spans 0).",
             f"{sum(r.beats_baseline for r in report.rows)} of {len(report.rows)} protocols beat their best "

@@ -1,6 +1,7 @@
 """The pairwise-interaction parts of a leaderboard: the matrices in summary.json (strict JSON: the undefined
 diagonal is null), one sentence naming the most complementary pair, a heatmap PNG (``interactions.png``,
-the most complementary and most redundant pairs labelled) and an interactive heatmap for leaderboard.html
+the top and bottom pairs labelled as the sentence names them, :func:`extreme_labels`) and an interactive
+heatmap for leaderboard.html
 (switch between the Shapley and Banzhaf index; hover or click a cell for its value and CI).
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..valuation.interactions import INDICES, Interactions, PairMatrix
+from ..valuation.stats import fmt_number, signed, signed_ci
 
 DEFINITIONS = {
     "shapley": "Shapley interaction index of a pair (Grabisch-Roubens; shapiq's SII = k-SII of order 2): "
@@ -55,15 +57,26 @@ def _excludes_zero(ci: list[float]) -> str:
     return "CI excludes 0" if ci[0] > 0 or ci[1] < 0 else "CI includes 0"
 
 
+def extreme_labels(summary: dict[str, Any]) -> dict[str, str]:
+    """What the two marked pairs are called, in the sentence and on the heatmap alike: the top pair is the most
+    complementary only when its interaction is positive (else the least redundant), the bottom one the most
+    redundant only when negative (else the least complementary)."""
+    best, worst = summary["most_complementary"]["shapley"], summary["most_redundant"]["shapley"]
+    return {"most_complementary": "most complementary" if best > 0 else "least redundant",
+            "most_redundant": "most redundant" if worst < 0 else "least complementary"}
+
+
 def interaction_sentence(summary: dict[str, Any]) -> str:
-    """The most complementary pair with its CI, and the most redundant one."""
+    """The most complementary pair with its CI, and the most redundant one (named by :func:`extreme_labels`)."""
     best, worst = summary["most_complementary"], summary["most_redundant"]
+    labels = extreme_labels(summary)
     how = "exact" if summary["exact"] else "sampled"
-    lead = "Most complementary pair" if best["shapley"] > 0 else "No pair is complementary; the least redundant"
-    return (f"{lead}: {best['a']} + {best['b']}, Shapley interaction {best['shapley']:+.3f} "
-            f"[{best['shapley_ci'][0]:+.3f}, {best['shapley_ci'][1]:+.3f}] ({_excludes_zero(best['shapley_ci'])}); "
-            f"most redundant: {worst['a']} + {worst['b']}, {worst['shapley']:+.3f} "
-            f"[{worst['shapley_ci'][0]:+.3f}, {worst['shapley_ci'][1]:+.3f}] ({_excludes_zero(worst['shapley_ci'])}); "
+    lead = ("Most complementary pair" if best["shapley"] > 0 else "No pair is complementary; the least redundant")
+    tail = labels["most_redundant"] if worst["shapley"] < 0 else "no pair is redundant; the least complementary"
+    return (f"{lead}: {best['a']} + {best['b']}, Shapley interaction {signed(best['shapley'])} "
+            f"{signed_ci(best['shapley_ci'])} ({_excludes_zero(best['shapley_ci'])}); "
+            f"{tail}: {worst['a']} + {worst['b']}, {signed(worst['shapley'])} "
+            f"{signed_ci(worst['shapley_ci'])} ({_excludes_zero(worst['shapley_ci'])}); "
             f"{how} pairwise Shapley interaction index, 95% CIs.")
 
 
@@ -94,18 +107,20 @@ def heatmap_png(summary: dict[str, Any], path: Path, title: str = "") -> Path:
         for i in range(n):
             for j in range(n):
                 if i != j:
-                    ax.text(j, i, f"{matrix[i, j]:+.2f}", ha="center", va="center", fontsize=7)
+                    ax.text(j, i, fmt_number(matrix[i, j], "+.2f"), ha="center", va="center", fontsize=7)
     labels = []
-    for key, label, color, mark in (("most_complementary", "most complementary", "darkred", "C"),
-                                    ("most_redundant", "most redundant", "navy", "R")):
-        pair = summary[key]
+    names = extreme_labels(summary)
+    colors = {"most complementary": "darkred", "most redundant": "navy"}  # red and blue, as the colour bar reads
+    for key in ("most_complementary", "most_redundant"):
+        pair, label = summary[key], names[key]
+        color = colors.get(label, "dimgray")  # a least redundant (or least complementary) pair is neither
+        mark = "".join(word[0].upper() for word in label.split())  # MC, LR, MR or LC: as the label says
         i, j = players.index(pair["a"]), players.index(pair["b"])
         for r, c in ((i, j), (j, i)):
             ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor=color, lw=2.5))
             ax.text(c + 0.42, r - 0.42, mark, ha="right", va="top", fontsize=7, color=color, weight="bold")
-        low, high = pair["shapley_ci"]
-        labels.append((f"{mark}: {label}: {pair['a']} + {pair['b']}, {pair['shapley']:+.3f} "
-                       f"[{low:+.3f}, {high:+.3f}]", color))
+        labels.append((f"{mark}: {label}: {pair['a']} + {pair['b']}, Shapley interaction {signed(pair['shapley'])} "
+                       f"{signed_ci(pair['shapley_ci'])}", color))
     fig.colorbar(image, ax=ax, label="+ complementary, - redundant", shrink=0.8)
     ax.set_title(title or "Pairwise Shapley interactions", fontsize=9, wrap=True)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
@@ -169,9 +184,9 @@ def heatmap_html(summary: dict[str, Any], table_id: str = "interactions", captio
             for index in INDICES:
                 part = summary[index]
                 value = part["value"][i][j]
-                attrs[f"data-{index}"] = f"{value:+.3f}"
-                attrs[f"data-{index}-low"] = f"{part['ci_low'][i][j]:+.3f}"
-                attrs[f"data-{index}-high"] = f"{part['ci_high'][i][j]:+.3f}"
+                attrs[f"data-{index}"] = signed(value)
+                attrs[f"data-{index}-low"] = signed(part["ci_low"][i][j])
+                attrs[f"data-{index}-high"] = signed(part["ci_high"][i][j])
                 attrs[f"data-{index}-color"] = _color(value, limit)
             text = " ".join(f'{k}="{esc(v, quote=True)}"' for k, v in attrs.items())
             cells.append(f'<td class="pair num" {text} style="background:{attrs["data-shapley-color"]}">'

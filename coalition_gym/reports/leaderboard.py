@@ -7,6 +7,7 @@ and coalition), ``summary.json``, ``run.json`` (the run record), ``leaderboard.m
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -182,6 +183,7 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
             kwargs = dict(mc) if name in ("mc", "interactions") else {}  # the same stop rules and budgets
             results[name] = ESTIMATORS[name](game, n_boot=n_boot, seed=seed, **kwargs)
         solo = ESTIMATORS["solo"](game, n_boot=n_boot, seed=seed)
+        results = _with_interaction_shapley(results)
     finally:
         game.close()
     report = EvalReport(game, solo, results, options.requested or ",".join(estimators), time.perf_counter() - start)
@@ -198,6 +200,19 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
                                   seeds={"seed": seed, "bootstrap": n_boot},
                                   items=[it.id for it in game.items], dev_scores=game.dev.record())
     return report
+
+
+def _with_interaction_shapley(results: dict[str, ValuationResult]) -> dict[str, ValuationResult]:
+    """The interactions come with the players' Shapley values from the same coalitions (exact, or sampled):
+    when no Shapley estimator was asked for, they join the results as ``shapley`` (exact) or ``mc`` (sampled),
+    so the leaderboard ranks by them and shows the column a best-team line or a comparison refers to. The
+    results in display order."""
+    found = results["interactions"].extras.get("interactions") if "interactions" in results else None
+    if isinstance(found, Interactions) and not {"shapley", "mc"} & set(results):
+        name = "shapley" if found.exact else "mc"
+        results = {**results, name: dataclasses.replace(found.values, estimator=FIELDS[name],
+                                                        extras={**found.values.extras, "from": "interactions"})}
+    return {name: results[name] for name in sorted(results, key=list(ESTIMATORS).index)}
 
 
 def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[frozenset]:

@@ -22,7 +22,7 @@ from ..result_files import Bundle, write_bundle
 from ..settings_check import check_settings, setting
 from ..tasks import make as make_task
 from ..valuation.game import CoalitionGame
-from ..valuation.stats import format_p, summarise_settings
+from ..valuation.stats import format_p, smallest_p, summarise_settings
 from .leaderboard import FIELDS, EvalOptions, EvalReport, correlate, evaluate, write_report
 from .table import Column, Table
 
@@ -105,10 +105,12 @@ class SweepReport:
         for key, s in self.settings.items():
             c = s.correlation
             sig = per_setting.get(key, {}).get("significant")
+            too_few = key in self.summary.get("too_few", {})
             rows.append({"setting": key, "n": c["n"],
                          "spearman": "undefined" if c["spearman"] is None else f"{c['spearman']:.3f}",
                          "p": format_p(c["spearman_p"]),
-                         "significant": "n/a" if sig is None else ("yes" if sig else "no")})
+                         "significant": "too few to test" if too_few else "n/a" if sig is None
+                         else ("yes" if sig else "no")})
         return Table([Column("setting"), Column("n", kind="int"), Column("spearman", "Spearman"), Column("p"),
                       Column("significant", "significant after BH")], rows, id="sweep")
 
@@ -216,19 +218,30 @@ def sweep(grid: SweepGrid, options: SweepOptions = SweepOptions(), *, log: Calla
 
 
 def _summary(settings: dict[str, SweepSetting], gains: list[Any], options: SweepOptions) -> dict[str, Any]:
-    testable = {k: s.correlation["spearman_p"] for k, s in settings.items() if s.correlation["spearman_p"] is not None}
+    undefined = [k for k, s in settings.items() if s.correlation["spearman_p"] is None]
+    too_few = {k: smallest_p(s.correlation["n"]) for k, s in settings.items()
+               if k not in undefined and smallest_p(s.correlation["n"]) > options.alpha}
+    testable = {k: s.correlation["spearman_p"] for k, s in settings.items() if k not in undefined and k not in too_few}
     overall = summarise_settings(testable, alpha=options.alpha) if testable else {}
-    undefined = [k for k in settings if k not in testable]
+    notes = [overall.get("sentence")]
+    if too_few:  # never significant whatever the data: not a finding, left out of the count, and said so
+        notes.append(f"{_settings(len(too_few))} left out, too few observations for a test at alpha="
+                     f"{options.alpha:g}: " + "; ".join(f"{k} (n={settings[k].correlation['n']}: the smallest "
+                                                        f"possible p is {format_p(p)})" for k, p in too_few.items()))
     if undefined:  # neither significant nor not: left out of the count, and said so
-        note = (f"{len(undefined)} setting{'s' if len(undefined) != 1 else ''} left out, correlation undefined: "
-                + "; ".join(f"{k} ({settings[k].correlation['method']})" for k in undefined))
-        overall = {**overall, "undefined": undefined,
-                   "sentence": "; ".join(s for s in (overall.get("sentence"), note) if s)}
+        notes.append(f"{_settings(len(undefined))} left out, correlation undefined: "
+                     + "; ".join(f"{k} ({settings[k].correlation['method']})" for k in undefined))
+    if too_few or undefined:
+        overall = {**overall, "undefined": undefined, "too_few": too_few, "sentence": "; ".join(n for n in notes if n)}
     if options.gain_unit is not None:
         from .gain import gain_share
 
         overall = {**overall, "gain": gain_share(gains)}
     return overall
+
+
+def _settings(k: int) -> str:
+    return f"{k} setting{'s' if k != 1 else ''}"
 
 
 def write_sweep(report: SweepReport, out: Path) -> dict[str, Path]:

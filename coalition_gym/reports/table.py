@@ -6,7 +6,8 @@ HTML show) and a ``kind`` saying how a value reads:
 
 - ``text``: ``str(value)``; HTML sorts it as text;
 - ``int``: a whole number (right-aligned in the terminal); ``signed``: the same with its sign (``+2``);
-- ``number``: a float shown with the column's ``fmt`` (``".4g"``); CSV keeps the full value;
+- ``number``: a float shown with the column's ``fmt`` (``".4g"``), a value that rounds to zero as zero (never
+  ``-0.000``); CSV keeps the full value;
 - ``ci``: an estimate ``{"value": v, "ci": [low, high]}`` shown as ``v [low, high]``; CSV gives it three fields
   (``name``, ``name_ci_low``, ``name_ci_high``); HTML sorts it by ``v``;
 - ``at``: an estimate at a cost ``{"score": estimate, "cost": estimate, "note": ""}`` shown as
@@ -24,11 +25,14 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ..valuation.stats import fmt_number
+
 KINDS = ("text", "int", "signed", "number", "ci", "at")
 
 
 def fmt_ci(value: float, ci: Sequence[float], fmt: str = ".3f") -> str:
-    return f"{value:{fmt}} [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+    """``v [low, high]`` in ``fmt``, a bound that rounds to zero printed as zero (see ``fmt_number``)."""
+    return f"{fmt_number(value, fmt)} [{fmt_number(ci[0], fmt)}, {fmt_number(ci[1], fmt)}]"
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class Column:
         if self.kind == "signed":
             return f"{value:+d}"
         if self.kind == "number":
-            return format(value, self.fmt)
+            return fmt_number(value, self.fmt)
         if self.kind == "ci":
             return fmt_ci(value["value"], value["ci"], self.fmt)
         if self.kind == "at":
@@ -107,10 +111,11 @@ class Table:
         return [c.title for c in self.columns]
 
     def to_markdown(self) -> list[str]:
-        """The table's lines (header, rule, one line per row)."""
+        """The table's lines (header, rule, one line per row); a ``|`` inside a cell or header is escaped, so every
+        line has the header's number of columns."""
         headers = self.headers()
-        return (["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-                + ["| " + " | ".join(line) + " |" for line in self.cells()])
+        return (["| " + " | ".join(map(_md_cell, headers)) + " |", "|" + "---|" * len(headers)]
+                + ["| " + " | ".join(map(_md_cell, line)) + " |" for line in self.cells()])
 
     def to_csv(self) -> str:
         out = io.StringIO()
@@ -135,6 +140,10 @@ class Table:
         caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         return (f'<table class="sortable" id="{html.escape(self.id, quote=True)}">{caption}'
                 f"<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _html_cell(column: Column, value: Any) -> str:

@@ -28,6 +28,14 @@ class _Fields(Mapping[str, str]):
 
 FIELDS: Mapping[str, str] = _Fields()
 
+#: a field whose number is not the value its name suggests -> what the column says it is
+HEADERS = {"interaction": "mean pairwise interaction"}
+
+
+def estimate_column(field: str) -> Column:
+    """An estimator's column: its field, a header saying what the number is, with its 95% CI."""
+    return Column(field, f"{HEADERS.get(field, field)} [95% CI]", "ci")
+
 
 def leaderboard_rows(players: Sequence[str], solo: Any, results: Mapping[str, Any],
                      primary: str) -> list[dict[str, Any]]:
@@ -54,7 +62,7 @@ def leaderboard_table(rows: list[dict[str, Any]], primary: str) -> Table:
     estimator ranked by and the rank change (the same columns in the terminal, Markdown, CSV and HTML)."""
     fields = list(rows[0]["estimates"]) if rows else []
     columns = ([Column("rank", kind="int"), Column("model"), Column("solo", "solo [95% CI]", "ci")]
-               + [Column(f, f"{f} [95% CI]", "ci") for f in fields]
+               + [estimate_column(f) for f in fields]
                + [Column("ranked_by", "ranked by"), Column("rank_change", "rank change", "signed")])
     body = [{"rank": r["rank"], "model": r["model"], "solo": estimate(r["solo"], r["solo_ci"]),
              **{f: r["estimates"][f] for f in fields}, "ranked_by": FIELDS[primary], "rank_change": r["rank_change"]}

@@ -92,7 +92,7 @@ def _load_folder(folder: Path, model: Any) -> None:
         load_adapter_weights(model, folder)
         return
     loaded = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True,
-                                                  torch_dtype=next(model.parameters()).dtype)
+                                                  dtype=next(model.parameters()).dtype)
     model.load_state_dict(loaded.state_dict())
 
 

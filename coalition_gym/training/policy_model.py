@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..agents.lora import LoraSpec
+from ..agents.lora import LoraSpec, with_causal_lm_loss
 from ..errors import ConfigError
 
 
@@ -68,7 +68,8 @@ def _load_model(spec: str, device: str, dtype: str) -> tuple[Any, Any]:
     device, dtype = resolve_device_dtype(device, dtype)
     import torch
 
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype))
+    model = with_causal_lm_loss(AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                                                      dtype=getattr(torch, dtype)))
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     return model.to(device), tokenizer  # type: ignore[arg-type]  # transformers' stubs type .to() oddly
 

@@ -32,9 +32,11 @@ class ValuationResult:
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, player: str) -> float:
+        """The player's value (a float, whatever the estimator); ``as_dict()[player]`` adds its stderr and CI."""
         return float(self.values[self.players.index(player)])
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
+        """Player -> ``{"value", "stderr", "ci"}``: the whole estimate (``result[player]`` is its value)."""
         return {p: {"value": float(v), "stderr": float(s), "ci": [float(lo), float(hi)]}
                 for p, v, s, lo, hi in zip(self.players, self.values, self.stderr, self.ci_low, self.ci_high)}
 

@@ -132,6 +132,7 @@ class CoalitionGame(Game):
         self.records: dict[frozenset, list[dict]] = {}
         self.max_programs = max_programs
         self.progress = progress
+        self.progress_label = f"{self.protocol.name} coalitions"  # the bar's text; a report may say what runs
         self._bar: Any = None
         self.executor = executor if executor is not None else LocalExecutor()
         self._backends = pool.backends()
@@ -183,7 +184,7 @@ class CoalitionGame(Game):
             else:
                 runnable.append(c)
         if self.progress and self._bar is None:
-            self._bar = tqdm(total=0, desc=f"{self.protocol.name} coalitions", unit="coalition", leave=False)
+            self._bar = tqdm(total=0, desc=self.progress_label, unit="coalition", leave=False)
         if self._bar is not None:
             self._bar.total += len(runnable)
             self._bar.refresh()

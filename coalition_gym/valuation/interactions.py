@@ -79,6 +79,10 @@ class Interactions:
     exact: bool
     details: dict[str, Any] = field(default_factory=dict)  # cost, stop reason (sampled)
 
+    def __getitem__(self, pair: tuple[str, str]) -> float:
+        """The pair's Shapley interaction (a float, as ``ValuationResult[player]`` is the player's value)."""
+        return self.shapley[pair]
+
 
 def _pair_list(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(i + 1, n)]

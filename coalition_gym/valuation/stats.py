@@ -166,6 +166,15 @@ def pearson(x: ArrayLike, y: ArrayLike, *, n_resamples: int = 20000, seed: int =
     return _permutation_correlation(xa, ya, n_resamples, seed)
 
 
+def smallest_p(n: int, n_resamples: int = 20000) -> float:
+    """The smallest p-value :func:`pearson` and :func:`spearman` can give with ``n`` observations: 2 / n! for
+    an exact test (only the observed order and its reverse reach |r| = 1), 1 / (n_resamples + 1) for a
+    sampled one. When it exceeds alpha, no data can be significant at alpha: too few observations to test."""
+    if n < 3:
+        return 1.0
+    return min(1.0, 2.0 / math.factorial(n)) if n <= EXACT_MAX_N else 1.0 / (n_resamples + 1)
+
+
 def spearman(x: ArrayLike, y: ArrayLike, *, n_resamples: int = 20000, seed: int = 0) -> Correlation:
     """Spearman rho: Pearson r on average ranks (ties share the mean rank), same permutation test.
 
@@ -244,6 +253,27 @@ def format_p(p: float | None) -> str:
     if p is None or not math.isfinite(p):
         return "undefined"
     return f"< {P_FLOOR:g}" if p < P_FLOOR else f"{p:.3g}"
+
+
+def fmt_number(value: float, fmt: str = ".3f") -> str:
+    """``value`` in format ``fmt``, a value that rounds to zero read as zero: ``0.000`` (``+0.000`` with a ``+``
+    format), never ``-0.000``."""
+    text = format(value, fmt)
+    try:
+        zero = float(text) == 0.0
+    except ValueError:  # a format that float() does not read back (e.g. with a thousands separator)
+        return text
+    return format(0.0, fmt) if zero else text
+
+
+def signed(value: float) -> str:
+    """``+0.123``, ``-0.123`` or ``+0.000``: a difference or an interaction as reports print it."""
+    return fmt_number(value, "+.3f")
+
+
+def signed_ci(ci: Sequence[float]) -> str:
+    """``[-0.012, +0.034]``: a signed value's 95% CI."""
+    return f"[{signed(ci[0])}, {signed(ci[1])}]"
 
 
 def shared_ranks(values: Sequence[float], tol: float = 1e-12) -> list[int]:

@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from .exact import ValuationResult
 from .game import Game
 from .interactions import PairMatrix
+from .stats import signed
 
 
 def _within(team: list[str], matrix: PairMatrix | None) -> float | None:
@@ -61,10 +62,10 @@ def best_team_sentence(result: dict[str, Any]) -> str:
     if not result["differ"]:
         return head + f"; the same as the top {k} by {result['ranked_by']}."
     text = (f"{head}; the top {k} by {result['ranked_by']}, {', '.join(top['members'])}, reach v = "
-            f"{top['value']:.3f} ({result['gap']:+.3f} for the best team).")
+            f"{top['value']:.3f} ({signed(result['gap'])} for the best team).")
     if best["interaction_sum"] is not None and top["interaction_sum"] is not None:
-        text += (f" Pairwise Shapley interactions inside the teams sum to {best['interaction_sum']:+.3f} (best) "
-                 f"and {top['interaction_sum']:+.3f} (top by value): "
+        text += (f" Pairwise Shapley interactions inside the teams sum to {signed(best['interaction_sum'])} (best) "
+                 f"and {signed(top['interaction_sum'])} (top by value): "
                  + ("the top members overlap (redundant)." if top["interaction_sum"] < best["interaction_sum"]
                     else "the difference is not in the pairs alone (higher-order effects)."))
     return text

@@ -50,6 +50,7 @@ def test_demo_shows_the_phenomenon(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "coalition_gym.cli", "demo", "--items", "300",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert "nan" not in proc.stdout.split()  # a protocol that never asks the policy shows '-', not nan
     summary = json.loads((tmp_path / "summary.json").read_text())
     debate = next(r for r in summary["protocols"] if r["protocol"] == "debate")
     rows = {m["name"]: m for m in debate["models"]}

@@ -92,7 +92,7 @@ def test_independent_errors_protocol_wins_and_k_matches_cost(tmp_path):
     assert row["verdict"] == "protocol" and row["beats_baseline"] and row["gain"]["ci"][0] > 0
     # 5 members answer once: 5 calls per item, matched by self-consistency@5 exactly
     assert row["cost"]["value"] == 5.0 and row["match"] == {"unit": "calls", "k": 5, "protocol_cost": 5.0,
-                                                              "baseline_cost": 5.0, "ratio": 1.0,
+                                                              "baseline_cost": 5.0, "ratio": 1.0, "capped": False,
                                                               "matched": "mean cost per item"}
     by_kind = {b["kind"]: b for b in row["baselines"]}
     assert by_kind["self_consistency"]["k"] == 5 and by_kind["best_single"]["cost"]["value"] == 1.0

@@ -387,7 +387,9 @@ def test_a_sweep_leaves_undefined_settings_out_of_the_count_and_says_so(tmp_path
     grid = SweepGrid(["sim:demo", "sim:random-2"], ["majority_vote"], ["rg/basic_arithmetic"], ["loo"], 20)
     report = run_sweep(grid, tmp_path, log=lambda _: None)
     summary = report.summary
-    assert summary["total"] == 1 and summary["undefined"] == ["sim:random-2 / majority_vote"]
-    assert "in 1 of 1 setting" in summary["sentence"] or "in 0 of 1 setting" in summary["sentence"]
+    assert summary["undefined"] == ["sim:random-2 / majority_vote"]
+    # sim:demo's 4 models on one task: no test could reach alpha (smallest p 2/4!), left out too, and said so
+    assert list(summary["too_few"]) == ["sim:demo / majority_vote"] and "total" not in summary
     assert "1 setting left out, correlation undefined" in summary["sentence"]
+    assert "1 setting left out, too few observations" in summary["sentence"]
     assert "| sim:random-2 / majority_vote | 2 | undefined | undefined | n/a |" in (tmp_path / "sweep.md").read_text()

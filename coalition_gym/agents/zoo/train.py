@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ...tasks.zoo_tasks import ZOO_TASKS, zoo_task
 from ...types import Ask, Item, Message, SamplingParams
+from ..lora import with_causal_lm_loss
 from .recipes import ZooModelSpec, ZooRecipe
 from .tokenizer import _VOCAB, BOS, EOS, PAD, char_tokenizer, encode_chars, render_chat
 
@@ -100,7 +101,7 @@ def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False,
                         pad_token_id=_VOCAB[PAD], tie_word_embeddings=True,
                         loss_type="ForCausalLM")  # type: ignore[call-arg]  # a PretrainedConfig kwarg
     device = os.environ.get("COALITION_GYM_ZOO_DEVICE", "cpu")
-    model = GPT2LMHeadModel(config).to(device)  # type: ignore[arg-type]  # transformers' stubs
+    model = with_causal_lm_loss(GPT2LMHeadModel(config)).to(device)  # type: ignore[arg-type]  # transformers' stubs
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
