@@ -393,8 +393,7 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     if method not in teams:
         raise ConfigError(f"--method {args.method!r} trains one policy; with {len(policies)} --policy options the "
                           f"team recipes apply: {', '.join(teams)} (or crl, which means {TEAM_METHOD})")
-    refused = [flag for flag, on in (("--reward", args.reward), ("--executor ray", args.executor == "ray"),
-                                     ("--force", args.force)) if on]
+    refused = [flag for flag, on in (("--reward", args.reward), ("--executor ray", args.executor == "ray")) if on]
     if refused:
         raise ConfigError(f"{refused[0]} is not available for team training (several --policy options) yet")
     settings = {**_given_settings(args, team=True), "policies": policies, "method": method}
@@ -404,7 +403,8 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     claim_run_folder(root, config, args.overwrite)  # type: ignore[arg-type]  # reads method, seed and to_dict
     folder = root / f"{config.method}-seed{config.seed}"
     failures = FailureSummary()
-    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, RunOptions(failures=failures)))
+    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, RunOptions(failures=failures,
+                                                                                             force=args.force)))
     write_run_record(root, args.record.finish(training={"methods": config.method, "preset": preset,
                                                         **config.to_dict()},
                                               policy_weights={s: policy_weights(p) for s, p in
@@ -422,6 +422,7 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
     """The team's test score before and after with CIs, each seat's before -> after, and its pool line."""
     from ..training.checkpoints import has_weights
     from ..training.export import pool_line
+    from ..training.verdict import verdict_line
 
     def cell(score: dict[str, Any] | None) -> str:
         return "-" if not score else f"{score['mean']:.3f} [{score['ci'][0]:.3f}, {score['ci'][1]:.3f}]"
@@ -438,6 +439,8 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
     for seat in report["seats"]:
         if has_weights(folder / seat / "best"):
             print(f"{seat} as a pool member: {pool_line(folder / seat)}")
+    if report.get("verdict"):
+        print(verdict_line(report["method"], report["verdict"], "the untrained team"))
     print(f"wrote {folder / 'report.json'} and one folder per seat")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..result_files import JsonLines, write_json
 from ..valuation.stats import rescue_drag
+from .verdict import verdict_line
 
 
 def _finite(value: Any) -> Any:
@@ -80,10 +81,12 @@ def _trend(report: dict[str, Any], key: str) -> str:
 
 
 def summary_table(folder: str | Path) -> str:
-    """A markdown table of every report.json under ``folder`` (every method run so far)."""
+    """A markdown table of every report.json under ``folder`` (every method run so far), then each trained
+    method's verdict against Base (:mod:`.verdict`) and what "best" means where it is not the highest."""
     rows = ["| method | seed | best step | dev at best [95% CI] | system (best) [95% CI] | solo (best) [95% CI] | "
             "system (last) | rescue | drag | informative groups | pivotality |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes: list[str] = []
     for path in sorted(Path(folder).rglob("report.json")):
         r = json.loads(path.read_text())
         vs = r.get("vs_base_collab") or {}
@@ -91,4 +94,9 @@ def summary_table(folder: str | Path) -> str:
         rows.append(f"| {r['method']} | {r['seed']} | {r['best_step']} | {_cell(r.get('dev_at_best'))} | "
                     f"{_cell(r['collab'])} | {_cell(r['solo'])} | {_cell(last)} | {_num(vs.get('rescue'))} | "
                     f"{_num(vs.get('drag'))} | {_trend(r, 'informative_groups')} | {_trend(r, 'pivotality')} |")
-    return "\n".join(rows) + "\n"
+        if r.get("best_direction", "higher") != "higher":
+            notes.append(f"best step of {r['method']}: its {r['best_direction']} dev score (reward "
+                         f"{r['config'].get('reward', '')}: an adversary)")
+        if r.get("verdict"):
+            notes.append(verdict_line(r["method"], r["verdict"]))
+    return "\n".join(rows) + "\n" + "".join(f"\n{note}" for note in notes) + ("\n" if notes else "")

@@ -28,6 +28,7 @@ from ..advantages import group_advantages
 from ..evaluation import EvalResult, summarise
 from ..policy_model import policy_weights, resolve_policy
 from ..rollouts import CounterfactualCost, Rollout
+from ..verdict import paired_verdict
 from .config import TeamConfig
 from .diagnostics import loo_credit, seat_signal, summarise_seats
 
@@ -204,6 +205,7 @@ def team_report(trainer: Any) -> dict[str, Any]:
         "per_seat": {s: {k: seats[s][k] for k in ("before", "after", "last")} for s in seat_names},
         "counterfactual_cost": {"training": dict(state.cost), "test_after": after["cost"]},
         "seconds_per_step": {k.removesuffix("_seconds"): mean_of(k) for k in TIMING_KEYS},
+        "verdict": (paired_verdict(before["system"]["per_item"], after["system"]["per_item"]) if before else None),
         "signal": signal, "policy_weights": weights, "dev_scores": trainer.system.dev.record(),
         "config": cfg.to_dict(), "failures": trainer.failures.to_dict()}
     write_json(out / "report.json", result)
