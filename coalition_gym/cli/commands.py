@@ -339,7 +339,7 @@ def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
     from ..training.config import default_run
 
     flags = {"protocol": args.protocol, "task": args.task, "collaborators": args.collaborators, "steps": args.steps,
-             "seed": args.seed, "tensorboard": args.tensorboard or None}
+             "seed": args.seed, "report_to": None if args.report_to == "none" else args.report_to}
     if not team:
         flags.update(policy=args.policy, reward=args.reward)
     given = {k: v for k, v in flags.items() if v is not None}
@@ -356,7 +356,7 @@ def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
     from ..training.config import preset_for
-    from ..training.trainer import RunOptions, policy_weights, run_methods, summary_table
+    from ..training.trainer import RunOptions, policy_weights, run_methods
 
     policies = list(args.policy or [])
     if len(policies) >= 2:  # several --policy: one team, each policy a trainable seat
@@ -375,7 +375,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             executor.close()
     write_run_record(root, args.record.finish(training={"methods": args.method, "preset": preset, **settings},
                                               policy_weights=policy_weights(str(settings["policy"]))))
-    print(summary_table(root))  # every report's test scores with CIs, one row per method
+    print((root / "summary.md").read_text())  # every report's test scores with CIs, the verdicts, the curves
     _show_trained(root, [r for r in reports if r["method"] != "base"], args.export)
     return verdict(failures, args.max_failures, _say)
 
@@ -441,6 +441,7 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
             print(f"{seat} as a pool member: {pool_line(folder / seat)}")
     if report.get("verdict"):
         print(verdict_line(report["method"], report["verdict"], "the untrained team"))
+    print(f"curves (dev score, reward and each seat's informative groups per step): {report['curves']}")
     print(f"wrote {folder / 'report.json'} and one folder per seat")
 
 

@@ -27,6 +27,7 @@ from ..errors import ConfigError, did_you_mean, setting_hint
 from ..settings_check import check_settings, setting
 from ..tasks.base import PROMPT_STYLES
 from .recipes import get_recipe, recipe_names, recipe_of
+from .reporting import REPORT_TO, check_report_to
 
 COLLABORATOR_DRAWS = ("shared", "fresh")
 ROLLOUT_BACKENDS = ("hf", "vllm")
@@ -95,7 +96,8 @@ class RunSettings:
     device: str = "auto"  # auto, cpu, cuda, cuda:1 ...
     dtype: str = setting("auto", choices=DTYPES)
     out: str = "runs/train"
-    tensorboard: bool = False
+    report_to: str = setting("none", choices=tuple(REPORT_TO), doc="where the metrics go besides metrics.jsonl: "
+                             "none, tensorboard, wandb or trackio (as TRL's report_to)")
     # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
     rollout_batch_size: int | None = setting(None, ge=1)
     fast_decode: str = setting("auto", choices=FAST_DECODE)
@@ -146,6 +148,7 @@ class TrainConfig(LoraSettings, RunSettings):
             raise ConfigError(f"unknown method {self.method!r} (no policy-training recipe has that name); use one of "
                               f"{', '.join(recipe_names('policy'))}")
         check_settings(self, self.method)  # types, bounds and choices, declared on the fields (every subclass's)
+        check_report_to(self.report_to)  # a tracker's missing package, before any work
         if self.lora is not None and self.rollout_backend == "vllm":
             raise ConfigError("rollout_backend='vllm' with lora_r > 0 is not supported: the engine is sent full "
                               "weights after every step; use rollout_backend='hf' with LoRA")

@@ -1,10 +1,12 @@
-"""What a training run writes: ``metrics.jsonl`` (one row per step and evaluation, optionally
-TensorBoard), ``report.json`` / ``per_item.json`` (test scores with 95% CIs for the best *and* the last
-checkpoint, the dev score and CI at the selected step, rescue/drag against Base, the learning-signal
-summary) and the folder's ``summary.md`` table."""
+"""What a training run writes: ``metrics.jsonl`` (one row per step and evaluation, optionally sent to
+TensorBoard, wandb or trackio: ``report_to``), ``report.json`` / ``per_item.json`` (test scores with 95% CIs
+for the best *and* the last checkpoint, the dev score and CI at the selected step, rescue/drag against Base,
+the verdict against Base, the learning-signal summary) and the folder's ``summary.md`` table."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -22,27 +24,56 @@ def _finite(value: Any) -> Any:
     return value
 
 
-class MetricsLog:
-    def __init__(self, out: Path, tensorboard: bool = False):
-        self.path = out / "metrics.jsonl"
-        self.writer = None
-        if tensorboard:
-            from ..errors import ConfigError
+#: ``--report-to``: where the metric rows go besides ``metrics.jsonl`` (as TRL's ``report_to``), and the package each
+#: needs
+REPORT_TO = {"none": None, "tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
 
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise ConfigError("--tensorboard needs the tensorboard package: pip install tensorboard") from exc
-            self.writer = SummaryWriter(str(out / "tensorboard"))
+
+def check_report_to(name: str) -> None:
+    """Refuse an unknown tracker, or one whose package is not installed (before any training)."""
+    from ..errors import ConfigError, did_you_mean
+
+    if name not in REPORT_TO:
+        raise ConfigError(f"report_to={name!r}.{did_you_mean(name, REPORT_TO)} Use one of {', '.join(REPORT_TO)}")
+    package = REPORT_TO[name]
+    if package is not None and importlib.util.find_spec(package) is None:
+        raise ConfigError(f"--report-to {name} needs the {package} package: pip install {package}")
+
+
+class MetricsLog:
+    """``metrics.jsonl``, one row per step and evaluation, and the same numbers sent to ``report_to``'s tracker
+    (TensorBoard under ``out/tensorboard``; wandb or trackio as a run named after ``out``)."""
+
+    def __init__(self, out: Path, report_to: str = "none", config: dict[str, Any] | None = None):
+        self.path = out / "metrics.jsonl"
+        self.tracker: Any = None
+        self.report_to = report_to
+        check_report_to(report_to)
+        if report_to == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tracker = SummaryWriter(str(out / "tensorboard"))
+        elif report_to in ("wandb", "trackio"):
+            tracker = importlib.import_module(report_to)
+            tracker.init(project="coalition-gym", name=out.name, config=config or {})
+            self.tracker = tracker
+
+    def _send(self, row: dict[str, Any]) -> None:
+        numbers = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and k != "step"}
+        step = int(row.get("step", 0))
+        if self.report_to == "tensorboard":
+            for key, value in numbers.items():
+                self.tracker.add_scalar(key, value, step)
+        elif numbers:
+            self.tracker.log(numbers, step=step)
 
     def write(self, row: dict[str, Any]) -> None:
         row = {k: _finite(v) for k, v in row.items()}
         with JsonLines(self.path) as lines:
             lines.write(row)
-        if self.writer is not None:
-            for key, value in row.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.writer.add_scalar(key, value, row.get("step", 0))
+        if self.tracker is not None:
+            self._send(row)
 
     def rows(self) -> list[dict[str, Any]]:
         if not self.path.is_file():

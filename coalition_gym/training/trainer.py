@@ -52,6 +52,7 @@ from .config import (
     preset_for,
 )
 from .credit import SHAPLEY_SEAT_LIMIT
+from .curves import run_curves
 from .diagnostics import signal_metrics, summarise_signal
 from .evaluation import MODES, EvalResult, RunItems, improves, summarise
 from .policy_model import (
@@ -485,7 +486,7 @@ class Trainer(RunItems):
             (self.out / seat).mkdir(exist_ok=True)
             write_json(self.out / seat / "config.json", {**cfg.to_dict(), "seat": seat,
                                                          "policy": self.seat_policies[seat], "policy_name": seat})
-        self.metrics = MetricsLog(self.out, cfg.tensorboard)
+        self.metrics = MetricsLog(self.out, cfg.report_to, cfg.to_dict())
         resumed = self.try_resume()
         if not self.method.trains:
             if not resumed:
@@ -621,7 +622,9 @@ def run_methods(methods: Sequence[str] = ("crl",), root: str | Path = "runs/trai
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         train = get_recipe(config.method, "policy").train
         reports.append(train(config, RecipeContext(root / f"{config.method}-seed{config.seed}", options, base)))
-    write_text(root / "summary.md", summary_table(root))
+    curves = run_curves(root)
+    write_text(root / "summary.md", summary_table(root) + f"\ncurves (dev score, reward and informative groups per "
+                                                          f"step): {curves}\n")
     return reports
 
 

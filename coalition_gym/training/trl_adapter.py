@@ -119,7 +119,8 @@ class PolicySeat:
 
         items = list(self.system.task.items("train"))
         items = random.Random(stable_hash("probe-items", self.seed)).sample(items, min(groups, len(items)))
-        hf = HFGenerator(model, tokenizer, HFOptions(max_new_tokens=max_new_tokens), identity=f"{self.policy_name}:probe")
+        hf = HFGenerator(model, tokenizer, HFOptions(max_new_tokens=max_new_tokens),
+                         identity=f"{self.policy_name}:probe")
         was_training = bool(getattr(model, "training", False))
         model.eval()
         try:

@@ -28,6 +28,7 @@ from ...errors import ConfigError, did_you_mean, setting_hint
 from ...settings_check import check_settings, setting
 from ..config import EVAL_DECODING, PRESETS, SETTING_SYNONYMS, ClippedPGSettings, LoraSettings, RunSettings
 from ..credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
+from ..reporting import check_report_to
 
 TEAM_METHOD = "team-crl"
 
@@ -56,6 +57,7 @@ class TeamConfig(ClippedPGSettings, LoraSettings, RunSettings):
             raise ConfigError(f"unknown credit mode {self.credit!r}.{did_you_mean(str(self.credit), CREDIT_MODES)} "
                               f"Use one of {', '.join(CREDIT_MODES)}")
         check_settings(self, self.method)
+        check_report_to(self.report_to)  # a tracker's missing package, before any work
         self.policies = [str(p) for p in self.policies]
         k = len(self.policies)
         if k < 2:

@@ -25,6 +25,7 @@ from ...errors import ConfigError
 from ...result_files import write_json
 from ...valuation.stats import rescue_drag
 from ..advantages import group_advantages
+from ..curves import team_curves
 from ..evaluation import EvalResult, summarise
 from ..policy_model import policy_weights, resolve_policy
 from ..rollouts import CounterfactualCost, Rollout
@@ -208,6 +209,7 @@ def team_report(trainer: Any) -> dict[str, Any]:
         "verdict": (paired_verdict(before["system"]["per_item"], after["system"]["per_item"]) if before else None),
         "signal": signal, "policy_weights": weights, "dev_scores": trainer.system.dev.record(),
         "config": cfg.to_dict(), "failures": trainer.failures.to_dict()}
+    result["curves"] = str(team_curves(out, cfg.method, seat_names))
     write_json(out / "report.json", result)
     for seat in seat_names:
         write_json(out / seat / "report.json", {**seats[seat], "method": cfg.method, "seed": cfg.seed,
