@@ -132,13 +132,15 @@ def diagnose(result: ProbeResult, setting: ProbeSetting, who: str = "the policy"
 
 def refuse_without_signal(results: Mapping[str, ProbeResult], setting: ProbeSetting, force: bool,
                           log: Callable[[str], None], how_to_force: str) -> None:
-    """Log every seat's probe; with no informative group for any seat raise :class:`NoSignalError` naming each
-    seat's likely cause (``force``: a warning, and on); a seat without one in a team that has signal elsewhere
-    gets a warning (it will not learn)."""
+    """Log every seat's probe; when no seat can learn raise :class:`NoSignalError` naming each seat's likely cause
+    (``force``: a warning, and on); a seat that cannot in a team where another can gets a warning. A seat cannot
+    learn without an informative group, nor, in a team, when its own answers never moved its credit (pivotality
+    0 or none: its informative groups are its partners' noise)."""
     team = len(results) > 1
     for seat, result in results.items():
         log(f"{seat}: {result.line()}" if team else result.line())
-    silent = {s: r for s, r in results.items() if r.informative_groups == 0.0}
+    # a team seat's credit also moves with its partners' samples: it learns only where its own answer moves it
+    silent = {s: r for s, r in results.items() if r.informative_groups == 0.0 or (team and not r.pivotality)}
     if not silent:
         return
     causes = "; ".join(diagnose(r, setting, f"seat {s!r}" if team else "the policy") for s, r in silent.items())
