@@ -41,6 +41,7 @@ def test_the_trl_reward_warns_when_every_group_scores_alike():
         reward([rows[0]["prompt"]] * 2 + [rows[1]["prompt"]] * 2, [" 12345"] * 4, [rows[0]["item_id"]] * 2 +
                [rows[1]["item_id"]] * 2)
     assert len(seen) == 1 and "probe(model, tokenizer)" in seen[0]
+    assert SystemOutcomeReward("majority_vote", task=zoo_task("arith", size=30)).watch.steps == 5  # the default
 
 
 @pytest.mark.slow
@@ -86,3 +87,16 @@ def test_a_team_that_cannot_learn_is_refused_before_any_update_with_each_seats_c
     assert "team-crl would train nothing" in capsys.readouterr().err
     assert main(argv + ["--force"]) == 0  # --force reaches a team too
     assert "Training anyway (force)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_trl_example_probes_first_and_stops_with_the_cause(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "trl" / "trl_grpo.py"
+    spec = importlib.util.spec_from_file_location("trl_grpo_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with pytest.raises(SystemExit, match=r"would train nothing.*cannot solve the task.*--force"):
+        example.main(["--probe-groups", "2", "--out", str(tmp_path)])  # its defaults: tiny/0 cannot do arith
