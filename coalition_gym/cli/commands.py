@@ -356,6 +356,7 @@ def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
     from ..training.config import preset_for
+    from ..training.reporting import run_summary
     from ..training.trainer import RunOptions, policy_weights, run_methods
 
     policies = list(args.policy or [])
@@ -375,7 +376,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             executor.close()
     write_run_record(root, args.record.finish(training={"methods": args.method, "preset": preset, **settings},
                                               policy_weights=policy_weights(str(settings["policy"]))))
-    print((root / "summary.md").read_text())  # every report's test scores with CIs, the verdicts, the curves
+    print(run_summary(root))  # every report's test scores with CIs, the verdicts, the curves
     _show_trained(root, [r for r in reports if r["method"] != "base"], args.export)
     return verdict(failures, args.max_failures, _say)
 

@@ -111,6 +111,13 @@ def _trend(report: dict[str, Any], key: str) -> str:
     return "-" if first is None or last is None else f"{first:.2f} -> {last:.2f}"
 
 
+def run_summary(folder: str | Path) -> str:
+    """``summary.md``: :func:`summary_table`, and the curves' file where it is drawn."""
+    curves = Path(folder) / "curves.png"
+    drawn = f"\ncurves (dev score, reward and informative groups per step): {curves}\n" if curves.is_file() else ""
+    return summary_table(folder) + drawn
+
+
 def summary_table(folder: str | Path) -> str:
     """A markdown table of every report.json under ``folder`` (every method run so far), then each trained
     method's verdict against Base (:mod:`.verdict`) and what "best" means where it is not the highest."""

@@ -67,7 +67,7 @@ from .policy_model import (
 from .policy_updates import PolicyUpdates
 from .probe import NoSignalError, ProbeResult, ProbeSetting, refuse_without_signal, run_probe
 from .recipes import RecipeContext, get_recipe, make_strategy
-from .reporting import MetricsLog, summary_table, vs_base, write_report
+from .reporting import MetricsLog, run_summary, summary_table, vs_base, write_report
 from .rollouts import (
     CounterfactualCost,
     RecordingPolicy,
@@ -622,9 +622,8 @@ def run_methods(methods: Sequence[str] = ("crl",), root: str | Path = "runs/trai
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         train = get_recipe(config.method, "policy").train
         reports.append(train(config, RecipeContext(root / f"{config.method}-seed{config.seed}", options, base)))
-    curves = run_curves(root)
-    write_text(root / "summary.md", summary_table(root) + f"\ncurves (dev score, reward and informative groups per "
-                                                          f"step): {curves}\n")
+    run_curves(root)
+    write_text(root / "summary.md", run_summary(root))
     return reports
 
 

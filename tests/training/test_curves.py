@@ -46,7 +46,9 @@ def test_a_team_run_writes_its_curves(tmp_path, capsys):
                  "--steps", "1", "--set", "eval_items=2", "--set", "test_items=2", "--set", "items_per_step=2",
                  "--set", "group_size=2", "--set", "probe_groups=0", "--out", str(out)]) == 0
     png = out / "team-crl-seed0" / "curves.png"
-    assert png.read_bytes().startswith(PNG) and f"per step): {png}" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert png.read_bytes().startswith(PNG) and f"per step): {png}" in said
+    assert "verdict team-crl: system score on test" in said and "the untrained team" in said  # item 5, a team
 
 
 @pytest.mark.parametrize("tracker", ["tensorboard", "wandb", "trackio"])
