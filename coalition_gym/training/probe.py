@@ -145,8 +145,8 @@ def refuse_without_signal(results: Mapping[str, ProbeResult], setting: ProbeSett
         return
     causes = "; ".join(diagnose(r, setting, f"seat {s!r}" if team else "the policy") for s, r in silent.items())
     if len(silent) < len(results):
-        log(f"warning: {', '.join(map(repr, silent))} got no informative group in the probe and will not learn. "
-            f"Likely cause: {causes}.")
+        log(f"warning: {', '.join(map(repr, silent))} got no learning signal in the probe (no informative group, "
+            f"or its own answers never moved its credit) and will not learn. Likely cause: {causes}.")
         return
     shown = "" if team else f" ({next(iter(results.values())).line()})"
     message = (f"{setting.method} would train nothing: no informative group in the probe{shown}"

@@ -100,3 +100,17 @@ def test_the_trl_example_probes_first_and_stops_with_the_cause(tmp_path):
     spec.loader.exec_module(example)
     with pytest.raises(SystemExit, match=r"would train nothing.*cannot solve the task.*--force"):
         example.main(["--probe-groups", "2", "--out", str(tmp_path)])  # its defaults: tiny/0 cannot do arith
+
+
+def test_a_team_seat_that_cannot_learn_is_warned_about_and_the_team_goes_on():
+    from coalition_gym.training.probe import ProbeResult, ProbeSetting, refuse_without_signal
+
+    setting = ProbeSetting("team-crl", "zoo:arith", 4, "majority_vote", "sim:demo")
+    learns, noise = ProbeResult(4, 4, 0.5, 0.4, 0.3, 0.2), ProbeResult(4, 4, 0.5, 0.0, 0.3, 0.2)
+    lines = []
+    refuse_without_signal({"a": learns, "b": noise}, setting, False, lines.append, "")
+    assert lines[:2] == [f"a: {learns.line()}", f"b: {noise.line()}"]
+    # b's credit moved only with a's samples (pivotality 0): it will not learn, and the run is told so
+    assert lines[2].startswith("warning: 'b' got no learning signal in the probe") and "seat 'b'" in lines[2]
+    with pytest.raises(NoSignalError, match="for any seat"):
+        refuse_without_signal({"a": noise, "b": noise}, setting, False, lines.append, "")
