@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             reward.reward.probe(model, tokenizer, groups=args.probe_groups, group_size=args.num_generations,
                                 max_new_tokens=args.max_new_tokens, temperature=args.temperature, force=args.force)
         except NoSignalError as exc:
-            raise SystemExit(f"{exc} (--force)") from None
+            raise SystemExit(f"{exc}\n(this example: --force trains anyway)") from None
     config = GRPOConfig(
         output_dir=args.out, per_device_train_batch_size=completions_per_step // world,
         num_generations=args.num_generations, max_completion_length=args.max_new_tokens, max_steps=args.steps,
