@@ -60,6 +60,12 @@ def test_the_trl_probe_refuses_a_policy_that_cannot_learn_unless_forced():
         warnings.simplefilter("error")
         result = reward.probe(model, tokenizer, groups=3, group_size=3, max_new_tokens=8, force=True)
     assert result.groups == 3 and result.informative_groups == 0.0 and model.training is False
+    from coalition_gym.training.trl_rollouts import ProtocolRollout
+
+    rollout = ProtocolRollout("debate", task=zoo_task("reverse", size=30), collaborators="sim:split",
+                              policy_style="compact", rounds=2)  # multi-round: the same probe
+    with pytest.raises(NoSignalError, match="cannot solve the task"):
+        rollout.probe(model, tokenizer, groups=2, group_size=2, max_new_tokens=6)
 
 
 @pytest.mark.slow
