@@ -122,7 +122,7 @@ def main() -> None:
     pool_name = "zoo:tiny" if quick else "zoo:default"
     task_name = "zoo:arith" if quick else "mix:zoo:arith,zoo:reverse,zoo:sum"
     n_items, settings = (12, dict(train_items=8, dev_items=6)) if quick else (200, dict(train_items=96, dev_items=60))
-    settings |= dict(learning_rate=1e-4, max_new_tokens=16, batch_size=16, epochs=1)
+    settings |= dict(lr=1e-4, max_new_tokens=16, batch_size=16, epochs=1)
     pool = load_pool(pool_name)
     task = make_task(task_name, size=max(n_items, 200))
     items = list(task.items("test"))[:n_items]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from typing import Iterable, Mapping
 
 
 class CoalitionGymError(Exception):
@@ -23,6 +23,16 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`` Did you mean 'x'?`` for a close name, else nothing: the hint every unknown-name error gives."""
     close = close_names(name, known)
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def setting_hint(name: str, known: Iterable[str], synonyms: Mapping[str, str] | None = None) -> str:
+    """What an unknown-setting error adds after the bad name: the closest valid names (first the one that
+    ``synonyms`` maps ``name`` to, e.g. another library's ``learning_rate`` to ``lr``) and the full list."""
+    known = sorted(set(known))
+    same = (synonyms or {}).get(name)
+    close = ([same] if same in known else []) + [c for c in close_names(name, known) if c != same]
+    hint = f" Did you mean {', '.join(repr(c) for c in close[:3])}?" if close else ""
+    return f".{hint} Valid settings: {', '.join(known)}"
 
 
 class UnknownNameError(CoalitionGymError, KeyError):

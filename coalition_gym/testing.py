@@ -103,7 +103,7 @@ def check_coalition_recipe(recipe: str, pool: Any = None, task: "Task | str" = "
     from .training.collaborative import TrainedCoalitionGame, make_coalition_settings
 
     settings = make_coalition_settings(recipe, iterations=1, train_items=4, dev_items=3, max_new_tokens=6,
-                                       batch_size=4, learning_rate=1e-3)
+                                       batch_size=4, lr=1e-3)
     pool = load_pool(TRAINING_POOL if pool is None else pool)
     task = make_task(task, size=max(items, 8)) if isinstance(task, str) else task
     weights = {n: [p.detach().clone() for p in g.model.parameters()] for n, g in pool.members.items()

@@ -330,7 +330,7 @@ def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
     from ..training.config import default_run
 
     flags = {"protocol": args.protocol, "task": args.task, "collaborators": args.collaborators, "steps": args.steps,
-             "seed": args.seed, "tensorboard": args.tensorboard or None}
+             "seed": args.seed, "report_to": None if args.report_to == "none" else args.report_to}
     if not team:
         flags.update(policy=args.policy, reward=args.reward)
     given = {k: v for k, v in flags.items() if v is not None}
@@ -347,7 +347,8 @@ def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
 def cmd_train(args: argparse.Namespace) -> int:
     from ..envs.executors import make_executor
     from ..training.config import preset_for
-    from ..training.trainer import RunOptions, policy_weights, run_methods, summary_table
+    from ..training.reporting import run_summary
+    from ..training.trainer import RunOptions, policy_weights, run_methods
 
     policies = list(args.policy or [])
     if len(policies) >= 2:  # several --policy: one team, each policy a trainable seat
@@ -366,7 +367,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             executor.close()
     write_run_record(root, args.record.finish(training={"methods": args.method, "preset": preset, **settings},
                                               policy_weights=policy_weights(str(settings["policy"]))))
-    print(summary_table(root))  # every report's test scores with CIs, one row per method
+    print(run_summary(root))  # every report's test scores with CIs, the verdicts, the curves
     _show_trained(root, [r for r in reports if r["method"] != "base"], args.export)
     return verdict(failures, args.max_failures, _say)
 
@@ -384,8 +385,7 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     if method not in teams:
         raise ConfigError(f"--method {args.method!r} trains one policy; with {len(policies)} --policy options the "
                           f"team recipes apply: {', '.join(teams)} (or crl, which means {TEAM_METHOD})")
-    refused = [flag for flag, on in (("--reward", args.reward), ("--executor ray", args.executor == "ray"),
-                                     ("--force", args.force)) if on]
+    refused = [flag for flag, on in (("--reward", args.reward), ("--executor ray", args.executor == "ray")) if on]
     if refused:
         raise ConfigError(f"{refused[0]} is not available for team training (several --policy options) yet")
     settings = {**_given_settings(args, team=True), "policies": policies, "method": method}
@@ -395,7 +395,8 @@ def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
     claim_run_folder(root, config, args.overwrite)  # type: ignore[arg-type]  # reads method, seed and to_dict
     folder = root / f"{config.method}-seed{config.seed}"
     failures = FailureSummary()
-    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, RunOptions(failures=failures)))
+    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, RunOptions(failures=failures,
+                                                                                             force=args.force)))
     write_run_record(root, args.record.finish(training={"methods": config.method, "preset": preset,
                                                         **config.to_dict()},
                                               policy_weights={s: policy_weights(p) for s, p in
@@ -413,6 +414,7 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
     """The team's test score before and after with CIs, each seat's before -> after, and its pool line."""
     from ..training.checkpoints import has_weights
     from ..training.export import pool_line
+    from ..training.verdict import verdict_line
 
     def cell(score: dict[str, Any] | None) -> str:
         return "-" if not score else f"{score['mean']:.3f} [{score['ci'][0]:.3f}, {score['ci'][1]:.3f}]"
@@ -429,6 +431,9 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
     for seat in report["seats"]:
         if has_weights(folder / seat / "best"):
             print(f"{seat} as a pool member: {pool_line(folder / seat)}")
+    if report.get("verdict"):
+        print(verdict_line(report["method"], report["verdict"], "the untrained team"))
+    print(f"curves (dev score, reward and each seat's informative groups per step): {report['curves']}")
     print(f"wrote {folder / 'report.json'} and one folder per seat")
 
 

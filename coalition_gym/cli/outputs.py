@@ -20,7 +20,7 @@ from ..result_files import write_run_record
 
 #: Options that change where work is kept or how it is reported, never the results.
 RESULT_NEUTRAL = frozenset({"func", "record", "overwrite", "out", "cache", "executor", "address", "num_cpus",
-                            "max_failures", "imports", "force", "tensorboard"})
+                            "max_failures", "imports", "force", "report_to"})
 #: Options naming a folder a command writes to.
 FOLDER_OPTIONS = ("out", "cache", "save_trained", "export")
 

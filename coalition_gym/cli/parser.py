@@ -347,7 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
             "RL methods' reward: system (default) or negate, the reward with its sign flipped and "
             "the lowest dev score kept: trains an adversary for `cgym robustness --adversary "
             "<out>/crl-seed0/best`")
-    p.add_argument("--tensorboard", action="store_true", help="also log metrics to TensorBoard")
+    from ..training.config import RunSettings
+
+    _option(p, "--report-to", RunSettings, "report_to")
     _choice(p, "--executor", "executor", ["local", "ray"], "local",
             "where rollouts are collected")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")

@@ -23,10 +23,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..agents.hf_fast import FAST_DECODE
 from ..agents.lora import LoraSpec
 from ..agents.options import DTYPES
-from ..errors import ConfigError, did_you_mean
+from ..errors import ConfigError, did_you_mean, setting_hint
 from ..settings_check import check_settings, setting
 from ..tasks.base import PROMPT_STYLES
 from .recipes import get_recipe, recipe_names, recipe_of
+from .reporting import REPORT_TO, check_report_to
 
 COLLABORATOR_DRAWS = ("shared", "fresh")
 ROLLOUT_BACKENDS = ("hf", "vllm")
@@ -95,7 +96,8 @@ class RunSettings:
     device: str = "auto"  # auto, cpu, cuda, cuda:1 ...
     dtype: str = setting("auto", choices=DTYPES)
     out: str = "runs/train"
-    tensorboard: bool = False
+    report_to: str = setting("none", choices=tuple(REPORT_TO), doc="where the metrics go besides metrics.jsonl: "
+                             "none, tensorboard, wandb or trackio (as TRL's report_to)")
     # rows per HF forward batch; None: sized by free GPU memory (CPU: 64)
     rollout_batch_size: int | None = setting(None, ge=1)
     fast_decode: str = setting("auto", choices=FAST_DECODE)
@@ -115,6 +117,9 @@ class ClippedPGSettings:
     updates_per_batch: int = setting(1, ge=1)
     advantage_eps: float = setting(1e-4, gt=0, doc="(r - mean) / (std + eps), as TRL")
     scale_advantages: bool = True  # False: centre only (Dr. GRPO)
+    # Before the first update, this many groups are rolled out with the untrained seats: with no informative
+    # group for any seat training stops with the likely cause (training/probe.py). 0: no probe.
+    probe_groups: int = setting(16, ge=0, doc="groups rolled out before the first update; 0: no probe")
 
     def check_clipped_pg(self, group_size: int) -> None:
         if group_size < 2:
@@ -143,6 +148,7 @@ class TrainConfig(LoraSettings, RunSettings):
             raise ConfigError(f"unknown method {self.method!r} (no policy-training recipe has that name); use one of "
                               f"{', '.join(recipe_names('policy'))}")
         check_settings(self, self.method)  # types, bounds and choices, declared on the fields (every subclass's)
+        check_report_to(self.report_to)  # a tracker's missing package, before any work
         if self.lora is not None and self.rollout_backend == "vllm":
             raise ConfigError("rollout_backend='vllm' with lora_r > 0 is not supported: the engine is sent full "
                               "weights after every step; use rollout_backend='hf' with LoRA")
@@ -159,9 +165,6 @@ class PolicyGradientConfig(ClippedPGSettings, TrainConfig):
 
     dynamic_sampling: bool = False  # DAPO: drop all-equal groups, refill up to items_per_step
     max_refills: int = setting(4, ge=0, doc="dynamic sampling: refills of a step's batch at most")
-    # Before the first update, this many groups are rolled out with the untrained policy: with no
-    # informative group among them training stops with the likely cause (training/probe.py). 0: no probe.
-    probe_groups: int = setting(16, ge=0, doc="groups rolled out before the first update; 0: no probe")
     # "negate": the method's reward with its sign flipped (crl: -system score), and dev checkpoints
     # chosen by the lowest score: trains an adversary (cgym robustness --adversary <run>/best).
     reward: str = setting("system", choices=REWARDS)
@@ -248,6 +251,17 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Other libraries' names (TRL, transformers, peft) for a training setting -> the one name every recipe here uses,
+#: so an unknown-setting error suggests ours (the names are too different for a typo match).
+SETTING_SYNONYMS: dict[str, str] = {
+    "learning_rate": "lr", "lora_rank": "lora_r", "r": "lora_r", "rank": "lora_r", "num_generations": "group_size",
+    "max_steps": "steps", "max_completion_length": "max_new_tokens", "lora_target_modules": "lora_target",
+    "target_modules": "lora_target", "per_device_train_batch_size": "micro_batch", "temperature":
+    "rollout_temperature", "epsilon": "eps_low", "epsilon_high": "eps_high",
+    "num_iterations": "updates_per_batch",
+}
+
+
 def field_names(method: str) -> set[str]:
     """The settings of a policy recipe (its registered settings class's fields)."""
     return {f.name for f in dataclasses.fields(get_recipe(method, "policy").settings)}
@@ -309,7 +323,8 @@ def make_config(method: str, preset: str = "paper", strict: bool = True, **overr
     everywhere = set().union(*(field_names(m) for m in recipe_names("policy")))
     unknown = sorted(set(overrides) - everywhere)
     if unknown:
-        raise ConfigError(f"no training method has a setting {unknown[0]!r}")
+        raise ConfigError(f"no training method has a setting {unknown[0]!r}"
+                          f"{setting_hint(unknown[0], mine, SETTING_SYNONYMS)}")
     foreign = sorted(set(overrides) - mine)
     if foreign and strict:
         owners = [m for m in recipe_names("policy") if foreign[0] in field_names(m)]

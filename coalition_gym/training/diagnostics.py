@@ -29,12 +29,14 @@ def _by_group(rollouts: Sequence[Rollout]) -> dict[int, list[int]]:
     return groups
 
 
-def pivotality(rollouts: Sequence[Rollout], rewards: Sequence[float]) -> float | None:
-    """P(rewards differ | the policy's answers differ), over pairs inside groups; None without such pairs."""
+def pivotality(rollouts: Sequence[Rollout], rewards: Sequence[float], seat: str | None = None) -> float | None:
+    """P(rewards differ | the policy's answers differ), over pairs inside groups; None without such pairs.
+    ``seat``: whose answers (a team's seat; None: the one policy's)."""
+    answers = [r.own_answer if seat is None else r.answers.get(seat) for r in rollouts]
     differ = changed = 0
     for idx in _by_group(rollouts).values():
         for a, b in combinations(idx, 2):
-            if rollouts[a].own_answer != rollouts[b].own_answer:
+            if answers[a] != answers[b]:
                 differ += 1
                 changed += abs(rewards[a] - rewards[b]) > 1e-12
     return changed / differ if differ else None

@@ -1,10 +1,12 @@
-"""What a training run writes: ``metrics.jsonl`` (one row per step and evaluation, optionally
-TensorBoard), ``report.json`` / ``per_item.json`` (test scores with 95% CIs for the best *and* the last
-checkpoint, the dev score and CI at the selected step, rescue/drag against Base, the learning-signal
-summary) and the folder's ``summary.md`` table."""
+"""What a training run writes: ``metrics.jsonl`` (one row per step and evaluation, optionally sent to
+TensorBoard, wandb or trackio: ``report_to``), ``report.json`` / ``per_item.json`` (test scores with 95% CIs
+for the best *and* the last checkpoint, the dev score and CI at the selected step, rescue/drag against Base,
+the verdict against Base, the learning-signal summary) and the folder's ``summary.md`` table."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 from ..result_files import JsonLines, write_json
 from ..valuation.stats import rescue_drag
+from .verdict import verdict_line
 
 
 def _finite(value: Any) -> Any:
@@ -21,27 +24,56 @@ def _finite(value: Any) -> Any:
     return value
 
 
-class MetricsLog:
-    def __init__(self, out: Path, tensorboard: bool = False):
-        self.path = out / "metrics.jsonl"
-        self.writer = None
-        if tensorboard:
-            from ..errors import ConfigError
+#: ``--report-to``: where the metric rows go besides ``metrics.jsonl`` (as TRL's ``report_to``), and the package each
+#: needs
+REPORT_TO = {"none": None, "tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
 
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise ConfigError("--tensorboard needs the tensorboard package: pip install tensorboard") from exc
-            self.writer = SummaryWriter(str(out / "tensorboard"))
+
+def check_report_to(name: str) -> None:
+    """Refuse an unknown tracker, or one whose package is not installed (before any training)."""
+    from ..errors import ConfigError, did_you_mean
+
+    if name not in REPORT_TO:
+        raise ConfigError(f"report_to={name!r}.{did_you_mean(name, REPORT_TO)} Use one of {', '.join(REPORT_TO)}")
+    package = REPORT_TO[name]
+    if package is not None and importlib.util.find_spec(package) is None:
+        raise ConfigError(f"--report-to {name} needs the {package} package: pip install {package}")
+
+
+class MetricsLog:
+    """``metrics.jsonl``, one row per step and evaluation, and the same numbers sent to ``report_to``'s tracker
+    (TensorBoard under ``out/tensorboard``; wandb or trackio as a run named after ``out``)."""
+
+    def __init__(self, out: Path, report_to: str = "none", config: dict[str, Any] | None = None):
+        self.path = out / "metrics.jsonl"
+        self.tracker: Any = None
+        self.report_to = report_to
+        check_report_to(report_to)
+        if report_to == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tracker = SummaryWriter(str(out / "tensorboard"))
+        elif report_to in ("wandb", "trackio"):
+            tracker = importlib.import_module(report_to)
+            tracker.init(project="coalition-gym", name=out.name, config=config or {})
+            self.tracker = tracker
+
+    def _send(self, row: dict[str, Any]) -> None:
+        numbers = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and k != "step"}
+        step = int(row.get("step", 0))
+        if self.report_to == "tensorboard":
+            for key, value in numbers.items():
+                self.tracker.add_scalar(key, value, step)
+        elif numbers:
+            self.tracker.log(numbers, step=step)
 
     def write(self, row: dict[str, Any]) -> None:
         row = {k: _finite(v) for k, v in row.items()}
         with JsonLines(self.path) as lines:
             lines.write(row)
-        if self.writer is not None:
-            for key, value in row.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.writer.add_scalar(key, value, row.get("step", 0))
+        if self.tracker is not None:
+            self._send(row)
 
     def rows(self) -> list[dict[str, Any]]:
         if not self.path.is_file():
@@ -79,11 +111,20 @@ def _trend(report: dict[str, Any], key: str) -> str:
     return "-" if first is None or last is None else f"{first:.2f} -> {last:.2f}"
 
 
+def run_summary(folder: str | Path) -> str:
+    """``summary.md``: :func:`summary_table`, and the curves' file where it is drawn."""
+    curves = Path(folder) / "curves.png"
+    drawn = f"\ncurves (dev score, reward and informative groups per step): {curves}\n" if curves.is_file() else ""
+    return summary_table(folder) + drawn
+
+
 def summary_table(folder: str | Path) -> str:
-    """A markdown table of every report.json under ``folder`` (every method run so far)."""
+    """A markdown table of every report.json under ``folder`` (every method run so far), then each trained
+    method's verdict against Base (:mod:`.verdict`) and what "best" means where it is not the highest."""
     rows = ["| method | seed | best step | dev at best [95% CI] | system (best) [95% CI] | solo (best) [95% CI] | "
             "system (last) | rescue | drag | informative groups | pivotality |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes: list[str] = []
     for path in sorted(Path(folder).rglob("report.json")):
         r = json.loads(path.read_text())
         vs = r.get("vs_base_collab") or {}
@@ -91,4 +132,9 @@ def summary_table(folder: str | Path) -> str:
         rows.append(f"| {r['method']} | {r['seed']} | {r['best_step']} | {_cell(r.get('dev_at_best'))} | "
                     f"{_cell(r['collab'])} | {_cell(r['solo'])} | {_cell(last)} | {_num(vs.get('rescue'))} | "
                     f"{_num(vs.get('drag'))} | {_trend(r, 'informative_groups')} | {_trend(r, 'pivotality')} |")
-    return "\n".join(rows) + "\n"
+        if r.get("best_direction", "higher") != "higher":
+            notes.append(f"best step of {r['method']}: its {r['best_direction']} dev score (reward "
+                         f"{r['config'].get('reward', '')}: an adversary)")
+        if r.get("verdict"):
+            notes.append(verdict_line(r["method"], r["verdict"]))
+    return "\n".join(rows) + "\n" + "".join(f"\n{note}" for note in notes) + ("\n" if notes else "")

@@ -52,6 +52,7 @@ from .config import (
     preset_for,
 )
 from .credit import SHAPLEY_SEAT_LIMIT
+from .curves import run_curves
 from .diagnostics import signal_metrics, summarise_signal
 from .evaluation import MODES, EvalResult, RunItems, improves, summarise
 from .policy_model import (
@@ -64,9 +65,9 @@ from .policy_model import (
     start_engine,
 )
 from .policy_updates import PolicyUpdates
-from .probe import NoSignalError, ProbeResult, diagnose, run_probe
+from .probe import NoSignalError, ProbeResult, ProbeSetting, refuse_without_signal, run_probe
 from .recipes import RecipeContext, get_recipe, make_strategy
-from .reporting import MetricsLog, summary_table, vs_base, write_report
+from .reporting import MetricsLog, run_summary, summary_table, vs_base, write_report
 from .rollouts import (
     CounterfactualCost,
     RecordingPolicy,
@@ -80,6 +81,7 @@ from .team.config import TeamConfig
 from .team.diagnostics import team_signal
 from .team.strategy import TeamCRL, TeamEval, check_team_models, team_report
 from .update_loop import UpdateLoop
+from .verdict import direction_of, paired_verdict
 
 
 @dataclass
@@ -456,23 +458,23 @@ class Trainer(RunItems):
         self.record_best(best[0], step=0)
 
     # -- the whole run -----------------------------------------------------------------------------------
-    def probe(self, force: bool = False) -> ProbeResult | None:
-        """The pre-training probe of a policy-gradient method (``probe_groups`` groups; 0: none): logged,
-        kept in the state and the report, and a :class:`NoSignalError` when no group is informative,
-        unless ``force``."""
+    def probe(self, force: bool = False) -> dict[str, ProbeResult] | None:
+        """The pre-training probe of every trained seat (``probe_groups`` groups; 0, or a method without group-relative
+        advantages: none): logged, kept in the state and the report, and a :class:`NoSignalError` naming each seat's
+        likely cause when no seat has an informative group, unless ``force`` (:mod:`.probe`)."""
         cfg = self.config
-        if not isinstance(cfg, PolicyGradientConfig) or cfg.probe_groups < 1:
+        groups = getattr(cfg, "probe_groups", 0)
+        if not isinstance(cfg, (PolicyGradientConfig, TeamConfig)) or groups < 1:
             return None
-        result = run_probe(self, cfg.probe_groups)
-        self.state.probe = result.to_dict()
-        self.log(result.line())
-        self.metrics.write({"step": 0, "probe": result.to_dict()})
-        if result.informative_groups == 0.0:
-            message = diagnose(result, self)
-            if not force:
-                raise NoSignalError(f"{message} Pass --force (Trainer.fit(force=True)) to train anyway.")
-            self.log(f"warning: {message} Training anyway (force).")
-        return result
+        results = run_probe(self, groups)
+        probe = {s: r.to_dict() for s, r in results.items()} if self.team else results[self.seats[0]].to_dict()
+        self.state.probe = probe
+        self.metrics.write({"step": 0, "probe": probe})
+        setting = ProbeSetting(cfg.method, cfg.task, cfg.group_size, self.system.protocol.name, cfg.collaborators,
+                               self.system.protocol.settings(), self.method.solo)
+        refuse_without_signal(results, setting, force, self.log,
+                              "Pass --force (Trainer.fit(force=True)) to train anyway.")
+        return results
 
     def fit(self, progress: bool = True, force: bool = False) -> TrainState:
         """Train (or, for methods that do not train, evaluate). Before the first update the probe checks
@@ -484,7 +486,7 @@ class Trainer(RunItems):
             (self.out / seat).mkdir(exist_ok=True)
             write_json(self.out / seat / "config.json", {**cfg.to_dict(), "seat": seat,
                                                          "policy": self.seat_policies[seat], "policy_name": seat})
-        self.metrics = MetricsLog(self.out, cfg.tensorboard)
+        self.metrics = MetricsLog(self.out, cfg.report_to, cfg.to_dict())
         resumed = self.try_resume()
         if not self.method.trains:
             if not resumed:
@@ -495,9 +497,9 @@ class Trainer(RunItems):
             self._keep_metrics_until(self.state.step)
         else:
             self.metrics.path.unlink(missing_ok=True)  # a run killed before its first save starts over
+            self.probe(force)
             if self.team:  # the untrained team on test, never selected on
                 self.state.test_before = self.evaluate(self.test_items()).to_dict()  # type: ignore[union-attr]
-            self.probe(force)
             result = self.evaluate(self.dev_items())
             self.record_best(result, step=0)
             self.metrics.write({"step": 0, **result.row(), "best": True})
@@ -550,6 +552,10 @@ class Trainer(RunItems):
             "signal": summarise_signal(self.metrics.rows()), "probe": self.state.probe,
             "config": self.config.to_dict(),
             "failures": self.failures.to_dict()}
+        result["best_direction"] = direction_of(self.method.selection_sign)
+        if base_per_item is not None:  # the verdict: the paired system difference to Base on the test items
+            result["verdict"] = paired_verdict(base_per_item.get("collab", []), per_item["collab"],
+                                               result["best_direction"])
         for mode in ("collab", "solo"):
             moves = vs_base(base_per_item, mode, per_item[mode])
             if moves is not None:
@@ -616,7 +622,8 @@ def run_methods(methods: Sequence[str] = ("crl",), root: str | Path = "runs/trai
         base = json.loads(base_file.read_text()) if config.method != "base" and base_file.is_file() else None
         train = get_recipe(config.method, "policy").train
         reports.append(train(config, RecipeContext(root / f"{config.method}-seed{config.seed}", options, base)))
-    write_text(root / "summary.md", summary_table(root))
+    run_curves(root)
+    write_text(root / "summary.md", run_summary(root))
     return reports
 
 

@@ -25,7 +25,9 @@ gives it; plain-text prompts reach the model without it.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import random
+import warnings
+from typing import Any, Callable, Sequence
 
 from ..agents.base import stable_hash
 from ..agents.cache import GenerationCache
@@ -36,6 +38,7 @@ from ..envs.system import System, SystemSpec, seated_system, system_source
 from ..errors import ConfigError
 from ..tasks.base import SPLITS
 from ..types import Sample
+from .probe import ProbeResult, ProbeSetting, probe_rollouts, refuse_without_signal
 
 
 def completion_text(completion: Any) -> str:
@@ -47,15 +50,51 @@ def completion_text(completion: Any) -> str:
     raise ConfigError(f"cannot read a completion of type {type(completion).__name__}; expected str or messages")
 
 
+class NoSignalWarning(UserWarning):
+    """TRL's rewards had zero spread inside every prompt's group for several steps: nothing is learned."""
+
+
+class ZeroSignalWatch:
+    """Counts consecutive reward calls in which every prompt's completions scored alike (zero reward std inside
+    every group: TRL's ``frac_reward_zero_std`` 1, ``grad_norm`` 0) and, after ``steps`` of them, warns once
+    through ``warn`` (default: ``warnings.warn`` with :class:`NoSignalWarning`). ``steps`` 0: never."""
+
+    def __init__(self, steps: int = 5, warn: Callable[[str], None] | None = None):
+        if steps < 0:
+            raise ConfigError(f"watch_steps={steps}: use 0 (no watch) or more")
+        self.steps, self.warn = steps, warn
+        self.silent_calls, self.warned = 0, False
+
+    def observe(self, keys: Sequence[Any], rewards: Sequence[float | None]) -> None:
+        groups: dict[str, set[float]] = {}
+        for key, value in zip(keys, rewards):
+            if value is not None:
+                groups.setdefault(str(key), set()).add(round(float(value), 12))
+        self.silent_calls = 0 if any(len(v) > 1 for v in groups.values()) else self.silent_calls + 1
+        if self.steps and self.silent_calls >= self.steps and not self.warned:
+            self.warned = True
+            message = (f"no learning signal: the rewards had zero spread inside every prompt's group for "
+                       f"{self.silent_calls} consecutive steps, so every advantage and gradient is 0. Run the "
+                       "adapter's probe(model, tokenizer) for the likely cause")
+            if self.warn is not None:
+                self.warn(message)
+            else:
+                warnings.warn(message, NoSignalWarning, stacklevel=3)
+
+
 class PolicySeat:
     """What both TRL entry points share: the system with one policy seat (answered by TRL's model), the
     dataset of the policy's first prompts, item look-up, the episode seeds and the scoring of an episode."""
 
     def __init__(self, system: System | SystemSpec | str | None = None, *, policy_name: str = "policy",
-                 policy_style: str = "chat", seed: int = 0, **spec: Any):
+                 policy_style: str = "chat", seed: int = 0, watch_steps: int = 5,
+                 on_no_signal: Callable[[str], None] | None = None, **spec: Any):
         """``system``: the System (or spec, or protocol name) the policy plays in; else ``spec`` are a
         :class:`SystemSpec`'s fields and protocol settings (default protocol ``majority_vote``, split
-        ``test``: the split the dataset's rows are drawn from is chosen per call)."""
+        ``test``: the split the dataset's rows are drawn from is chosen per call). ``watch_steps``: after this
+        many consecutive reward calls in which every prompt's completions scored alike (zero reward std: no
+        gradient), ``on_no_signal`` is called once with a warning (default: ``warnings.warn``)."""
+        self.watch = ZeroSignalWatch(watch_steps, on_no_signal)
         system = system_source(system, spec, defaults={"protocol": "majority_vote", "split": "test"})
         self.system = seated_system(system, {policy_name: policy_style})
         self.policy_name, self.policy_style, self.seed = policy_name, policy_style, seed
@@ -66,6 +105,35 @@ class PolicySeat:
         self.calls = 0
         self._index: dict | None = None
         self.__name__ = f"system_outcome_{self.system.protocol.name}"  # TRL names reward columns by it
+
+    def probe(self, model: Any, tokenizer: Any, *, groups: int = 8, group_size: int = 4, max_new_tokens: int = 16,
+              temperature: float | None = None, force: bool = False) -> ProbeResult:
+        """The pre-training probe every trainer runs (:mod:`.probe`), before ``GRPOTrainer.train()``: ``groups``
+        train items, ``group_size`` executions each, with ``model`` sampled in the policy seat (``temperature``
+        None: the protocol's); the informative-group share, the policy's pivotality and its own score, printed.
+        Raises :class:`~coalition_gym.training.probe.NoSignalError` with the likely cause when no group is
+        informative (TRL would log ``grad_norm`` 0 and ``frac_reward_zero_std`` 1 throughout), unless ``force``."""
+        from ..agents.hf import HFGenerator
+        from ..agents.options import HFOptions
+        from .rollouts import RecordingPolicy, RolloutPlan, collect
+
+        items = list(self.system.task.items("train"))
+        items = random.Random(stable_hash("probe-items", self.seed)).sample(items, min(groups, len(items)))
+        hf = HFGenerator(model, tokenizer, HFOptions(max_new_tokens=max_new_tokens),
+                         identity=f"{self.policy_name}:probe")
+        was_training = bool(getattr(model, "training", False))
+        model.eval()
+        try:
+            rollouts = collect(self.system, items, {self.policy_name: RecordingPolicy(hf, "", temperature)},
+                               RolloutPlan(group_size, stable_hash("probe", self.seed)))
+        finally:
+            model.train(was_training)
+        results = probe_rollouts(rollouts, [r.reward for r in rollouts], group_size, [self.policy_name])
+        protocol = self.system.protocol
+        setting = ProbeSetting("GRPOTrainer", self.system.task.name, group_size, protocol.name,
+                               str(getattr(self.system.pool, "name", list(self.coalition))), protocol.settings())
+        refuse_without_signal(results, setting, force, print, "Pass probe(..., force=True) to train anyway.")
+        return results[self.policy_name]
 
     def dataset_rows(self, split: str = "train", limit: int | None = None,
                      conversational: bool = False) -> list[dict[str, Any]]:
@@ -137,6 +205,7 @@ class SystemOutcomeReward(PolicySeat):
             system, own = self.score_completion(iid, completion, self.episode_seed(iid, self.calls))
             rewards.append(system)
             solo.append(own)
+        self.watch.observe(item_id, rewards)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and solo:  # the policy's solo score next to the system reward
             log_metric("policy_solo_score", sum(solo) / len(solo))

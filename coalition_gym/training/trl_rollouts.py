@@ -290,7 +290,9 @@ class ProtocolRollout(PolicySeat):
             solo = [own for own, system in zip(policy_solo_score or (), system_score) if system is not None]
             if callable(log_metric) and solo:  # over the rows TRL scores, as its reward mean is
                 log_metric("policy_solo_score", sum(solo) / len(solo))
-            return [None if s is None else float(s) for s in system_score]
+            rewards = [None if s is None else float(s) for s in system_score]
+            self.watch.observe([self.prompt_key(p) for p in prompts], rewards)
+            return rewards
 
         reward.__name__ = self.__name__  # TRL names the reward column by it
         return reward

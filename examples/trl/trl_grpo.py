@@ -24,6 +24,10 @@ draws what an uninterrupted one would.
 Prompts are chat messages when the tokenizer has a chat template (the zoo models' adds the BOS token they were
 trained with), so TRL renders them as the project's own trainer does; as plain text the BOS would be missing.
 
+Before training, the adapter's probe rolls out ``--probe-groups`` prompts x G with the untrained policy and stops
+with the likely cause when no group's rewards differ (``--force`` trains anyway); during training the adapter
+warns when every group scored alike for 5 consecutive steps.
+
 Each rank writes ``<out>/rank<r>.json``: rank, world size, its step-1 shard (item ids, completions,
 rewards, the reward call the seeds came from) and the logged mean reward per step.
 """
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coalition_gym.training.policy_model import resolve_policy
+from coalition_gym.training.probe import NoSignalError
 from coalition_gym.training.trl_adapter import SystemOutcomeReward, completion_text
 
 
@@ -71,7 +76,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-generations", type=int, default=4, help="G completions per prompt")
     p.add_argument("--max-new-tokens", type=int, default=8)
     p.add_argument("--temperature", type=float, default=0.7, help="majority vote's default")
-    p.add_argument("--greedy", action="store_true", help="greedy decoding (a deterministic check, no learning)")
+    p.add_argument("--greedy", action="store_true", help="greedy decoding (a deterministic check, no learning; "
+                                                         "no probe)")
+    p.add_argument("--probe-groups", type=int, default=8, help="prompts x G completions probed before training; 0: "
+                                                               "no probe")
+    p.add_argument("--force", action="store_true", help="train even when the probe finds no learning signal")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--lora-r", type=int, default=0, help="0: full fine-tuning; >0: a peft LoRA adapter")
     p.add_argument("--lora-alpha", type=int, default=16)
@@ -117,6 +126,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         peft_config = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0,
                                  target_modules="all-linear", task_type="CAUSAL_LM")
+    if args.probe_groups > 0 and not args.greedy:  # no informative group: TRL would log grad_norm 0 throughout
+        try:
+            reward.reward.probe(model, tokenizer, groups=args.probe_groups, group_size=args.num_generations,
+                                max_new_tokens=args.max_new_tokens, temperature=args.temperature, force=args.force)
+        except NoSignalError as exc:
+            raise SystemExit(f"{exc}\n(this example: --force trains anyway)") from None
     config = GRPOConfig(
         output_dir=args.out, per_device_train_batch_size=completions_per_step // world,
         num_generations=args.num_generations, max_completion_length=args.max_new_tokens, max_steps=args.steps,

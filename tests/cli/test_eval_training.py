@@ -18,7 +18,7 @@ POOL = {"name": "mixed", "members": [
     {"name": "pico", "backend": "hf", "model": "zoo:tiny/pico"},
     {"name": "nano", "backend": "hf", "model": "zoo:tiny/nano"},
     {"name": "referee", "backend": "sim", "profile": {"skill": 0.5, "judge_skill": 0.95}}]}
-SETTINGS = ["train_items=24", "dev_items=4", "max_new_tokens=6", "batch_size=4", "learning_rate=1e-3", "iterations=2"]
+SETTINGS = ["train_items=24", "dev_items=4", "max_new_tokens=6", "batch_size=4", "lr=1e-3", "iterations=2"]
 
 
 def command(pool, out, cache, *extra):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from coalition_gym.training.config import make_config
-from coalition_gym.training.probe import NoSignalError, ProbeResult, diagnose
+from coalition_gym.training.probe import NoSignalError, ProbeResult, ProbeSetting, diagnose
 from coalition_gym.training.trainer import Trainer
 
 pytestmark = pytest.mark.slow
@@ -68,14 +68,8 @@ def test_the_probe_does_not_change_the_training_trajectory(tmp_path):
     (ProbeResult(4, 4, 0.0, 0.0, 0.5, 0.5), "grpo-indiv", "G is too small"),  # solo: no collaborators to blame
 ])
 def test_the_diagnosis_names_the_likely_cause(result, method, expected):
-    class Stub:
-        config = make_config(method, group_size=4)
-
-        class method_:
-            solo = method != "crl"
-    stub = Stub()
-    stub.method = Stub.method_  # type: ignore[attr-defined]
-    assert expected in diagnose(result, stub)
+    setting = ProbeSetting(method, "zoo:arith", 4, "slm_mux", "sim:demo", solo=method != "crl")
+    assert expected in diagnose(result, setting)
 
 
 def test_cgym_train_refuses_without_signal_and_says_why(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...errors import ConfigError, UnknownNameError
+from ...errors import ConfigError, UnknownNameError, setting_hint
 from ...settings_check import setting_names
 from .base import EpisodeContext, ProgramGen, Protocol
 from .cascade import Cascade
@@ -40,8 +40,7 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
     fields = set(setting_names(cls))
     unknown = sorted(set(settings) - fields)
     if unknown:
-        raise ConfigError(f"protocol {name!r} has no setting {unknown[0]!r}; its settings are: "
-                          f"{', '.join(sorted(fields))}")
+        raise ConfigError(f"protocol {name!r} has no setting {unknown[0]!r}{setting_hint(unknown[0], fields)}")
     return cls(**settings)
 
 

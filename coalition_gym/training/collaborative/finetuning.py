@@ -90,7 +90,7 @@ def train_multiagent_finetuning(settings: MultiagentFinetuningSettings, context:
             if not examples.get(name):
                 entry["not_trained"][name] = "no turn of its agreed with the debate's majority"
                 continue
-            opt = Optimisation(settings.learning_rate, settings.epochs, settings.batch_size,
+            opt = Optimisation(settings.lr, settings.epochs, settings.batch_size,
                                stable_hash(seed, it, name) % 2**31)
             entry["updates"][name] = sft_train(member, examples[name], opt)
             member.mark_updated(f"maf:{it}")

@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 
 from ...envs.protocols import Debate, Protocol, make_protocol
 from ...envs.protocols.collaborative import SelectedCheckpoint
-from ...errors import ConfigError
+from ...errors import ConfigError, setting_hint
 from ...settings_check import check_settings, setting
+from ..config import SETTING_SYNONYMS
 from ..recipes import get_recipe, recipe_of
 
 JUDGE_MODES = ("auto", "prompt", "likelihood")
@@ -40,7 +41,7 @@ class CoalitionTrainingSettings:
     iterations: int = setting(1, ge=1, doc="train, judge/debate, update: this many times")
     train_items: int = setting(500, ge=1, doc="items of the task's train split used as prompts, per iteration")
     dev_items: int = setting(100, ge=1, doc="items of the dev split for checkpoint selection and dev scores")
-    learning_rate: float = setting(1e-5, gt=0)
+    lr: float = setting(1e-5, gt=0, doc="the optimiser's learning rate (cgym train's name too)")
     epochs: int = setting(1, ge=1)
     batch_size: int = setting(16, ge=1)
     evaluation: Protocol = field(default=None)  # type: ignore[assignment]  # None: the recipe's defaults
@@ -67,7 +68,7 @@ class SpartaSettings(CoalitionTrainingSettings):
 
     iterations: int = setting(3, ge=1)
     # the reference DPO learning rate (7B models); tiny CPU models need more
-    learning_rate: float = setting(1e-6, gt=0)
+    lr: float = setting(1e-6, gt=0)
     beta: float = setting(0.1, gt=0, doc="DPO temperature")
     random_match_prob: float = setting(0.2, ge=0, le=1, doc="P(a random opponent) instead of a close one")
     num_opponents: int = setting(3, ge=1, doc="closest-reputation members an opponent is drawn from")
@@ -107,7 +108,7 @@ def make_coalition_settings(name: str, **settings: Any) -> CoalitionTrainingSett
     known = flat_setting_names(cls)
     unknown = sorted(set(settings) - set(known))
     if unknown:
-        raise ConfigError(f"{name!r} has no setting {unknown[0]!r}; its settings are: {', '.join(sorted(known))}")
+        raise ConfigError(f"{name!r} has no setting {unknown[0]!r}{setting_hint(unknown[0], known, SETTING_SYNONYMS)}")
     rest = {k: v for k, v in settings.items() if k not in own}
     evaluation = make_protocol(cls.evaluation_protocol(**cls.evaluation_defaults), **rest)  # checks the types
     return cls(evaluation=evaluation, **{k: v for k, v in settings.items() if k in own})

@@ -102,7 +102,7 @@ def train_sparta(settings: SpartaSettings, context: RecipeContext) -> CoalitionT
             for name, member in members.items():
                 if not member.trainable:
                     continue
-                opt = Optimisation(settings.learning_rate, settings.epochs, settings.batch_size,
+                opt = Optimisation(settings.lr, settings.epochs, settings.batch_size,
                                    stable_hash(seed, it, name) % 2**31)
                 entry["updates"][name] = dpo_train(member, task, prefs, settings.beta, opt)
                 member.mark_updated(f"sparta:{it}")

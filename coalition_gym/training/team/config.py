@@ -24,10 +24,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ConfigError, did_you_mean
+from ...errors import ConfigError, did_you_mean, setting_hint
 from ...settings_check import check_settings, setting
-from ..config import EVAL_DECODING, PRESETS, ClippedPGSettings, LoraSettings, RunSettings
+from ..config import EVAL_DECODING, PRESETS, SETTING_SYNONYMS, ClippedPGSettings, LoraSettings, RunSettings
 from ..credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
+from ..reporting import check_report_to
 
 TEAM_METHOD = "team-crl"
 
@@ -56,6 +57,7 @@ class TeamConfig(ClippedPGSettings, LoraSettings, RunSettings):
             raise ConfigError(f"unknown credit mode {self.credit!r}.{did_you_mean(str(self.credit), CREDIT_MODES)} "
                               f"Use one of {', '.join(CREDIT_MODES)}")
         check_settings(self, self.method)
+        check_report_to(self.report_to)  # a tracker's missing package, before any work
         self.policies = [str(p) for p in self.policies]
         k = len(self.policies)
         if k < 2:
@@ -101,7 +103,8 @@ def make_team_config(preset: str = "paper", **overrides: Any) -> TeamConfig:
     names = team_field_names()
     unknown = sorted(set(overrides) - names)
     if unknown:
-        raise ConfigError(f"team training has no setting {unknown[0]!r}.{did_you_mean(unknown[0], names)}")
+        raise ConfigError(f"team training has no setting {unknown[0]!r}"
+                          f"{setting_hint(unknown[0], names, SETTING_SYNONYMS)}")
     settings = {k: v for k, v in PRESETS[preset].items() if k in names}
     settings.update(overrides)
     return TeamConfig(**settings)

@@ -25,9 +25,11 @@ from ...errors import ConfigError
 from ...result_files import write_json
 from ...valuation.stats import rescue_drag
 from ..advantages import group_advantages
+from ..curves import team_curves
 from ..evaluation import EvalResult, summarise
 from ..policy_model import policy_weights, resolve_policy
 from ..rollouts import CounterfactualCost, Rollout
+from ..verdict import paired_verdict
 from .config import TeamConfig
 from .diagnostics import loo_credit, seat_signal, summarise_seats
 
@@ -204,8 +206,10 @@ def team_report(trainer: Any) -> dict[str, Any]:
         "per_seat": {s: {k: seats[s][k] for k in ("before", "after", "last")} for s in seat_names},
         "counterfactual_cost": {"training": dict(state.cost), "test_after": after["cost"]},
         "seconds_per_step": {k.removesuffix("_seconds"): mean_of(k) for k in TIMING_KEYS},
+        "verdict": (paired_verdict(before["system"]["per_item"], after["system"]["per_item"]) if before else None),
         "signal": signal, "policy_weights": weights, "dev_scores": trainer.system.dev.record(),
         "config": cfg.to_dict(), "failures": trainer.failures.to_dict()}
+    result["curves"] = str(team_curves(out, cfg.method, seat_names))
     write_json(out / "report.json", result)
     for seat in seat_names:
         write_json(out / seat / "report.json", {**seats[seat], "method": cfg.method, "seed": cfg.seed,

@@ -30,7 +30,7 @@ MIXED = {"name": "mixed", "members": [
     {"name": "pico", "backend": "hf", "model": "zoo:tiny/pico"},
     {"name": "nano", "backend": "hf", "model": "zoo:tiny/nano"},
     {"name": "referee", "backend": "sim", "profile": {"skill": 0.5, "judge_skill": 0.95}}]}
-FAST = dict(train_items=6, dev_items=4, max_new_tokens=6, batch_size=4, learning_rate=1e-3)
+FAST = dict(train_items=6, dev_items=4, max_new_tokens=6, batch_size=4, lr=1e-3)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from coalition_gym.cli.parser import build_parser
 TEAM = ["train", "--policy", "zoo:tiny/pico", "--policy", "zoo:tiny/nano", "--task", "zoo:arith", "--protocol",
         "majority_vote", "--collaborators", "sim:demo", "--members", "atlas", "--steps", "1",
         "--set", "eval_items=3", "--set", "test_items=3", "--set", "items_per_step=2", "--set", "group_size=2",
-        "--set", "task_kwargs={size: 30}"]
+        "--set", "task_kwargs={size: 30}", "--set", "probe_groups=0"]  # pico and nano cannot do arith: the probe
+# would refuse the team (tests/training/test_probe_everywhere.py); here the plumbing is tested
 
 
 def test_two_policies_train_a_team_and_print_each_seats_pool_line(tmp_path, capsys):
