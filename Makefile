@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev,ray,sb3,trl,lora]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev,ray,sb3,trl,lora,serve]"
 	touch $(STAMP)
 
 demo: $(STAMP)
