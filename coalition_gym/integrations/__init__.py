@@ -1,0 +1,8 @@
+"""Environments as services: a protocol's policy seat served over the wire.
+
+``openenv_server``: an OpenEnv environment server (``cgym serve``) over the same System and episode machinery the
+in-process environments use; ``openenv_client``: driving it from a trainer (OpenEnv's own client, with clear
+errors when the server is gone); ``openenv_rollout``: TRL's ``GRPOTrainer`` training the seat over the wire.
+They need the ``serve`` extra (``pip install 'coalition-gym[serve]'``); nothing here is imported by the package
+root.
+"""
