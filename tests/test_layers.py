@@ -30,6 +30,7 @@ LAYERS = [
     {"valuation"},
     {"training", "testing"},
     {"reports"},
+    {"integrations"},  # environments as services (cgym serve): above everything they serve, below the cli
     {"demo"},
     {"cli"},
 ]
