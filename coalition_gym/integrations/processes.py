@@ -82,3 +82,44 @@ class ServerProcess:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class ThreadServer:
+    """The same server in a thread of this process (tests, benchmarks): :attr:`url` once started; :attr:`app` is
+    the ASGI app (its ``.app.state.served`` the shared System)."""
+
+    def __init__(self, spec: Any, options: Any):
+        import uvicorn
+
+        from .openenv_server import build_app
+
+        self.options = options
+        self.app = build_app(spec, options)
+        port = options.port or free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="error",
+                                                    ws_max_size=options.max_body_bytes))
+        self.thread: Any = None
+
+    def start(self) -> "ThreadServer":
+        import threading
+
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise ConfigError(f"the server at {self.url} did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+
+    def __enter__(self) -> "ThreadServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
