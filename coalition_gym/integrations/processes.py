@@ -38,11 +38,20 @@ class ServerProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "ServerProcess":
+        return self.launch().wait_ready()
+
+    def launch(self) -> "ServerProcess":
+        """Start the child without waiting (start several, then :meth:`wait_ready` on each)."""
         command = [sys.executable, "-m", "coalition_gym.cli", "serve", self.env_id, *self.args,
                    "--port", str(self.port)]
         self._log = tempfile.TemporaryFile(mode="w+")  # never a pipe: a chatty server would block on a full one
         self.process = subprocess.Popen(command, env={**os.environ, **(self.env or {})},
                                         stdout=self._log, stderr=subprocess.STDOUT, text=True)
+        return self
+
+    def wait_ready(self) -> "ServerProcess":
+        """Wait until ``/health`` answers (the child exiting first, or the startup time passing, raises)."""
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
