@@ -86,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         path = resolve_policy(args.policy)
         model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-        config = GRPOConfig(output_dir=args.out, per_device_train_batch_size=args.prompts_per_step * args.num_generations,
+        batch = args.prompts_per_step * args.num_generations
+        config = GRPOConfig(output_dir=args.out, per_device_train_batch_size=batch,
                             num_generations=args.num_generations, max_completion_length=args.max_new_tokens,
                             max_steps=args.steps, learning_rate=args.lr, temperature=1.0, seed=args.seed,
                             use_cpu=True, bf16=False, report_to="none", logging_steps=1, save_strategy="no",
