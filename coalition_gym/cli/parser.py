@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "client, the frozen members inside, the system's score as reward",
                     "cgym serve coalition_gym/Debate-v0 --pool zoo:default --task zoo:arith --port 8123",
                     "cgym serve coalition_gym/MajorityVote-v0 --pool sim:demo --task zoo:arith --idle-timeout 60",
-                    "CGYM_SERVE_TOKEN=... cgym serve coalition_gym/Debate-v0 --host 0.0.0.0 --port 8123",
+                    "cgym serve coalition_gym/Debate-v0 --host 0.0.0.0 --port 8123",
                     "cgym serve coalition_gym/Debate-v0 --pool zoo:default --openenv-files envs/debate")
     from ..integrations.serve_options import ServeOptions
 
@@ -207,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     _option(p, "--host", ServeOptions, "host")
     _option(p, "--port", ServeOptions, "port")
     p.add_argument("--token", default=None, help="bearer token every client must send (default: "
-                                                 "$CGYM_SERVE_TOKEN; required on a non-local --host)")
+                                                 "$CGYM_SERVE_TOKEN, better: a command line shows in `ps`; "
+                                                 "required on a non-local --host)")
     _option(p, "--max-sessions", ServeOptions, "max_sessions")
     _option(p, "--idle-timeout", ServeOptions, "idle_timeout_s")
     _option(p, "--policy-style", ServeOptions, "policy_style")
