@@ -92,7 +92,7 @@ class SeatState(State):
 
 # -- what may cross the wire ----------------------------------------------------------------------------------
 
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])(?:/[\w.@+-]+){2,}/?")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])(?:/[\w.@+-]+){2,}/?")  # not a URL's path: "https://host/x" stays
 
 
 class Scrubber:
@@ -212,6 +212,8 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
         if "episode_seed" in options and (not isinstance(options["episode_seed"], int)
                                           or isinstance(options["episode_seed"], bool)):
             raise ServeError(422, f"episode_seed must be an integer, not {type(options['episode_seed']).__name__}")
+        if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
+            raise ServeError(422, "episode_id must be a string of at most 255 characters")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
             raise ServeError(422, f"seed must be an integer >= 0, not {seed!r}"[:200])
 

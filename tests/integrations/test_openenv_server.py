@@ -140,13 +140,17 @@ def test_bad_requests_get_a_4xx_with_one_line_of_json_and_the_server_goes_on(ser
             with pytest.raises(RuntimeError, match="Server error") as caught:
                 env.step(action)
             ws_errors.append(str(caught.value))
+        for options in ({"seed": 1.5}, {"episode_id": 12345}, {"item_id": "zoo:arith/train/999"}, {"itemid": 3}):
+            with pytest.raises(RuntimeError, match="Server error") as caught:  # bad reset options
+                env.reset(**options)
+            ws_errors.append(str(caught.value))
         env.reset(seed=2)
         env.step({"text": "Answer: 1"})
         assert env.step({"text": "Answer: 1"}).done
         with pytest.raises(RuntimeError, match="after the episode ended"):  # step after the end
             env.step({"text": "x"})
         assert env.reset(seed=3).observation["policy_asked"]  # the same session goes on
-    assert "before reset" in ws_errors[0] and all("\n" not in e for e in ws_errors)
+    assert "before reset" in ws_errors[0] and all("\n" not in e and "internal error" not in e for e in ws_errors)
     with ServedEnv(url) as env:  # a 10 MB WebSocket message: the connection is closed, nothing else
         env.reset(seed=1)
         with pytest.raises(ServerGoneError):
