@@ -7,7 +7,9 @@ asked twice: two steps per episode), with a fixed reply in the seat (no policy c
 1. **in-process**: ``CollaborationEnv``, one episode after another; ms per step = wall / steps;
 2. **one server, one client**: the same episodes (same seeds) over OpenEnv's WebSocket, one after another:
    *overhead per step* = its ms per step minus in-process's (serialisation, the socket, the server's thread hop);
-3. **one server, C clients** and **two servers, C clients**: C sessions at once (spread round-robin over the
+3. **wire only**: the same, with the server in a thread of the benchmark's own process (no second process to
+   schedule): the socket and serialisation alone;
+4. **one server, C clients** and **two servers, C clients**: C sessions at once (spread round-robin over the
    servers): episodes per second, the scale-out.
 
 Every mode is timed ``--repeats`` times, interleaved, after one untimed pass of every episode in every process;
@@ -17,7 +19,7 @@ child processes (``cgym serve``) on 127.0.0.1; the same seeds give the same epis
 summed rewards agree). Ratios are measured in the same run; absolute numbers vary by machine (the
 development machine has 2 cores, shared).
 
-    .venv/bin/python benchmarks/served_envs.py [--episodes-sim 200] [--episodes-zoo 12] [--clients 4] [--repeats 3]
+    .venv/bin/python benchmarks/served_envs.py [--episodes-sim 200] [--episodes-zoo 12] [--clients 4] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from _common import elapsed_seconds, machine_info, write_json
 from coalition_gym.envs.gym_env import CollaborationEnv
 from coalition_gym.envs.system import SystemSpec
 from coalition_gym.integrations.openenv_client import ServedEnv
-from coalition_gym.integrations.processes import ServerProcess
+from coalition_gym.integrations.processes import ServerProcess, ThreadServer
+from coalition_gym.integrations.serve_options import ServeOptions
 
 TASK, ROUNDS, REPLY = "zoo:arith", 2, "I think it is 4.\nAnswer: 4"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -106,28 +109,33 @@ def bench_pool(pool: str, episodes: int, clients: int, repeats: int) -> dict[str
     seeds = list(range(episodes))
     env = CollaborationEnv(spec_of(pool))
     servers = [ServerProcess("coalition_gym/Debate-v0", server_args(pool), env=ONE_THREAD).launch() for _ in range(2)]
-    runs: dict[str, list[dict[str, Any]]] = {"in_process": [], "one_server_one_client": [], "one_server": [],
-                                             "two_servers": []}
+    runs: dict[str, list[dict[str, Any]]] = {"in_process": [], "one_server_one_client": [], "thread_server": [],
+                                             "one_server": [], "two_servers": []}
+    thread = ThreadServer(spec_of(pool), ServeOptions(port=0)).start()
     try:
         urls = [s.wait_ready().url for s in servers]
         play_local(env, seeds)  # the untimed pass: every process has seen every episode once
-        with ThreadPoolExecutor(max_workers=2) as warm:
-            list(warm.map(lambda url: served([url], seeds, 1), urls))
+        with ThreadPoolExecutor(max_workers=3) as warm:
+            list(warm.map(lambda url: served([url], seeds, 1), [*urls, thread.url]))
         for _ in range(repeats):
             runs["in_process"].append(play_local(env, seeds))
             runs["one_server_one_client"].append(served(urls[:1], seeds, 1))
+            runs["thread_server"].append(served([thread.url], seeds, 1))
             runs["one_server"].append(served(urls[:1], seeds, clients))
             runs["two_servers"].append(served(urls, seeds, clients))
     finally:
+        thread.stop()
         for s in servers:
             s.stop()
     sums = {round(r["reward_sum"], 6) for mode in runs.values() for r in mode}
-    local, one_seq, one, two = (median_run(runs[k]) for k in runs)
+    local, one_seq, in_thread, one, two = (median_run(runs[k]) for k in runs)
     overhead = one_seq["ms_per_step"] - local["ms_per_step"]
+    wire = in_thread["ms_per_step"] - local["ms_per_step"]
     return {"pool": pool, "episodes": episodes, "clients": clients, "repeats": repeats,
             "same_rewards_everywhere": len(sums) == 1,
-            "in_process": local, "one_server_one_client": one_seq, "one_server": one, "two_servers": two,
-            "all_runs": runs, "overhead_ms_per_step": overhead,
+            "in_process": local, "one_server_one_client": one_seq, "thread_server": in_thread, "one_server": one,
+            "two_servers": two, "all_runs": runs, "overhead_ms_per_step": overhead,
+            "wire_ms_per_step": wire, "wire_share_of_in_process_step": wire / local["ms_per_step"],
             "overhead_share_of_in_process_step": overhead / local["ms_per_step"],
             "two_servers_vs_in_process": two["episodes_per_s"] / local["episodes_per_s"],
             "two_servers_vs_one_server": two["episodes_per_s"] / one["episodes_per_s"]}
@@ -135,13 +143,15 @@ def bench_pool(pool: str, episodes: int, clients: int, repeats: int) -> dict[str
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = ("| pool | in-process ep/s | ms/step in-process | ms/step served (1 client) | overhead ms/step | "
-            "overhead share | 1 server ep/s (C clients) | 2 servers ep/s (C clients) | 2 servers / in-process |")
-    lines = [head, "|" + "---|" * 9]
+            "overhead share | wire only ms/step (share) | 1 server ep/s (C clients) | 2 servers ep/s (C clients) | "
+            "2 servers / in-process |")
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         local = r["in_process"]
         lines.append(f"| {r['pool']} | {local['episodes_per_s']:.1f} | {local['ms_per_step']:.2f} | "
                      f"{r['one_server_one_client']['ms_per_step']:.2f} | {r['overhead_ms_per_step']:.2f} | "
-                     f"{100 * r['overhead_share_of_in_process_step']:.0f}% | {r['one_server']['episodes_per_s']:.1f} | "
+                     f"{100 * r['overhead_share_of_in_process_step']:.0f}% | {r['wire_ms_per_step']:.2f} "
+                     f"({100 * r['wire_share_of_in_process_step']:.0f}%) | {r['one_server']['episodes_per_s']:.1f} | "
                      f"{r['two_servers']['episodes_per_s']:.1f} | {r['two_servers_vs_in_process']:.2f}x |")
     return "\n".join(lines)
 
@@ -151,7 +161,7 @@ def main() -> None:
     p.add_argument("--episodes-sim", type=int, default=200)
     p.add_argument("--episodes-zoo", type=int, default=12)
     p.add_argument("--clients", type=int, default=4)
-    p.add_argument("--repeats", type=int, default=3, help="timed passes per mode, interleaved; the median is shown")
+    p.add_argument("--repeats", type=int, default=5, help="timed passes per mode, interleaved; the median is shown")
     p.add_argument("--quick", action="store_true", help="a smoke run (few episodes; results not overwritten)")
     args = p.parse_args()
     import torch

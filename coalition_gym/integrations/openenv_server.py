@@ -219,9 +219,8 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
 
         def start(env: CollaborationEnv) -> SeatObservation:
             prompt, info = env.reset(seed=seed, options=options)
-            assert env._ctx is not None  # set by reset
             self._state = SeatState(env_id=self._served.env_id, episode_id=episode_id, step_count=0,
-                                    item_id=env._ctx.item.id, episode_seed=env._ctx.seed)
+                                    item_id=info["item_id"], episode_seed=env.episode_seed)
             return self._observation(env, prompt, info)
 
         return self._guarded(start)
@@ -258,7 +257,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
 
     # -- observations -------------------------------------------------------------------------------------
     def _observation(self, env: CollaborationEnv, prompt: str, info: dict[str, Any]) -> SeatObservation:
-        ask = env._episode.pending(env.policy_name) if env._episode is not None else None
+        ask = env.pending_ask
         scrub = self._served.scrub
         return SeatObservation(prompt=scrub.text(prompt), messages=scrub.data(info.get("messages", [])),
                                role=info.get("role"), round=info.get("round"), item_id=str(info.get("item_id", "")),
