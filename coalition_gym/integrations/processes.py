@@ -106,7 +106,7 @@ class ThreadServer:
         self.app = build_app(spec, options)
         port = options.port or free_port()
         self.url = f"http://127.0.0.1:{port}"
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="error",
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host=options.host, port=port, log_level="error",
                                                     ws_max_size=options.max_body_bytes))
         self.thread: Any = None
 

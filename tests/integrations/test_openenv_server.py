@@ -230,6 +230,7 @@ def test_no_key_or_local_path_crosses_the_wire(monkeypatch):
 
 def test_a_non_local_host_needs_a_token_and_every_request_but_health_must_carry_it(monkeypatch):
     monkeypatch.delenv("CGYM_SERVE_TOKEN", raising=False)
+    assert ServeOptions().host == "127.0.0.1"  # local unless told otherwise
     with pytest.raises(ConfigError, match="not local"):
         ServeOptions(host="0.0.0.0")
     token = "tok-" + "7" * 24
