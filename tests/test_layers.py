@@ -30,7 +30,7 @@ LAYERS = [
     {"valuation"},
     {"training", "testing"},
     {"reports"},
-    {"integrations"},  # environments as services (OpenEnv server, verifiers): above reports, below the CLI
+    {"integrations"},  # environments as services (cgym serve, verifiers): above reports, below the cli
     {"demo"},
     {"cli"},
 ]

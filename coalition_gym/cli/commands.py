@@ -139,6 +139,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return verdict(run.failures(), args.max_failures, _say)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..envs.registration import protocol_of
+    from ..envs.system import SystemSpec
+    from ..integrations.openenv_files import write_openenv_files
+    from ..integrations.openenv_server import ServeOptions, serve
+
+    task_kwargs = {"seed": args.task_seed, **({"size": args.size} if args.size is not None else {})}
+    spec = SystemSpec(protocol_of(args.env_id), args.task, args.pool, args.members.split(",") if args.members else None,
+                      args.split, task_kwargs, _settings(args.set))
+    options = ServeOptions(host=args.host, port=args.port, token=args.token, max_sessions=args.max_sessions,
+                           idle_timeout_s=args.idle_timeout, policy_style=args.policy_style, env_id=args.env_id)
+    if args.openenv_files:
+        print(f"wrote {', '.join(str(p) for p in write_openenv_files(args.openenv_files, spec, options))}")
+        return 0
+    serve(spec, options, ready=lambda url: print(f"serving {args.env_id} (OpenEnv) at {url}: /health, /schema, "
+                                                 f"/ws{'; bearer token required' if options.token else ''}",
+                                                 flush=True))
+    return 0
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
 

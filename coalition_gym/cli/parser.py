@@ -189,6 +189,34 @@ def build_parser() -> argparse.ArgumentParser:
     _max_failures_option(p)
     p.set_defaults(func=commands.cmd_run)
 
+    p = _subcommand(sub, "serve", "serve an environment's policy seat as an OpenEnv server: one session per "
+                    "client, the frozen members inside, the system's score as reward",
+                    "cgym serve coalition_gym/Debate-v0 --pool zoo:default --task zoo:arith --port 8123",
+                    "cgym serve coalition_gym/MajorityVote-v0 --pool sim:demo --task zoo:arith --idle-timeout 60",
+                    "cgym serve coalition_gym/Debate-v0 --host 0.0.0.0 --port 8123",
+                    "cgym serve coalition_gym/Debate-v0 --pool zoo:default --openenv-files envs/debate")
+    from ..integrations.serve_options import ServeOptions
+
+    p.add_argument("env_id", help="environment id, e.g. coalition_gym/Debate-v0 (see `cgym envs`)")
+    _pool_option(p)
+    _task_options(p, split=False)
+    _choice(p, "--split", "split", ["train", "dev", "test"], "train", "split the episodes' items come from")
+    p.add_argument("--size", type=_number_at_least(1), default=None, help="items per split (default: the task's)")
+    p.add_argument("--members", default=None, help="comma-separated frozen members (default: the whole pool)")
+    _protocol_settings(p)
+    _option(p, "--host", ServeOptions, "host")
+    _option(p, "--port", ServeOptions, "port")
+    p.add_argument("--token", default=None, help="bearer token every client must send (default: "
+                                                 "$CGYM_SERVE_TOKEN, better: a command line shows in `ps`; "
+                                                 "required on a non-local --host)")
+    _option(p, "--max-sessions", ServeOptions, "max_sessions")
+    _option(p, "--idle-timeout", ServeOptions, "idle_timeout_s")
+    _option(p, "--policy-style", ServeOptions, "policy_style")
+    p.add_argument("--openenv-files", default=None, metavar="DIR",
+                   help="write OpenEnv's files for this server (openenv.yaml, server/app.py, server/Dockerfile) "
+                        "to DIR and exit")
+    p.set_defaults(func=commands.cmd_serve)
+
     p = _subcommand(sub, "eval", "leaderboard: solo vs compositional strength of a pool's models",
                     "cgym eval", "cgym eval --pool sim:demo --protocol llm_blender --task rg/gsm_symbolic "
                     "--estimator all --items 300 --out runs/blender --cache runs/cache",

@@ -120,6 +120,11 @@ class CollaborationEnv(gym.Env[str, str]):
             return ask
         return dataclasses.replace(ask, item=ask.item.for_policy())
 
+    @property
+    def episode_seed(self) -> int | None:
+        """The current episode's seed (what ``reset(options={"episode_seed": ...})`` replays), None before reset."""
+        return None if self._ctx is None else self._ctx.seed
+
     def render(self) -> str | None:
         text = self._last_obs if not self._finished else "[episode finished]"
         if self.render_mode == "human":

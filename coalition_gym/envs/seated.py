@@ -47,7 +47,10 @@ class SeatedEpisode:
         return self.outcome is not None
 
     def pending(self, seat: str) -> Ask | None:
-        """The Ask this seat must answer now, or None if it is not asked."""
+        """The Ask this seat must answer now, or None if it is not asked (nor is anyone once the episode ended,
+        a failed wave's unanswered seat Asks included)."""
+        if self.done:
+            return None
         queue = self._queues.get(seat)
         return self._wave[queue[0]] if queue else None
 

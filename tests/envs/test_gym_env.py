@@ -155,3 +155,24 @@ def test_environments_train_on_the_train_split_and_evaluate_on_test_when_told():
     with pytest.raises(ConfigError, match="held out.*split='test'"):
         gym.make("coalition_gym/MajorityVote-v0", task="humaneval", task_kwargs={"size": 2})
     assert gym.make("coalition_gym/MajorityVote-v0", task="humaneval", task_kwargs={"size": 2}, split="test")
+
+
+def test_a_member_failing_in_the_seats_wave_ends_the_episode_without_asking_the_seat():
+    """The wave that asks the policy fails on a frozen member: the seat is no longer 'asked' (its Ask belongs to a
+    failed episode), and the next step ends the episode with the failure and reward 0, not a state error."""
+    from coalition_gym.agents.base import Generator
+    from coalition_gym.agents.pools import load_pool
+    from coalition_gym.errors import BackendError
+
+    class Broken(Generator):
+        identity = "broken"
+
+        def generate(self, asks):
+            raise BackendError("the member's server is down")
+
+    pool = load_pool({"broken": Broken(), "atlas": load_pool("sim:demo").members["atlas"]})
+    env = CollaborationEnv(protocol="majority_vote", task="zoo:arith", task_kwargs={"size": 20}, collaborators=pool)
+    obs, info = env.reset(seed=0)
+    assert obs == "" and info["policy_asked"] is False
+    _, reward, done, _, info = env.step("Answer: 1")
+    assert done and reward == 0.0 and "server is down" in info["error"]

@@ -1,0 +1,410 @@
+"""A protocol's policy seat as an OpenEnv environment server (``cgym serve ENV_ID``).
+
+Built on OpenEnv's own server (``openenv.core.env_server``: ``Environment``, ``Action``/``Observation``/``State``,
+``create_fastapi_app``): its HTTP routes (``/health``, ``/schema``, ``/metadata``, ``/reset``, ``/step``,
+``/state``) and its WebSocket sessions (``/ws``: one session, one environment instance per connection), so
+OpenEnv's clients (``GenericEnvClient`` included) drive it unchanged. Each session is a
+:class:`~coalition_gym.envs.gym_env.CollaborationEnv` over one System that every session shares (built,
+checked and prepared once: frozen members' dev scores, a router's learned state), so an episode over the wire
+is the in-process environment's episode: ``reset(seed=s)`` draws the item and episode seed
+``CollaborationEnv.reset(seed=s)`` draws (or takes ``item_id`` / ``episode_seed``), the observation's
+``prompt`` is the policy seat's prompt, ``step({"text": ...})`` seats the reply and returns the next prompt
+the protocol writes for the seat or the end: ``done``, ``reward`` the system's score, and in ``metadata``
+the system's and the seat's answers and scores, the transcript (every member's reply and answer) and cost.
+
+What a client can and cannot do:
+
+- The action is one string field, ``text`` (at most ``max_action_chars``); a request body or WebSocket
+  message over ``max_body_bytes`` is refused (HTTP 413; WebSocket: closed with 1009) before it is parsed.
+- A bad request gets a 4xx with a one-line JSON body ``{"error": "..."}`` (HTTP) or OpenEnv's error frame
+  (WebSocket), and the server goes on: step before reset or after the end (409), a wrong type or an unknown
+  field (422), an unknown item id or reset option (400). OpenEnv's plain HTTP ``/reset`` and ``/step`` are
+  stateless (a fresh environment per request): sessions live on ``/ws``.
+- Sessions idle longer than ``idle_timeout_s`` are reclaimed (their next request says so); at most
+  ``max_sessions`` at once (the next is refused with OpenEnv's CAPACITY_REACHED).
+- Nothing of the server's machine crosses the wire: every string sent is passed through the project's
+  redaction (API keys, bearer tokens, this server's token) and stripped of local paths (the members' model
+  folders, the working and home directories, the interpreter's prefix); error messages lose any absolute path.
+- It binds to 127.0.0.1 unless told otherwise; on any other host it requires a token (``Authorization:
+  Bearer TOKEN`` on every request but ``/health``) and refuses to start without one.
+
+Episodes run one at a time per server (a lock around each reset and step: backends such as a local HF model
+are not re-entrant); scale out with more servers (``benchmarks/served_envs.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from openenv.core.env_server import Action, Environment, Observation, State
+from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
+from pydantic import Field
+
+from ..envs.gym_env import CollaborationEnv
+from ..envs.system import SystemSpec
+from ..errors import ActionError, ConfigError, EpisodeStateError, UnknownNameError
+from ..result_files import redact, register_secret
+from ..version import __version__
+from .serve_options import ServeError, ServeOptions
+
+RESET_OPTIONS = ("seed", "episode_id", "item_id", "episode_seed")
+
+
+# -- the wire types (what /schema publishes) ---------------------------------------------------------------
+
+class SeatAction(Action):
+    """The policy seat's reply to the prompt it was shown."""
+
+    text: str = Field(..., description="the policy seat's reply, as text")
+
+
+class SeatObservation(Observation):
+    """The prompt the protocol writes for the policy seat (empty at the end); ``metadata`` at the end: the
+    system's and the seat's answers and scores, the transcript (each member's replies and answers), cost."""
+
+    prompt: str = Field(default="", description="the policy seat's prompt as plain text ('' when not asked)")
+    messages: list[dict[str, str]] = Field(default_factory=list, description="the prompt as chat messages")
+    role: Optional[str] = Field(default=None, description="what the seat is asked to do (answer, revise ...)")
+    round: Optional[int] = Field(default=None, description="the protocol's round of this request")
+    item_id: str = Field(default="", description="the task item of this episode")
+    policy_asked: bool = Field(default=False, description="whether the seat is asked (False: the protocol "
+                                                          "ended without asking it; step with any text)")
+    max_new_tokens: Optional[int] = Field(default=None, description="the reply length the protocol asks for")
+
+
+class SeatState(State):
+    """A session's episode: its item, episode seed, whether it ended."""
+
+    env_id: str = ""
+    item_id: Optional[str] = None
+    episode_seed: Optional[int] = None
+    done: bool = False
+
+
+# -- what may cross the wire ----------------------------------------------------------------------------------
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])(?:/[\w.@+-]+){2,}/?")  # not a URL's path: "https://host/x" stays
+
+
+class Scrubber:
+    """Removes from outgoing text what belongs to the server's machine: secrets (the project's redaction,
+    this server's token) and local paths (``paths``: the members' model folders and the like)."""
+
+    def __init__(self, paths: list[str], token: str | None):
+        register_secret(token)
+        self.paths = sorted({p.rstrip("/") for p in paths if p and p.count("/") >= 2}, key=len, reverse=True)
+
+    def text(self, text: str, *, error: bool = False) -> str:
+        text = redact(text)
+        for path in self.paths:
+            text = text.replace(path, "<local>")
+        return _ABSOLUTE_PATH.sub("<path>", text) if error else text
+
+    def data(self, data: Any) -> Any:
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, dict):
+            return {self.text(str(k)): self.data(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [self.data(v) for v in data]
+        return data if data is None or isinstance(data, (bool, int, float)) else self.text(str(data))
+
+    def error(self, exc: BaseException) -> str:
+        """One line: the exception's message, scrubbed (paths included), at most 500 characters."""
+        line = " ".join(str(exc).split()) or type(exc).__name__
+        return self.text(line, error=True)[:500]
+
+
+def local_paths(system: Any) -> list[str]:
+    """The paths of this machine a response could leak: each backend's identity and description (a model
+    folder, a cache file), the working, home and temporary directories, the interpreter's and the package's."""
+    found = [os.getcwd(), str(Path.home()), tempfile.gettempdir(), sys.prefix, sys.exec_prefix,
+             str(Path(__file__).resolve().parents[2])]
+    for backend in system.backends.values():
+        texts = [str(getattr(backend, "identity", ""))]
+        try:
+            texts += [str(v) for v in backend.describe().values()]
+        except Exception:  # a backend's description is best effort here
+            pass
+        for text in texts:
+            found += [m.group(0) for m in _ABSOLUTE_PATH.finditer(text)]
+    real = [str(Path(p).resolve()) for p in found if p.startswith("/")]
+    return found + real
+
+
+# -- the environment ------------------------------------------------------------------------------------------
+
+class Served:
+    """What every session shares: the seated, prepared System (through a template environment), the options,
+    the lock episodes run under and the scrubber."""
+
+    def __init__(self, spec: SystemSpec, options: ServeOptions):
+        self.options = options
+        self.template = CollaborationEnv(spec, policy_name=options.policy_name, policy_style=options.policy_style,
+                                         max_action_chars=options.max_action_chars)
+        self.system = self.template.system
+        self.env_id = options.env_id or f"coalition_gym/{self.system.protocol.name}"
+        self.lock = threading.Lock()
+        self.scrub = Scrubber(local_paths(self.system), options.token)
+
+    def session_env(self) -> CollaborationEnv:
+        return CollaborationEnv(self.system, policy_name=self.template.policy_name,
+                                policy_style=self.options.policy_style, max_action_chars=self.options.max_action_chars)
+
+
+def _status_of(exc: BaseException) -> int:
+    if isinstance(exc, ServeError):
+        return exc.status
+    if isinstance(exc, EpisodeStateError):
+        return 409
+    if isinstance(exc, ActionError):
+        return 422
+    if isinstance(exc, (UnknownNameError, ConfigError)):
+        return 400
+    return 500
+
+
+class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
+    """One OpenEnv session: a :class:`CollaborationEnv` over the shared System (see the module doc)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, served: Served):
+        super().__init__()
+        self._served = served
+        self._env: CollaborationEnv | None = served.session_env()
+        self._state = SeatState(env_id=served.env_id)
+
+    def _checked_env(self) -> CollaborationEnv:
+        if self._env is None:
+            raise ServeError(410, "this session was closed (idle longer than the server's idle timeout); "
+                                  "reconnect and reset")
+        return self._env
+
+    def _guarded(self, work: Callable[[CollaborationEnv], SeatObservation]) -> SeatObservation:
+        """Run ``work`` under the server's lock; any failure becomes a one-line, scrubbed :class:`ServeError`."""
+        try:
+            with self._served.lock:
+                return work(self._checked_env())
+        except ServeError as exc:
+            raise ServeError(exc.status, self._served.scrub.error(exc)) from None
+        except Exception as exc:
+            status = _status_of(exc)
+            prefix = "" if status < 500 else f"internal error ({type(exc).__name__}): "
+            raise ServeError(status, prefix + self._served.scrub.error(exc)) from None
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> SeatObservation:
+        unknown = sorted(set(kwargs) - set(RESET_OPTIONS))
+        if unknown:
+            raise ServeError(400, f"unknown reset option {unknown[0]!r}; use {', '.join(RESET_OPTIONS)}")
+        options = {k: kwargs[k] for k in ("item_id", "episode_seed") if kwargs.get(k) is not None}
+        if "item_id" in options and not isinstance(options["item_id"], str):
+            raise ServeError(422, f"item_id must be a string, not {type(options['item_id']).__name__}")
+        if "episode_seed" in options and (not isinstance(options["episode_seed"], int)
+                                          or isinstance(options["episode_seed"], bool)):
+            raise ServeError(422, f"episode_seed must be an integer, not {type(options['episode_seed']).__name__}")
+        if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
+            raise ServeError(422, "episode_id must be a string of at most 255 characters")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise ServeError(422, f"seed must be an integer >= 0, not {seed!r}"[:200])
+
+        def start(env: CollaborationEnv) -> SeatObservation:
+            prompt, info = env.reset(seed=seed, options=options)
+            self._state = SeatState(env_id=self._served.env_id, episode_id=episode_id, step_count=0,
+                                    item_id=info["item_id"], episode_seed=env.episode_seed)
+            return self._observation(env, prompt, info)
+
+        return self._guarded(start)
+
+    def step(self, action: SeatAction, timeout_s: Optional[float] = None, **kwargs: Any) -> SeatObservation:
+        if not isinstance(action, SeatAction):
+            raise ServeError(422, f"an action is {{'text': str}}, not {type(action).__name__}")
+
+        def advance(env: CollaborationEnv) -> SeatObservation:
+            prompt, reward, terminated, _, info = env.step(action.text)
+            self._state.step_count += 1
+            if terminated:
+                self._state.done = True
+                return self._final(env, reward, info)
+            return self._observation(env, prompt, info)
+
+        return self._guarded(advance)
+
+    @property
+    def state(self) -> SeatState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        system = self._served.system
+        return EnvironmentMetadata(
+            name=self._served.env_id, version=__version__,
+            description=self._served.scrub.text(
+                f"coalition-gym {system.protocol.name}: the policy seat {self._served.template.policy_name!r} "
+                f"plays with frozen members {list(system.frozen)} on task {system.task.name!r} "
+                f"({len(system.items)} items); reward: the system's score"))
+
+    def close(self) -> None:
+        self._env = None  # the episode's state goes with it; a later request says the session is closed
+
+    # -- observations -------------------------------------------------------------------------------------
+    def _observation(self, env: CollaborationEnv, prompt: str, info: dict[str, Any]) -> SeatObservation:
+        ask = env.pending_ask
+        scrub = self._served.scrub
+        return SeatObservation(prompt=scrub.text(prompt), messages=scrub.data(info.get("messages", [])),
+                               role=info.get("role"), round=info.get("round"), item_id=str(info.get("item_id", "")),
+                               policy_asked=bool(info.get("policy_asked")), done=False,
+                               reward=None if self._state.step_count == 0 else 0.0,
+                               max_new_tokens=None if ask is None else int(ask.params.max_new_tokens))
+
+    def _final(self, env: CollaborationEnv, reward: float, info: dict[str, Any]) -> SeatObservation:
+        keep = ("item_id", "system_answer", "system_score", "parsed", "policy_answer", "policy_score", "error",
+                "transcript", "details", "cost")
+        metadata = self._served.scrub.data({k: info.get(k) for k in keep})
+        if metadata.get("error"):
+            metadata["error"] = self._served.scrub.text(str(metadata["error"]), error=True)
+        metadata["members"] = members_summary(metadata.get("transcript") or [])
+        return SeatObservation(item_id=str(info.get("item_id", "")), done=True, reward=float(reward),
+                               metadata=metadata)
+
+
+def members_summary(transcript: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per member: its replies in the episode and its last extracted answer."""
+    out: dict[str, dict[str, Any]] = {}
+    for turn in transcript:
+        entry = out.setdefault(str(turn.get("member")), {"replies": 0, "last_answer": None})
+        entry["replies"] += 1
+        entry["last_answer"] = turn.get("answer")
+    return out
+
+
+# -- the app ----------------------------------------------------------------------------------------------------
+
+def _error_body(message: str) -> bytes:
+    return (json.dumps({"error": " ".join(message.split())[:500]}) + "\n").encode()
+
+
+class Guard:
+    """ASGI middleware in front of OpenEnv's app: the bearer token (every route but ``/health``) and the body
+    limit (HTTP: 413 before the route parses anything). WebSocket messages are limited by the server itself."""
+
+    def __init__(self, app: Any, token: str | None, max_body_bytes: int):
+        self.app, self.token, self.max_body = app, token, max_body_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        if self.token and scope.get("path") != "/health" and not self._authorised(scope):
+            if scope["type"] == "websocket":
+                return await send({"type": "websocket.close", "code": 1008})
+            return await _respond(send, 401, "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')")
+        if scope["type"] == "http":
+            length = dict(scope.get("headers") or []).get(b"content-length")
+            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+                return await _respond(send, 413, f"request body over {self.max_body} bytes")
+            return await self.app(scope, self._limited(receive, send), send)
+        return await self.app(scope, receive, send)
+
+    def _authorised(self, scope: dict) -> bool:
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        scheme, _, value = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), str(self.token).encode())
+
+    def _limited(self, receive: Callable, send: Callable) -> Callable:
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:  # a body sent without its length (chunked): refused once it is too long
+                from starlette.exceptions import HTTPException
+
+                raise HTTPException(413, f"request body over {self.max_body} bytes")
+            return message
+        return limited
+
+
+async def _respond(send: Callable, status: int, message: str) -> None:
+    body = _error_body(message)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def build_app(spec: SystemSpec, options: ServeOptions) -> Any:
+    """The ASGI app ``cgym serve`` runs: OpenEnv's FastAPI app over :class:`SeatEnvironment` sessions, with
+    one-line JSON errors and the :class:`Guard` in front."""
+    from fastapi import Request
+    from fastapi.exceptions import HTTPException, RequestValidationError
+    from fastapi.responses import JSONResponse
+    from openenv.core.env_server import create_fastapi_app
+
+    served = Served(spec, options)
+    app = create_fastapi_app(functools.partial(SeatEnvironment, served), SeatAction, SeatObservation,
+                             concurrency_config=ConcurrencyConfig(max_concurrent_envs=options.max_sessions,
+                                                                  session_timeout=options.idle_timeout_s),
+                             env_name=served.env_id.replace("/", "_"), state_cls=SeatState, mode="simulation")
+    scrub = served.scrub
+
+    def failure(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": " ".join(message.split())[:500]}, status_code=status)
+
+    @app.exception_handler(ServeError)
+    async def refused(request: Request, exc: ServeError) -> JSONResponse:
+        return failure(exc.status, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return failure(422, "invalid request: " + validation_summary(exc.errors()))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else validation_summary(exc.detail)
+        return failure(exc.status_code, scrub.text(detail, error=True))
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        return failure(500, f"internal error ({type(exc).__name__}): {scrub.error(exc)}")
+
+    app.state.served = served
+    return Guard(app, options.token, options.max_body_bytes)
+
+
+def validation_summary(errors: Any) -> str:
+    """Pydantic's errors as one line, without the input they echo (a client's 10 MB body stays with it)."""
+    if not isinstance(errors, (list, tuple)):
+        return str(errors)[:200]
+    parts = []
+    for error in list(errors)[:3]:
+        if isinstance(error, dict):
+            where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+            parts.append(f"{where or 'body'}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def serve(spec: SystemSpec, options: ServeOptions, ready: Callable[[str], None] | None = None) -> None:
+    """Serve ``spec``'s policy seat until interrupted (blocking). ``ready(url)`` is called once it listens."""
+    import uvicorn
+
+    app = build_app(spec, options)
+    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
+                            ws_max_size=options.max_body_bytes, timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    if ready is not None:
+        original = server.startup
+
+        async def startup(sockets: Any = None) -> None:
+            await original(sockets)
+            port = server.servers[0].sockets[0].getsockname()[1] if server.servers else options.port
+            ready(f"http://{options.host}:{port}")
+        server.startup = startup  # type: ignore[method-assign]
+    server.run()
