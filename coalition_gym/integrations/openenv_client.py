@@ -3,7 +3,7 @@ project's errors.
 
 :class:`ServedEnv` is a thin wrapper: ``reset(**options)`` and ``step(text)`` return OpenEnv's ``StepResult``
 (``observation`` a dict: ``prompt``, ``messages``, ``role``, ``round``, ``item_id``, ``policy_asked``,
-``max_new_tokens``; ``reward``; ``done``; ``metadata`` at the end). A server that died, or a connection that
+``max_new_tokens``, and ``details`` at the end; ``reward``; ``done``). A server that died, or a connection that
 dropped, raises :class:`ServerGoneError` naming the URL at once (no hang: the socket's close is seen, and a
 silent server is given up after ``timeout_s``); a request the server refused raises :class:`ServedRequestError`
 with the server's one-line message.
@@ -26,14 +26,34 @@ class ServedRequestError(CoalitionGymError, RuntimeError):
     """The server refused a request (its one-line message)."""
 
 
+def _bearer_client(token: str) -> type:
+    """OpenEnv's generic client with ``token`` on the WebSocket handshake (openenv-core 0.3's client sends no
+    headers of its own; everything else is OpenEnv's)."""
+    from websockets.asyncio.client import connect as ws_connect
+
+    class BearerClient(GenericEnvClient):
+        _ws: Any
+
+        async def connect(self) -> "BearerClient":
+            if self._ws is None:
+                try:
+                    self._ws = await ws_connect(self._ws_url, open_timeout=self._connect_timeout,
+                                                max_size=self._max_message_size,
+                                                additional_headers={"Authorization": f"Bearer {token}"})
+                except Exception as exc:
+                    raise ConnectionError(f"Failed to connect to {self._ws_url}: {exc}") from exc
+            return self
+
+    return BearerClient
+
+
 class ServedEnv:
     """One session on a ``cgym serve`` server at ``url`` (``token``: its bearer token, if it requires one)."""
 
     def __init__(self, url: str, token: str | None = None, timeout_s: float = 120.0):
         self.url = url
-        headers = {"Authorization": f"Bearer {token}"} if token else None
-        self._client = GenericEnvClient(base_url=url, connect_timeout_s=10.0, message_timeout_s=timeout_s,
-                                        headers=headers).sync()
+        client = GenericEnvClient if not token else _bearer_client(token)
+        self._client = client(base_url=url, connect_timeout_s=10.0, message_timeout_s=timeout_s).sync()
         self._open = False
 
     def _call(self, what: str, work: Callable[[], Any]) -> Any:

@@ -122,7 +122,7 @@ class ServedRollout:
         rows, records = [], []
         for i, (item_id, seed, result) in enumerate(zip(item_ids, seeds, results)):
             row = rows_by.get(i, Row())
-            meta = result.metadata or {}
+            meta = result.observation.get("details") or {}
             error = meta.get("error")
             rows.append(row)
             records.append(EpisodeRecord(item_id, seed, tuple(text for _, _, text in row.replies),

@@ -9,7 +9,7 @@ checked and prepared once: frozen members' dev scores, a router's learned state)
 is the in-process environment's episode: ``reset(seed=s)`` draws the item and episode seed
 ``CollaborationEnv.reset(seed=s)`` draws (or takes ``item_id`` / ``episode_seed``), the observation's
 ``prompt`` is the policy seat's prompt, ``step({"text": ...})`` seats the reply and returns the next prompt
-the protocol writes for the seat or the end: ``done``, ``reward`` the system's score, and in ``metadata``
+the protocol writes for the seat or the end: ``done``, ``reward`` the system's score, and in ``details``
 the system's and the seat's answers and scores, the transcript (every member's reply and answer) and cost.
 
 What a client can and cannot do:
@@ -68,8 +68,9 @@ class SeatAction(Action):
 
 
 class SeatObservation(Observation):
-    """The prompt the protocol writes for the policy seat (empty at the end); ``metadata`` at the end: the
-    system's and the seat's answers and scores, the transcript (each member's replies and answers), cost."""
+    """The prompt the protocol writes for the policy seat (empty at the end); ``details`` at the end (also the
+    observation's ``metadata``, which OpenEnv's serializer keeps on the server): the system's and the seat's
+    answers and scores, the transcript (each member's replies and answers), cost."""
 
     prompt: str = Field(default="", description="the policy seat's prompt as plain text ('' when not asked)")
     messages: list[dict[str, str]] = Field(default_factory=list, description="the prompt as chat messages")
@@ -78,6 +79,8 @@ class SeatObservation(Observation):
     item_id: str = Field(default="", description="the task item of this episode")
     policy_asked: bool = Field(default=False, description="whether the seat is asked (False: the protocol "
                                                           "ended without asking it; step with any text)")
+    details: dict[str, Any] = Field(default_factory=dict, description="at the end: the system's and the seat's "
+                                    "answers and scores, each member's replies and answers, the cost")
     max_new_tokens: Optional[int] = Field(default=None, description="the reply length the protocol asks for")
 
 
@@ -273,7 +276,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
             metadata["error"] = self._served.scrub.text(str(metadata["error"]), error=True)
         metadata["members"] = members_summary(metadata.get("transcript") or [])
         return SeatObservation(item_id=str(info.get("item_id", "")), done=True, reward=float(reward),
-                               metadata=metadata)
+                               details=metadata, metadata=metadata)
 
 
 def members_summary(transcript: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -351,8 +354,7 @@ def build_app(spec: SystemSpec, options: ServeOptions) -> Any:
     served = Served(spec, options)
     app = create_fastapi_app(functools.partial(SeatEnvironment, served), SeatAction, SeatObservation,
                              concurrency_config=ConcurrencyConfig(max_concurrent_envs=options.max_sessions,
-                                                                  session_timeout=options.idle_timeout_s),
-                             env_name=served.env_id.replace("/", "_"), state_cls=SeatState, mode="simulation")
+                                                                  session_timeout=options.idle_timeout_s))
     scrub = served.scrub
 
     def failure(status: int, message: str) -> JSONResponse:
