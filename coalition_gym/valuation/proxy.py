@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ConfigError
-from .sampling import Design, HybridSampler, Unit, register_sampler
+from .sampling import Design, HybridSampler, Unit, _bits, register_sampler
 
 #: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3): refused above this
 MAX_PLAYERS = 40
@@ -95,7 +95,7 @@ def fit_proxies(n: int, masks: list[int], values: np.ndarray, high: np.ndarray, 
     """One :class:`TypeProxy` per fold, each fitted on the items of the other folds.
 
     ``values``: coalitions x items (v_t of each mask), ``high``: items x n types, ``folds``: items -> fold."""
-    bits = np.array([[(m >> k) & 1 for k in range(n)] for m in masks], dtype=float)  # coalitions x n
+    bits = _bits(masks, n)  # coalitions x n
     a = (bits @ high.T).astype(int)  # coalitions x items
     size = bits.sum(axis=1).astype(int)[:, None]
     cell = a * (n + 1) + (size - a)  # coalitions x items

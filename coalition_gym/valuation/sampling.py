@@ -33,6 +33,7 @@ its complement, or a permutation pair) are resampled; enumerated sizes carry no 
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -113,7 +114,18 @@ class MaxRounds(StopRule):
 
 
 def _size(mask: int) -> int:
-    return bin(mask).count("1")
+    return mask.bit_count()
+
+
+def _bits(masks: list[int], n: int) -> np.ndarray:
+    """coalitions x n membership matrix (0/1 floats) of bitmasks."""
+    return ((np.asarray(masks, dtype=np.int64)[:, None] >> np.arange(n)) & 1).astype(float)
+
+
+@functools.lru_cache(maxsize=256)
+def _all_of_size(n: int, k: int) -> tuple[int, ...]:
+    """Every k-subset of range(n) as a bitmask, in colexicographic order."""
+    return tuple(_combination(r, n, k) for r in range(math.comb(n, k)))
 
 
 def _combination(rank: int, n: int, k: int) -> int:
@@ -151,7 +163,7 @@ class Design:
     def masks(self) -> set[int]:
         out = {(1 << self.n) - 1}
         for s in self.complete:
-            out |= {_combination(r, self.n, s) for r in range(math.comb(self.n, s))}
+            out |= set(_all_of_size(self.n, s))
         for u in self.units:
             out |= set(u.masks)
         return out
@@ -284,21 +296,19 @@ class KernelSampler(Sampler):
         units = design.units if units is None else units
         rows, weights = [], []
         for s in design.complete:
-            for r in range(math.comb(n, s)):
-                rows.append(_combination(r, n, s))
-                weights.append(self.mass[s] / math.comb(n, s))
+            rows += _all_of_size(n, s)
+            weights += [self.mass[s] / math.comb(n, s)] * math.comb(n, s)
         counts: dict[int, int] = {}
-        for u in units:
-            for m in u.masks:
-                counts[_size(m)] = counts.get(_size(m), 0) + 1
-        for u in units:
-            for m in u.masks:
-                rows.append(m)
-                weights.append(self.mass[_size(m)] / counts[_size(m)])
+        sampled = [m for u in units for m in u.masks]
+        sizes = [m.bit_count() for m in sampled]
+        for k in sizes:
+            counts[k] = counts.get(k, 0) + 1
+        rows += sampled
+        weights += [self.mass[k] / counts[k] for k in sizes]
         full = value((1 << n) - 1)
         if not rows:
             return np.tile(full / n, (n, 1))
-        z = np.array([[(m >> k) & 1 for k in range(n)] for m in rows], dtype=float)
+        z = _bits(rows, n)
         w = np.asarray(weights)
         y = np.stack([value(m) for m in rows])  # rows x items; v(empty) = 0
         a = z.T @ (w[:, None] * z)
@@ -352,11 +362,11 @@ class StratifiedSampler(Sampler):
         items = full.shape[0]
         by_size: dict[int, list[int]] = {s: [] for s in range(1, n)}
         for s in design.complete:
-            by_size[s] = [_combination(r, n, s) for r in range(math.comb(n, s))]
+            by_size[s] = list(_all_of_size(n, s))
         for u in units:
             for m in u.masks:
-                if _size(m) not in design.complete:
-                    by_size[_size(m)].append(m)
+                if m.bit_count() not in design.complete:
+                    by_size[m.bit_count()].append(m)
         inside = np.zeros((n, n + 1, items))  # [player, size]: mean v(S) over sampled S of that size with i
         outside = np.zeros((n, n + 1, items))
         inside[:, n] = full
@@ -364,12 +374,12 @@ class StratifiedSampler(Sampler):
             if not masks:
                 continue
             values = np.stack([value(m) for m in masks])
-            member = np.array([[(m >> k) & 1 for k in range(n)] for m in masks], dtype=bool)
+            member = _bits(masks, n)
             overall = values.mean(axis=0)
-            for k in range(n):
-                has, lacks = member[:, k], ~member[:, k]
-                inside[k, s] = values[has].mean(axis=0) if has.any() else overall
-                outside[k, s] = values[lacks].mean(axis=0) if lacks.any() else overall
+            has, lacks = member.sum(axis=0), len(masks) - member.sum(axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                inside[:, s] = np.where(has[:, None] > 0, member.T @ values / has[:, None], overall)
+                outside[:, s] = np.where(lacks[:, None] > 0, (1 - member).T @ values / lacks[:, None], overall)
         # phi_i = 1/n sum_{s=0}^{n-1} (inside[i, s+1] - outside[i, s]); outside[i, 0] = v(empty) = 0
         return (inside[:, 1:].sum(axis=1) - outside[:, :n].sum(axis=1)) / n
 
@@ -570,7 +580,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
         masks: set[int] = set()
         for p in proposal:
             if isinstance(p, int):
-                masks |= {_combination(r, n, p) for r in range(math.comb(n, p))}
+                masks |= set(_all_of_size(n, p))
             else:
                 masks |= set(p.masks)
         game.evaluate([names(m) for m in masks])
