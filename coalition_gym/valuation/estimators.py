@@ -71,7 +71,8 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
                            game.coalitions_evaluated,
                            {"sampler": est.sampler, "exact": est.exact, "stop_reason": est.stop_reason,
                             "coalitions_used": est.coalitions, "generations_used": est.generations,
-                            "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist()})
+                            "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist(),
+                            **({"interval_note": est.interval_note} if est.interval_note else {})})
 
 
 @dataclass(frozen=True)

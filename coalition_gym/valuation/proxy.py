@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ConfigError
-from .sampling import Design, HybridSampler, Unit, _bits, register_sampler
+from .sampling import Design, HybridSampler, Unit, _bits, _resample_units, register_sampler
 
 #: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3): refused above this
 MAX_PLAYERS = 40
@@ -137,8 +137,8 @@ def fit_proxies(n: int, masks: list[int], values: np.ndarray, high: np.ndarray, 
 
 @register_sampler
 class ProxySampler(HybridSampler):
-    """The hybrid design and estimate applied to ``v - h`` for a cross-fitted proxy h, plus h's exact
-    Shapley value (see the module doc)."""
+    """The hybrid design and estimate applied to ``v - c h`` for a cross-fitted proxy h, plus ``c`` times h's
+    exact Shapley value (see the module doc)."""
 
     name = "proxy"
     description = ("regression-adjusted: exact Shapley of a per-item proxy (solo types + player effects, "
@@ -149,44 +149,76 @@ class ProxySampler(HybridSampler):
             raise ConfigError(f"the proxy sampler handles up to {MAX_PLAYERS} players, got n={n}; "
                               "use --sampler hybrid")
         super().__init__(n, rng)
-        self.proxy_shapley: np.ndarray | None = None
+        self.coefficient = 0.0  # c: how much of the proxy is subtracted; set by finish()
+        self.proxy_shapley: np.ndarray | None = None  # c * phi(h), players x items
         self._residual: Callable[[int], np.ndarray] | None = None
 
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
-        n = self.n
-        if 1 in design.complete and n >= 2:
-            self._fit(design, value)
-        self.calibrate(design, self.residual(value))
+        fitted = self._fit(design, value) if 1 in design.complete and self.n >= 2 else None
+        if fitted is None:  # no proxy: the plain hybrid
+            self.calibrate(design, value)
+            return
+        proxy, phi = fitted
+        if len(design.units) >= 2:
+            self.weight, self.coefficient = self._calibrate(design, value, proxy, phi)
+        else:  # nothing to calibrate on (and no interval: see sampled_shapley): the proxy as fitted
+            self.coefficient = 1.0
+        c, memo = self.coefficient, {0: np.zeros_like(value(0))}
 
-    def _fit(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
+        def residual(mask: int) -> np.ndarray:
+            if mask not in memo:
+                memo[mask] = value(mask) - c * proxy(mask)
+            return memo[mask]
+
+        self.proxy_shapley, self._residual = c * phi, residual
+
+    def _calibrate(self, design: Design, value: Callable[[int], np.ndarray], proxy: Callable[[int], np.ndarray],
+                   phi: np.ndarray, reps: int = 100) -> tuple[float, float]:
+        """(w, c) minimising the bootstrap variance (over resampled units, summed over players) of
+        ``H_w(v) - c (H_w(h) - phi(h))``, H_w the hybrid with kernel weight w: a control variate whose
+        coefficient is estimated, so a proxy that does not track the game is used less (c in [0, 1])."""
+        draws = []
+        for _ in range(reps):
+            units = _resample_units(design, self.rng)
+            draws.append([e.mean(axis=1) for e in (*self.both(design, value, units),
+                                                   *self.both(design, proxy, units))])
+        kv, sv, kh, sh = (np.stack([d[j] for d in draws]) for j in range(4))  # reps x players each
+        best = (math.inf, self.weight, 1.0)
+        for w in np.linspace(0.0, 1.0, 21):
+            x = w * kv + (1 - w) * sv
+            d = w * kh + (1 - w) * sh - phi.mean(axis=1)
+            x, d = x - x.mean(axis=0), d - d.mean(axis=0)
+            c = float(np.clip((x * d).sum() / max(float((d * d).sum()), 1e-30), 0.0, 1.0))
+            best = min(best, (float(((x - c * d) ** 2).sum()), float(w), c))
+        return best[1], best[2]
+
+    def _fit(self, design: Design, value: Callable[[int], np.ndarray]
+             ) -> tuple[Callable[[int], np.ndarray], np.ndarray] | None:
+        """The cross-fitted proxy h (as a function of the mask, all items) and its exact Shapley value."""
         n = self.n
         masks = sorted(design.masks())
         values = np.stack([value(m) for m in masks])
         items = values.shape[1]
-        solo = np.stack([value(1 << k) for k in range(n)], axis=1)  # items x n
-        high = (solo >= HIGH).astype(float)
-        folds = np.arange(items) % min(FOLDS, items) if items >= 2 else np.zeros(items, dtype=int)
-        folds = folds[np.random.default_rng(items).permutation(items)]
         if items < 2:  # nothing to cross-fit on: no proxy
-            return
+            return None
+        high = (np.stack([value(1 << k) for k in range(n)], axis=1) >= HIGH).astype(float)  # items x n types
+        folds = (np.arange(items) % min(FOLDS, items))[np.random.default_rng(items).permutation(items)]
         proxies = fit_proxies(n, masks, values, high, folds)
-        self.proxy_shapley = np.zeros((n, items))
-        for f, proxy in enumerate(proxies):
-            cols = folds == f
-            self.proxy_shapley[:, cols] = proxy.shapley(high[cols])
-        memo: dict[int, np.ndarray] = {}
+        phi = np.zeros((n, items))
+        for f, fold_proxy in enumerate(proxies):
+            phi[:, folds == f] = fold_proxy.shapley(high[folds == f])
+        memo: dict[int, np.ndarray] = {0: np.zeros(items)}
 
-        def residual(mask: int) -> np.ndarray:
+        def proxy(mask: int) -> np.ndarray:
             if mask not in memo:
-                bits = np.array([(mask >> k) & 1 for k in range(n)], dtype=float)
+                bits = _bits([mask], n)[0]
                 fitted = np.zeros(items)
-                for f, proxy in enumerate(proxies):
-                    cols = folds == f
-                    fitted[cols] = proxy.values(bits, high[cols])
-                memo[mask] = value(mask) - fitted if mask else np.zeros(items)
+                for f, fold_proxy in enumerate(proxies):
+                    fitted[folds == f] = fold_proxy.values(bits, high[folds == f])
+                memo[mask] = fitted
             return memo[mask]
 
-        self._residual = residual
+        return proxy, phi
 
     def residual(self, value: Callable[[int], np.ndarray]) -> Callable[[int], np.ndarray]:
         return self._residual or value

@@ -46,7 +46,7 @@ from .exact import exact_shapley
 from .game import Game
 
 #: the built-in samplers; :data:`SAMPLER_CLASSES` holds every sampler, :func:`register_sampler` adds one
-SAMPLERS = ("hybrid", "kernel", "stratified", "permutation")
+SAMPLERS = ("hybrid", "kernel", "stratified", "permutation", "proxy")  # proxy: registered by .proxy
 
 
 # -- stopping rules -------------------------------------------------------------------------------------
@@ -182,6 +182,22 @@ class Sampler(ABC):
 
     def __init__(self, n: int, rng: np.random.Generator):
         self.n, self.rng = n, rng
+        self._rows: tuple[Callable[[int], np.ndarray], dict[int, int], np.ndarray, np.ndarray] | None = None
+
+    def rows(self, value: Callable[[int], np.ndarray], masks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(membership, values) of ``masks``: coalitions x n and coalitions x items, from a table of every mask
+        asked of this ``value`` before (a bootstrap re-estimates from the same coalitions hundreds of times)."""
+        if self._rows is None or self._rows[0] is not value:
+            self._rows = (value, {}, np.zeros((0, self.n)), np.zeros((0, value((1 << self.n) - 1).shape[0])))
+        _, index, bits, values = self._rows
+        new = list(dict.fromkeys(m for m in masks if m not in index))
+        if new:
+            index.update({m: len(index) + k for k, m in enumerate(new)})
+            bits = np.vstack([bits, _bits(new, self.n)])
+            values = np.vstack([values, np.stack([value(m) for m in new])])
+            self._rows = (value, index, bits, values)
+        idx = np.fromiter((index[m] for m in masks), dtype=np.int64, count=len(masks))
+        return bits[idx], values[idx]
 
     @abstractmethod
     def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
@@ -308,9 +324,8 @@ class KernelSampler(Sampler):
         full = value((1 << n) - 1)
         if not rows:
             return np.tile(full / n, (n, 1))
-        z = _bits(rows, n)
+        z, y = self.rows(value, rows)  # rows x n, rows x items; v(empty) = 0
         w = np.asarray(weights)
-        y = np.stack([value(m) for m in rows])  # rows x items; v(empty) = 0
         a = z.T @ (w[:, None] * z)
         b = z.T @ (w[:, None] * y)
         a_inv = np.linalg.pinv(a)
@@ -359,27 +374,27 @@ class StratifiedSampler(Sampler):
         n = self.n
         units = design.units if units is None else units
         full = value((1 << n) - 1)
-        items = full.shape[0]
-        by_size: dict[int, list[int]] = {s: [] for s in range(1, n)}
-        for s in design.complete:
-            by_size[s] = list(_all_of_size(n, s))
-        for u in units:
-            for m in u.masks:
-                if m.bit_count() not in design.complete:
-                    by_size[m.bit_count()].append(m)
-        inside = np.zeros((n, n + 1, items))  # [player, size]: mean v(S) over sampled S of that size with i
-        outside = np.zeros((n, n + 1, items))
+        masks = [m for k in design.complete for m in _all_of_size(n, k)]
+        masks += [m for u in units for m in u.masks if m.bit_count() not in design.complete]
+        inside = np.zeros((n, n + 1, full.shape[0]))  # [player, size]: mean v(S) over sampled S of that size with i
+        outside = np.zeros_like(inside)
         inside[:, n] = full
-        for s, masks in by_size.items():
-            if not masks:
-                continue
-            values = np.stack([value(m) for m in masks])
-            member = _bits(masks, n)
-            overall = values.mean(axis=0)
-            has, lacks = member.sum(axis=0), len(masks) - member.sum(axis=0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                inside[:, s] = np.where(has[:, None] > 0, member.T @ values / has[:, None], overall)
-                outside[:, s] = np.where(lacks[:, None] > 0, (1 - member).T @ values / lacks[:, None], overall)
+        if masks:
+            member, values = self.rows(value, masks)
+            size = np.zeros((len(masks), n + 1))
+            size[np.arange(len(masks)), member.sum(axis=1).astype(int)] = 1.0  # one-hot size of each row
+            per_size = size.sum(axis=0)  # rows of each size
+            overall = size.T @ values / np.maximum(per_size, 1)[:, None]
+            has = member.T @ size  # n x sizes: rows of that size with i
+            lacks = per_size[None, :] - has
+            with_i = ((member[:, :, None] * size[:, None, :]).reshape(len(masks), -1).T @ values).reshape(n, n + 1, -1)
+            without_i = (size.T @ values)[None] - with_i
+            seen = per_size > 0
+            inside[:, seen] = np.where(has[:, seen, None] > 0, with_i[:, seen] / np.maximum(has[:, seen, None], 1),
+                                       overall[None, seen])
+            outside[:, seen] = np.where(lacks[:, seen, None] > 0,
+                                        without_i[:, seen] / np.maximum(lacks[:, seen, None], 1), overall[None, seen])
+            inside[:, n] = full
         # phi_i = 1/n sum_{s=0}^{n-1} (inside[i, s+1] - outside[i, s]); outside[i, 0] = v(empty) = 0
         return (inside[:, 1:].sum(axis=1) - outside[:, :n].sum(axis=1)) / n
 
@@ -523,12 +538,20 @@ class SampledShapley:
     generations: int
     rounds: int
     stop_reason: str
+    interval_note: str = ""  # why there is no interval (ci and stderr NaN), when the budget cannot give one
+
+
+#: what ``auto`` picks, in words (``cgym estimators`` prints it)
+AUTO_RULE = ("proxy (regression-adjusted, coalition_gym/valuation/proxy.py) from n = 2; hybrid for a lone player. "
+             "proxy had the lowest error at every budget 2n-50n on the calibration games of "
+             "benchmarks/estimators.py (about half the hybrid's) with intervals that cover at 2n")
 
 
 def choose_sampler(n: int, budget: int | None) -> str:
-    """The default sampler: the calibrated hybrid, the most accurate at every budget from 2n to 50n on
-    the games of benchmarks/estimators.py (no per-budget rule was needed)."""
-    return "hybrid"
+    """The default sampler (:data:`AUTO_RULE`): the regression-adjusted ``proxy`` sampler wherever its proxy
+    can be fitted (two players or more: it needs the singletons' per-item scores), else ``hybrid``.
+    Measured on the calibration games of benchmarks/estimators.py (majority vote, n = 8, 10, 12)."""
+    return "proxy" if n >= 2 and "proxy" in SAMPLER_CLASSES else "hybrid"
 
 
 def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = None, seed: int = 0,
@@ -604,7 +627,13 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     per_item = impl.estimate(design, value)
     low, high, se, s_se = _two_level_bootstrap(impl, design, value, per_item, seed, n_boot)
     used, gens = spent()
-    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason)
+    note = ""
+    if all(len(group) < 2 for group in _bootstrap_groups(design)):  # no sampling error measurable
+        note = (f"no interval: {used} coalitions leave fewer than two sampled units to measure the sampling "
+                f"error from (sizes {sorted(design.complete)} whole, the rest extrapolated); raise the budget "
+                f"(2n = {2 * n} gives one)")
+        low, high, se, s_se = (np.full(n, np.nan) for _ in range(4))
+    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason, note)
 
 
 def _coalition_budget(stop: StopRule) -> int | None:
@@ -635,12 +664,20 @@ def _exact(game: Game, value: Callable[[int], np.ndarray], n: int, seed: int, n_
                           gens, 0, f"exact: {why}")
 
 
-def _resample_units(design: Design, rng: np.random.Generator) -> list[Unit]:
+def _bootstrap_groups(design: Design) -> list[list[Unit]]:
+    """The groups a bootstrap resamples units within: each sampled size with two units or more, and the sizes
+    with a single unit pooled (one unit alone would resample to itself: no sampling error seen at all)."""
     by_stratum: dict[int, list[Unit]] = {}
     for u in design.units:
         by_stratum.setdefault(u.stratum, []).append(u)
+    groups = [units for units in by_stratum.values() if len(units) >= 2]
+    single = [units[0] for units in by_stratum.values() if len(units) == 1]
+    return groups + ([single] if single else [])
+
+
+def _resample_units(design: Design, rng: np.random.Generator) -> list[Unit]:
     out: list[Unit] = []
-    for units in by_stratum.values():
+    for units in _bootstrap_groups(design):
         out += [units[int(k)] for k in rng.integers(len(units), size=len(units))]
     return out
 
