@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ConfigError
-from .sampling import Design, HybridSampler, Unit, _bits, _resample_units, register_sampler
+from .sampling import Design, HybridSampler, Unit, _bits, _calibratable, _resample_units, register_sampler
 
 #: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3): refused above this
 MAX_PLAYERS = 40
@@ -159,9 +159,9 @@ class ProxySampler(HybridSampler):
             self.calibrate(design, value)
             return
         proxy, phi = fitted
-        if len(design.units) >= 2:
+        if _calibratable(design):
             self.weight, self.coefficient = self._calibrate(design, value, proxy, phi)
-        else:  # nothing to calibrate on (and no interval: see sampled_shapley): the proxy as fitted
+        else:  # too few units to calibrate on: the proxy as fitted, the two estimates weighted equally
             self.coefficient = 1.0
         c, memo = self.coefficient, {0: np.zeros_like(value(0))}
 
