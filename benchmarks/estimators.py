@@ -165,7 +165,8 @@ def run_shapiq(make, table: dict, budget: int, seed: int) -> tuple[np.ndarray, i
     return estimate, len(seen), generations
 
 
-def run_ours(sampler: str, table: dict, truth: np.ndarray, budget: int, seed: int) -> tuple[np.ndarray, float, int, int]:
+def run_ours(sampler: str, table: dict, truth: np.ndarray, budget: int,
+             seed: int) -> tuple[np.ndarray, float, int, int]:
     game = TableGame(table)
     result = sampled_shapley(game, sampler=sampler, stop=Budget(coalitions=budget), seed=seed, n_boot=200)
     cover = float(np.mean((result.ci_low <= truth) & (truth <= result.ci_high)))
@@ -201,10 +202,10 @@ def main() -> None:
             estimators: dict = {f"ours {name}": name for name in OURS}
             estimators.update(makers or {})
             for label, impl in estimators.items():
-                errors, maxes, covers, costs, gens, secs = [], [], [], [], [], []
+                errors, maxes, covers, costs, gens, secs, cpus = [], [], [], [], [], [], []
                 note = ""
                 for seed in range(seeds):
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     try:
                         if isinstance(impl, str):
                             estimate, cover, used, generations = run_ours(impl, table, truth, budget, seed)
@@ -215,6 +216,7 @@ def main() -> None:
                         note = f"failed: {type(exc).__name__}: {str(exc)[:120]}"
                         break
                     secs.append(time.perf_counter() - t0)
+                    cpus.append(time.process_time() - c0)
                     costs.append(used)
                     gens.append(generations)
                     errors.append(float(np.abs(estimate - truth).mean()))
@@ -229,13 +231,15 @@ def main() -> None:
                        "coalitions_used": float(np.mean(costs)) if costs else None,
                        "generations_used": float(np.mean(gens)) if gens else None,
                        "seconds": float(np.mean(secs)) if secs else None,
-                       "seconds_max": float(np.max(secs)) if secs else None, "seeds": len(errors), "note": note}
+                       "seconds_max": float(np.max(secs)) if secs else None,
+                       "cpu_seconds": float(np.mean(cpus)) if cpus else None,
+                       "load_average": os.getloadavg()[0], "seeds": len(errors), "note": note}
                 rows.append(row)
                 cov = "-" if row["coverage"] is None else f"{row['coverage']:.2f}"
                 mae = "-" if row["mae"] is None else f"{row['mae']:.4f}"
                 print(f"{game_name:32s} b={budget:5d} {label:38s} mae={mae} cov={cov} "
                       f"coal={row['coalitions_used'] or 0:.0f} gens={row['generations_used'] or 0:.0f} "
-                      f"s={row['seconds'] or 0:.3f} {note}", flush=True)
+                      f"s={row['seconds'] or 0:.3f} cpu={row['cpu_seconds'] or 0:.3f} {note}", flush=True)
     summary = summarise(rows)
     print("\n" + table_markdown(rows, tables, summary))
     write_json(args.out, {"machine": machine_info(), "threads": os.environ.get("OMP_NUM_THREADS"),
@@ -273,6 +277,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                     "exact_budget": default["exact_budget"], "default": default["mae"],
                     "default_sampler": default["estimator"][5:], "default_coverage": default["coverage"],
                     "default_seconds": default["seconds"], "default_seconds_max": default["seconds_max"],
+                    "default_cpu_seconds": default["cpu_seconds"], "load_average": default["load_average"],
                     "hybrid": previous["mae"] if previous else None,
                     "best_shapiq": best["estimator"] if best else None,
                     "best_shapiq_library": best["library"] if best else None,
@@ -282,7 +287,7 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 
 def table_markdown(rows: list[dict], tables: dict, summary: list[dict]) -> str:
-    lines = ["| game | budget | ours (default) | coverage | s / estimate | best shapiq approximator | "
+    lines = ["| game | budget | ours (default) | coverage | wall s / estimate (CPU s) | best shapiq approximator | "
              "ours / best [95% CI] | hybrid (previous default) |", "|---|---|---|---|---|---|---|---|"]
     for s in summary:
         if s["exact_budget"]:
@@ -293,14 +298,15 @@ def table_markdown(rows: list[dict], tables: dict, summary: list[dict]) -> str:
             ratio = f"{s['ratio']:.2f} [{s['ratio_ci'][0]:.2f}, {s['ratio_ci'][1]:.2f}]"
         best = "-" if s["best_shapiq"] is None else f"{s['best_shapiq_mae']:.4f} ({s['best_shapiq'].split(' ', 2)[2]})"
         hybrid = "-" if s["hybrid"] is None else f"{s['hybrid']:.4f}"
+        seconds = f"{s['default_seconds']:.2f} ({s['default_cpu_seconds']:.2f})"
         lines.append(f"| {s['game']} | {s['budget']} ({s['multiple']}n) | {s['default']:.4f} ({s['default_sampler']}) "
-                     f"| {s['default_coverage']:.2f} | {s['default_seconds']:.2f} | {best} | {ratio} | {hybrid} |")
+                     f"| {s['default_coverage']:.2f} | {seconds} | {best} | {ratio} | {hybrid} |")
     libraries = sorted({r["library"] for r in rows})
     lines += ["", f"Libraries: {', '.join(libraries)} (each row of the JSON names its own)."]
-    lines += ["", "| game | role | exact Shapley: coalitions | exact: generations | full coalition alone: generations |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {g} | {t['role']} | {t['coalitions']} | {t['exact_generations']} | {t['full_coalition_generations']} |"
-              for g, t in tables.items()]
+    lines += ["", "| game | role | exact Shapley: coalitions | exact: generations | full coalition alone: "
+              "generations |", "|---|---|---|---|---|"]
+    lines += [f"| {g} | {t['role']} | {t['coalitions']} | {t['exact_generations']} | "
+              f"{t['full_coalition_generations']} |" for g, t in tables.items()]
     return "\n".join(lines)
 
 

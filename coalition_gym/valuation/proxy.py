@@ -109,9 +109,12 @@ def fit_proxies(n: int, masks: list[int], values: np.ndarray, high: np.ndarray, 
         cols = np.flatnonzero(folds == f)
         count = np.zeros((cells, n + 1))  # per cell: rows, and rows with player k in S
         total = np.zeros(cells)
+        rows = np.hstack([np.ones((len(masks), 1)), bits])
         for t in cols:
-            np.add.at(count, (cell[:, t], slice(None)), np.hstack([np.ones((len(masks), 1)), bits]))
-            np.add.at(total, cell[:, t], values[:, t])
+            onehot = np.zeros((len(masks), cells))
+            onehot[np.arange(len(masks)), cell[:, t]] = 1.0
+            count += onehot.T @ rows
+            total += onehot.T @ values[:, t]
         member_gram = bits.T @ bits * len(cols)
         member_y = bits.T @ values[:, cols].sum(axis=1)
         x_cell = np.hstack([np.eye(cells), smooth])  # cells x (cells + k): the cell part of a row's features

@@ -310,7 +310,8 @@ class KernelSampler(Sampler):
                  units: list[Unit] | None = None) -> np.ndarray:
         n = self.n
         units = design.units if units is None else units
-        rows, weights = [], []
+        rows: list[int] = []
+        weights: list[float] = []
         for s in design.complete:
             rows += _all_of_size(n, s)
             weights += [self.mass[s] / math.comb(n, s)] * math.comb(n, s)

@@ -5,13 +5,12 @@ import math
 
 import numpy as np
 import pytest
+from test_sampling import synthetic
 
 from coalition_gym.errors import ConfigError
 from coalition_gym.valuation import FunctionGame, exact_shapley
 from coalition_gym.valuation.proxy import MAX_PLAYERS, TypeProxy
 from coalition_gym.valuation.sampling import Budget, sampled_shapley
-
-from test_sampling import synthetic
 
 
 def typed_game(n: int, items: int = 40, seed: int = 0) -> FunctionGame:
