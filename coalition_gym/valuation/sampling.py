@@ -9,7 +9,10 @@ the sampling error as well as item uncertainty.
 Samplers (all sample coalitions *without replacement* within a size, since a coalition evaluated
 twice costs nothing and tells nothing new):
 
-- ``hybrid`` (the default): the ``kernel`` design below, estimated both ways (kernel regression and
+- ``proxy`` (the default, :mod:`.proxy`, registered there): regression adjustment. A per-item proxy game
+  (fitted on the sampled coalitions, cross-fitted over items) whose Shapley value is exact in closed form,
+  plus the ``hybrid`` estimate of the residual, with the proxy's coefficient estimated as a control variate.
+- ``hybrid``: the ``kernel`` design below, estimated both ways (kernel regression and
   the stratified estimate on the same coalitions) and combined with the variance-minimising weight.
 
 - ``kernel``: paired KernelSHAP. Coalitions are drawn size by size, each with its complement; whole
@@ -28,7 +31,10 @@ twice costs nothing and tells nothing new):
 An estimate switches to the **exact** Shapley value as soon as the budget reaches all 2^n - 1
 coalitions (or all are already known). The interval is a two-level bootstrap: items are resampled
 (the same items for every player) and, within each sampled size, the sampled units (a coalition and
-its complement, or a permutation pair) are resampled; enumerated sizes carry no sampling error.
+its complement, or a permutation pair) are resampled; enumerated sizes carry no sampling error. Sizes
+with a single unit are resampled together (alone, a unit would resample to itself and hide its error);
+weights are calibrated only once some size has two units. A budget that leaves fewer than two units to
+resample gives no interval (NaN) and says why (``interval_note``) rather than a falsely narrow one.
 """
 
 from __future__ import annotations
