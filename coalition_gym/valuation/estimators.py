@@ -4,8 +4,9 @@
 - ``shapley``: exact, all 2^n coalitions, weight |S|!(n-|S|-1)!/n! on v(S + i) - v(S).
 - ``banzhaf``: exact, all 2^n coalitions, uniform weight 1/2^(n-1).
 - ``mc``: Shapley from sampled coalitions (:mod:`coalition_gym.valuation.sampling`: the regression-adjusted
-  ``proxy`` sampler of :mod:`coalition_gym.valuation.proxy` by default), stopped at a tolerance, a budget in coalitions or generations, or a
-  round limit, exact when the budget covers every coalition; its interval includes the sampling error.
+  ``proxy`` sampler of :mod:`coalition_gym.valuation.proxy` by default), stopped at a tolerance, a budget
+  in coalitions or generations, or a round limit, exact when the budget covers every coalition; its
+  interval includes the sampling error.
   The classic permutation estimator is one of its samplers (``sampler="permutation"``).
 - ``solo``: v({i}), the model alone.
 - ``interactions``: the pairwise Shapley (Grabisch-Roubens) and Banzhaf interaction indices of every

@@ -20,11 +20,19 @@ effect per player. phi(h) is exact: the additive part gives beta_i, and the tabl
 item only through the number p of high players, so for each p it is a sum over (a, b) weighted by
 C(p - 1, a) C(n - p, b) (or C(p, a) C(n - p - 1, b)) times the Shapley weight of size a + b.
 
+**A control variate, not a belief.** The estimate is ``c phi(h) + H(v - c h)`` (H the hybrid estimate):
+c in [0, 1] and the hybrid's kernel weight are chosen together to minimise the bootstrap variance over
+resampled units, so a proxy that does not track the game is used less (c = 1 when too few units to
+calibrate on). The one proxy structure it cannot use is a selection (a protocol answering with one
+member's answer, SLM-MUX): shapiq's RegressionMSR with boosted trees is ahead there from 25n
+(benchmarks/results/estimators.md).
+
 **Honesty.** The proxy is *cross-fitted over items*: the items are split into folds and each fold's
 proxy is fitted on the other folds' values, so no item's residual is fitted on its own values (the
 residual estimate keeps the sampling estimator's behaviour, not an overfitted one). The interval is the
 sampling module's two-level bootstrap (items, and sampled units within each size) with the fitted proxies
-held fixed; a game the proxy represents exactly has zero residual and is estimated exactly.
+held fixed; a game the proxy represents exactly has zero residual and is estimated exactly. Settings
+(``FOLDS``, ``RIDGE``, ``HIGH``) were fixed before any run and not tuned.
 """
 
 from __future__ import annotations
@@ -205,6 +213,7 @@ class ProxySampler(HybridSampler):
         if items < 2:  # nothing to cross-fit on: no proxy
             return None
         high = (np.stack([value(1 << k) for k in range(n)], axis=1) >= HIGH).astype(float)  # items x n types
+        # fixed folds (seeded by the item count): the same items share a fold in every estimate of a game
         folds = (np.arange(items) % min(FOLDS, items))[np.random.default_rng(items).permutation(items)]
         proxies = fit_proxies(n, masks, values, high, folds)
         phi = np.zeros((n, items))
