@@ -1,20 +1,22 @@
-"""Sampling Shapley estimators against shapiq's, at equal numbers of distinct coalitions, with their cost
-in generations and the coverage of their intervals.
+"""Sampling Shapley estimators against shapiq 1.8's, at equal numbers of distinct coalitions, with their
+cost in generations, the coverage of their intervals and their time.
 
-Games (fixed before any estimator was run): majority vote over ``sim:random-8``, ``-10`` and ``-12``
-(the calibration games the default sampler is chosen on) and debate (2 rounds) over ``sim:random-8``
-(held out: it is only reported), each on 40 items of ``rg/basic_arithmetic``. Every coalition is run
+Games (``GAMES``, 40 items of ``rg/basic_arithmetic`` each): majority vote over ``sim:random-8``, ``-10``
+and ``-12`` (the calibration games the default sampler and the proxy's settings were chosen on); debate
+(2 rounds), mixture-of-agents and SLM-MUX over ``sim:random-8`` (held out: only reported); LLM-Blender and
+cascade over ``sim:random-8`` (added after the first full run, unseen until then). Every coalition is run
 once, up front, recording its per-item scores and the cache keys of every generation it asks for, so
 an estimate's cost in generations is the number of distinct keys of the coalitions it evaluated (what
 a shared generation cache would have generated). Exact Shapley on the same table is the truth.
 
-For each game, budget (2n, 5n, 10n, 25n, 50n distinct coalitions, capped at 2^n - 1) and seed:
-ours (``hybrid``, the default, ``kernel``, ``stratified``, ``permutation``) and shapiq's SV approximators
-(PermutationSamplingSV, KernelSHAP with pairing, kADD-SHAP, SVARM, StratifiedSamplingSV,
-UnbiasedKernelSHAP; shapiq from ``benchmarks/.shapiq`` when installed there, or the environment:
-``pip install --target benchmarks/.shapiq shapiq``; skipped with a note when absent). shapiq gets a
-budget of b + 1 evaluations because it spends one on the empty coalition, which ours get for free;
-the distinct non-empty coalitions it actually queried are recorded.
+For each game, budget (2n, 5n, 10n, 25n, 50n distinct coalitions, capped at 2^n - 1) and seed: ours
+(``proxy``, the default, and ``hybrid``, the previous one) and shapiq 1.8's SV approximators (RegressionMSR
+with its default xgboost proxy and with a linear one, ProxySHAP, PolySHAP, LeverageSHAP, SVARM, kADD-SHAP)
+from ``benchmarks/.shapiq18``, built by ``bash ../shared/tools/shapiq18.sh benchmarks/.shapiq18
+.venv/bin/python`` (or the environment; skipped with a note when absent). Each row names its library and
+version. shapiq gets a budget of b + 1 evaluations because it spends one on the empty coalition, which ours
+get for free; the distinct non-empty coalitions it actually queried are recorded. One thread for everyone
+(``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared).
 
     .venv/bin/python benchmarks/estimators.py [--quick] [--seeds 20] [--out benchmarks/results/estimators.json]
 """
@@ -49,7 +51,9 @@ OURS = ("proxy", "hybrid")  # the default (choose_sampler) and the previous defa
 # (protocol, pool, settings, role): calibration games may choose defaults, held-out games are only reported
 GAMES = [("majority_vote", "sim:random-8", {}, "calibration"), ("majority_vote", "sim:random-10", {}, "calibration"),
          ("majority_vote", "sim:random-12", {}, "calibration"), ("debate", "sim:random-8", {"rounds": 2}, "held out"),
-         ("mixture_of_agents", "sim:random-8", {}, "held out"), ("slm_mux", "sim:random-8", {}, "held out")]
+         ("mixture_of_agents", "sim:random-8", {}, "held out"), ("slm_mux", "sim:random-8", {}, "held out"),
+         # added after the first full run, unseen until then: fresh protocols for the held-out check
+         ("llm_blender", "sim:random-8", {}, "held out (added)"), ("cascade", "sim:random-8", {}, "held out (added)")]
 
 
 class KeyRecorder:
