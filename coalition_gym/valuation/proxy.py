@@ -24,8 +24,8 @@ C(p - 1, a) C(n - p, b) (or C(p, a) C(n - p - 1, b)) times the Shapley weight of
 c in [0, 1] and the hybrid's kernel weight are chosen together to minimise the bootstrap variance over
 resampled units, so a proxy that does not track the game is used less (c = 1 when too few units to
 calibrate on). The one proxy structure it cannot use is a selection (a protocol answering with one
-member's answer, SLM-MUX): shapiq's RegressionMSR with boosted trees is ahead there from 25n
-(benchmarks/results/estimators.md).
+member's answer, SLM-MUX, cascade): shapiq's RegressionMSR with boosted trees is ahead or level there at
+25n (benchmarks/results/estimators.md).
 
 **Honesty.** The proxy is *cross-fitted over items*: the items are split into folds and each fold's
 proxy is fitted on the other folds' values, so no item's residual is fitted on its own values (the
@@ -231,6 +231,16 @@ class ProxySampler(HybridSampler):
             return memo[mask]
 
         return proxy, phi
+
+    def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
+        """Before any size has two units (about 2n coalitions) the proxy enters uncalibrated, and its error on
+        the sizes nobody sampled is invisible to a bootstrap: the distance to the plain hybrid estimate (no
+        proxy) widens the interval then. Measured on the continuous synthetic game of the tests at 2n, 20
+        seeds: coverage 0.72 -> 0.97 (n = 10), 0.94 -> 1.00 (n = 8); the estimate itself is unchanged."""
+        if self.proxy_shapley is None or _calibratable(design):
+            return None
+        plain = HybridSampler.estimate(self, design, value)
+        return np.abs(self.estimate(design, value) - plain).mean(axis=1)
 
     def residual(self, value: Callable[[int], np.ndarray]) -> Callable[[int], np.ndarray]:
         return self._residual or value

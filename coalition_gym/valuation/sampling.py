@@ -221,6 +221,10 @@ class Sampler(ABC):
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         """Called once sampling stopped, before the final estimate (default: nothing)."""
 
+    def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
+        """Per player, an error the bootstrap cannot see, added to each side of the interval (default: none)."""
+        return None
+
     def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
               exhausted: Callable[[int], None], paired: Callable[[int, int], bool]) -> list[Unit | int]:
         """Draw units until ``budget`` coalitions are used: ``next_size(drawn)`` names the size to draw
@@ -551,7 +555,8 @@ class SampledShapley:
 #: what ``auto`` picks, in words (``cgym estimators`` prints it)
 AUTO_RULE = ("proxy from n = 2 (hybrid for a lone player): the lowest error at every budget 2n-50n on the "
              "calibration games of benchmarks/estimators.py, about half the hybrid's, intervals covering from 2n; "
-             "where one member's answer is selected (SLM-MUX) shapiq's RegressionMSR (xgboost) is ahead from 25n")
+             "where one member's answer is selected (SLM-MUX, cascade) shapiq's RegressionMSR (xgboost) is ahead "
+             "or level at 25n")
 
 
 def choose_sampler(n: int, budget: int | None) -> str:
@@ -633,6 +638,9 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     impl.finish(design, value)
     per_item = impl.estimate(design, value)
     low, high, se, s_se = _two_level_bootstrap(impl, design, value, per_item, seed, n_boot)
+    widen = impl.model_error(design, value)
+    if widen is not None:
+        low, high, se = low - widen, high + widen, np.sqrt(se ** 2 + (widen / 1.96) ** 2)
     used, gens = spent()
     note = ""
     if all(len(group) < 2 for group in _bootstrap_groups(design)):  # no sampling error measurable

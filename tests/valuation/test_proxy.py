@@ -67,12 +67,12 @@ def test_unbiased_on_a_random_game():
     assert np.all(np.abs(mean - truth) <= 4 * se + 2e-3), (mean - truth, se)
 
 
-def test_intervals_cover_on_a_small_synthetic_game():
-    n = 8
+@pytest.mark.parametrize("n,multiple", [(8, 5), (10, 2)])
+def test_intervals_cover_on_a_small_synthetic_game(n, multiple):
     truth = exact_shapley(synthetic(n), n_boot=10).values
     covered = [np.mean((r.ci_low <= truth) & (truth <= r.ci_high))
-               for r in (sampled_shapley(synthetic(n), sampler="proxy", stop=Budget(coalitions=5 * n), seed=s,
-                                         n_boot=200) for s in range(12))]
+               for r in (sampled_shapley(synthetic(n), sampler="proxy", stop=Budget(coalitions=multiple * n),
+                                         seed=s, n_boot=200) for s in range(12))]
     assert np.mean(covered) >= 0.9
 
 
