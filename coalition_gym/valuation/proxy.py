@@ -89,6 +89,31 @@ class TypeProxy:
         return np.where(high.T, phi_hi[p_of_item][None, :], phi_lo[p_of_item][None, :]) + self.beta[:, None]
 
 
+    def pair_values(self, high: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Exact pairwise interactions of the proxy, pairs (i < j, in order) x items: the mean over S without
+        i, j of g(S + ij) - g(S + i) - g(S + j) + g(S), ``weight[s]`` per coalition S of size s (the additive
+        effects cancel). It depends on the item only through p and how many of i, j are of the high type."""
+        n, g = self.n, self.table
+        comb = np.array([[math.comb(m, k) for k in range(n + 1)] for m in range(n + 1)], dtype=float)
+        a, b = np.arange(n - 1)[:, None], np.arange(n - 1)[None, :]
+        table = np.zeros((n + 1, 3))
+        for p in range(n + 1):
+            for k in range(3):
+                others = p - k  # high players among the others
+                if others < 0 or n - 2 - others < 0:
+                    continue
+                mask = (a <= others) & (b <= n - 2 - others)
+                ai, bi = np.minimum(a, n - 2), np.minimum(b, n - 2)
+                size = np.minimum(a + b, n - 2)
+                one = (g[ai + min(k, 1), bi + 1 - min(k, 1)] + g[ai + k - min(k, 1), bi + 1 - (k - min(k, 1))])
+                delta = g[ai + k, bi + 2 - k] - one + g[ai, bi]
+                table[p, k] = float((mask * comb[others][ai] * comb[n - 2 - others][bi] * weight[size] * delta).sum())
+        p_of_item = high.sum(axis=1).astype(int)
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+        kinds = np.stack([high[:, i] + high[:, j] for i, j in pairs]).astype(int)  # pairs x items
+        return table[p_of_item[None, :], kinds]
+
+
 def _smooth_features(n: int) -> np.ndarray:
     """(n + 1) x (n + 1) x k: the features the table cells are shrunk towards (zero at the empty cell)."""
     a, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
@@ -146,6 +171,52 @@ def fit_proxies(n: int, masks: list[int], values: np.ndarray, high: np.ndarray, 
     return out
 
 
+class CrossFitted:
+    """The proxies of every item fold, as one proxy game over all items."""
+
+    def __init__(self, proxies: list[TypeProxy], folds: np.ndarray, high: np.ndarray):
+        self.proxies, self.folds, self.high = proxies, folds, high
+        self._memo: dict[int, np.ndarray] = {0: np.zeros(len(folds))}
+
+    def _per_fold(self, part: Callable[[TypeProxy, np.ndarray], np.ndarray], rows: int) -> np.ndarray:
+        out = np.zeros((rows, len(self.folds)))
+        for f, proxy in enumerate(self.proxies):
+            out[:, self.folds == f] = part(proxy, self.high[self.folds == f])
+        return out
+
+    def value(self, mask: int) -> np.ndarray:
+        """h(S) on every item."""
+        if mask not in self._memo:
+            bits = _bits([mask], self.high.shape[1])[0]
+            self._memo[mask] = self._per_fold(lambda proxy, high: proxy.values(bits, high), 1)[0]
+        return self._memo[mask]
+
+    def shapley(self) -> np.ndarray:
+        """Exact Shapley values of h: players x items."""
+        return self._per_fold(lambda proxy, high: proxy.shapley(high), self.high.shape[1])
+
+    def pair_values(self, weight: np.ndarray) -> np.ndarray:
+        """Exact pairwise interactions of h (``weight[s]`` per coalition of size s): pairs x items."""
+        n = self.high.shape[1]
+        return self._per_fold(lambda proxy, high: proxy.pair_values(high, weight), n * (n - 1) // 2)
+
+
+def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray]) -> CrossFitted | None:
+    """The proxy fitted on ``design``'s coalitions, cross-fitted over item folds; None without the singletons
+    (no types) or with fewer than two items (nothing to cross-fit on)."""
+    if 1 not in design.complete or n < 2:
+        return None
+    masks = sorted(design.masks())
+    values = np.stack([value(m) for m in masks])
+    items = values.shape[1]
+    if items < 2:
+        return None
+    high = (np.stack([value(1 << k) for k in range(n)], axis=1) >= HIGH).astype(float)  # items x n types
+    # fixed folds (seeded by the item count): the same items share a fold in every estimate of a game
+    folds = (np.arange(items) % min(FOLDS, items))[np.random.default_rng(items).permutation(items)]
+    return CrossFitted(fit_proxies(n, masks, values, high, folds), folds, high)
+
+
 @register_sampler
 class ProxySampler(HybridSampler):
     """The hybrid design and estimate applied to ``v - c h`` for a cross-fitted proxy h, plus ``c`` times h's
@@ -165,7 +236,7 @@ class ProxySampler(HybridSampler):
         self._residual: Callable[[int], np.ndarray] | None = None
 
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
-        fitted = self._fit(design, value) if 1 in design.complete and self.n >= 2 else None
+        fitted = self._fit(design, value)
         if fitted is None:  # no proxy: the plain hybrid
             self.calibrate(design, value)
             return
@@ -206,31 +277,8 @@ class ProxySampler(HybridSampler):
     def _fit(self, design: Design, value: Callable[[int], np.ndarray]
              ) -> tuple[Callable[[int], np.ndarray], np.ndarray] | None:
         """The cross-fitted proxy h (as a function of the mask, all items) and its exact Shapley value."""
-        n = self.n
-        masks = sorted(design.masks())
-        values = np.stack([value(m) for m in masks])
-        items = values.shape[1]
-        if items < 2:  # nothing to cross-fit on: no proxy
-            return None
-        high = (np.stack([value(1 << k) for k in range(n)], axis=1) >= HIGH).astype(float)  # items x n types
-        # fixed folds (seeded by the item count): the same items share a fold in every estimate of a game
-        folds = (np.arange(items) % min(FOLDS, items))[np.random.default_rng(items).permutation(items)]
-        proxies = fit_proxies(n, masks, values, high, folds)
-        phi = np.zeros((n, items))
-        for f, fold_proxy in enumerate(proxies):
-            phi[:, folds == f] = fold_proxy.shapley(high[folds == f])
-        memo: dict[int, np.ndarray] = {0: np.zeros(items)}
-
-        def proxy(mask: int) -> np.ndarray:
-            if mask not in memo:
-                bits = _bits([mask], n)[0]
-                fitted = np.zeros(items)
-                for f, fold_proxy in enumerate(proxies):
-                    fitted[folds == f] = fold_proxy.values(bits, high[folds == f])
-                memo[mask] = fitted
-            return memo[mask]
-
-        return proxy, phi
+        fitted = cross_fitted(self.n, design, value)
+        return None if fitted is None else (fitted.value, fitted.shapley())
 
     def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
         """Before any size has two units (about 2n coalitions) the proxy enters uncalibrated, and its error on
@@ -251,4 +299,4 @@ class ProxySampler(HybridSampler):
         return rest if self.proxy_shapley is None else self.proxy_shapley + rest
 
 
-__all__ = ["MAX_PLAYERS", "ProxySampler", "TypeProxy", "fit_proxies"]
+__all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "TypeProxy", "cross_fitted", "fit_proxies"]

@@ -90,3 +90,19 @@ def test_bad_inputs_are_refused_clearly():
     big = FunctionGame([f"p{k}" for k in range(MAX_PLAYERS + 1)], lambda c: np.zeros(3), n_items=3)
     with pytest.raises(ConfigError, match=f"up to {MAX_PLAYERS} players"):
         sampled_shapley(big, sampler="proxy", stop=Budget(coalitions=200))
+
+
+@pytest.mark.parametrize("index", ["shapley", "banzhaf"])
+def test_the_proxys_pair_interactions_are_exact(index):
+    from coalition_gym.valuation.interactions import exact_pair_values, size_weights
+
+    n, items = 6, 5
+    rng = np.random.default_rng(2)
+    table = rng.random((n + 1, n + 1))
+    table[0, 0] = 0.0
+    proxy = TypeProxy(n, table, rng.normal(size=n))
+    high = (rng.random((items, n)) < 0.5).astype(float)
+    values = np.stack([proxy.values(((m >> np.arange(n)) & 1).astype(float), high) if m else np.zeros(items)
+                       for m in range(1 << n)])
+    weight = size_weights(index, n) / np.array([math.comb(n - 2, s) for s in range(n - 1)])
+    np.testing.assert_allclose(proxy.pair_values(high, weight), exact_pair_values(values, n, index), atol=1e-12)
