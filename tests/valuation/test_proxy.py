@@ -106,3 +106,16 @@ def test_the_proxys_pair_interactions_are_exact(index):
                        for m in range(1 << n)])
     weight = size_weights(index, n) / np.array([math.comb(n - 2, s) for s in range(n - 1)])
     np.testing.assert_allclose(proxy.pair_values(high, weight), exact_pair_values(values, n, index), atol=1e-12)
+
+
+def test_sampled_interactions_are_exact_on_a_game_the_proxy_represents():
+    from coalition_gym.valuation.interactions import SampledSettings, exact_interactions, sampled_interactions
+
+    truth = exact_interactions(typed_game(8), n_boot=10)
+    adjusted = sampled_interactions(typed_game(8), SampledSettings(tolerance=0.0, budget=40), n_boot=50, seed=1)
+    plain = sampled_interactions(typed_game(8), SampledSettings(tolerance=0.0, budget=40, proxy=False), n_boot=50,
+                                 seed=1)
+    assert not adjusted.exact
+    np.testing.assert_allclose(adjusted.shapley.per_item, truth.shapley.per_item, atol=1e-6)
+    np.testing.assert_allclose(adjusted.banzhaf.per_item, truth.banzhaf.per_item, atol=1e-6)
+    assert np.abs(plain.shapley.per_item - truth.shapley.per_item).max() > 1e-3
