@@ -1,20 +1,22 @@
-"""Sampling Shapley estimators against shapiq's, at equal numbers of distinct coalitions, with their cost
-in generations and the coverage of their intervals.
+"""Sampling Shapley estimators against shapiq 1.8's, at equal numbers of distinct coalitions, with their
+cost in generations, the coverage of their intervals and their time.
 
-Games (fixed before any estimator was run): majority vote over ``sim:random-8``, ``-10`` and ``-12``
-(the calibration games the default sampler is chosen on) and debate (2 rounds) over ``sim:random-8``
-(held out: it is only reported), each on 40 items of ``rg/basic_arithmetic``. Every coalition is run
+Games (``GAMES``, 40 items of ``rg/basic_arithmetic`` each): majority vote over ``sim:random-8``, ``-10``
+and ``-12`` (the calibration games the default sampler and the proxy's settings were chosen on); debate
+(2 rounds), mixture-of-agents and SLM-MUX over ``sim:random-8`` (held out: only reported); LLM-Blender and
+cascade over ``sim:random-8`` (added after the first full run, unseen until then). Every coalition is run
 once, up front, recording its per-item scores and the cache keys of every generation it asks for, so
 an estimate's cost in generations is the number of distinct keys of the coalitions it evaluated (what
 a shared generation cache would have generated). Exact Shapley on the same table is the truth.
 
-For each game, budget (2n, 5n, 10n, 25n, 50n distinct coalitions, capped at 2^n - 1) and seed:
-ours (``hybrid``, the default, ``kernel``, ``stratified``, ``permutation``) and shapiq's SV approximators
-(PermutationSamplingSV, KernelSHAP with pairing, kADD-SHAP, SVARM, StratifiedSamplingSV,
-UnbiasedKernelSHAP; shapiq from ``benchmarks/.shapiq`` when installed there, or the environment:
-``pip install --target benchmarks/.shapiq shapiq``; skipped with a note when absent). shapiq gets a
-budget of b + 1 evaluations because it spends one on the empty coalition, which ours get for free;
-the distinct non-empty coalitions it actually queried are recorded.
+For each game, budget (2n, 5n, 10n, 25n, 50n distinct coalitions, capped at 2^n - 1) and seed: ours
+(``proxy``, the default, and ``hybrid``, the previous one) and shapiq 1.8's SV approximators (RegressionMSR
+with its default xgboost proxy and with a linear one, ProxySHAP, PolySHAP, LeverageSHAP, SVARM, kADD-SHAP)
+from ``benchmarks/.shapiq18``, built by ``bash ../shared/tools/shapiq18.sh benchmarks/.shapiq18
+.venv/bin/python`` (or the environment; skipped with a note when absent). Each row names its library and
+version. shapiq gets a budget of b + 1 evaluations because it spends one on the empty coalition, which ours
+get for free; the distinct non-empty coalitions it actually queried are recorded. One thread for everyone
+(``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared).
 
     .venv/bin/python benchmarks/estimators.py [--quick] [--seeds 20] [--out benchmarks/results/estimators.json]
 """
@@ -22,11 +24,16 @@ the distinct non-empty coalitions it actually queried are recorded.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
+import typing
 from pathlib import Path
 
-import numpy as np
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread each, ours and shapiq's (xgboost): a shared 2-core box
+
+import numpy as np  # noqa: E402
 
 from coalition_gym import load_pool, make_protocol, make_task
 from coalition_gym.agents.cache import ask_key
@@ -38,9 +45,15 @@ from coalition_gym.valuation.sampling import Budget, choose_sampler, sampled_sha
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import elapsed_seconds, machine_info, write_json  # noqa: E402
 
-SHAPIQ_DIR = Path(__file__).resolve().parent / ".shapiq"
+SHAPIQ_DIR = Path(__file__).resolve().parent / ".shapiq18"  # bash ../shared/tools/shapiq18.sh benchmarks/.shapiq18
 MULTIPLES = (2, 5, 10, 25, 50)
-OURS = ("hybrid", "kernel", "stratified", "permutation")  # hybrid is the default (choose_sampler)
+OURS = ("proxy", "hybrid")  # the default (choose_sampler) and the previous default
+# (protocol, pool, settings, role): calibration games may choose defaults, held-out games are only reported
+GAMES = [("majority_vote", "sim:random-8", {}, "calibration"), ("majority_vote", "sim:random-10", {}, "calibration"),
+         ("majority_vote", "sim:random-12", {}, "calibration"), ("debate", "sim:random-8", {"rounds": 2}, "held out"),
+         ("mixture_of_agents", "sim:random-8", {}, "held out"), ("slm_mux", "sim:random-8", {}, "held out"),
+         # added after the first full run, unseen until then: fresh protocols for the held-out check
+         ("llm_blender", "sim:random-8", {}, "held out (added)"), ("cascade", "sim:random-8", {}, "held out (added)")]
 
 
 class KeyRecorder:
@@ -113,43 +126,40 @@ def exact_values(table: dict) -> np.ndarray:
 
 
 def load_shapiq():
+    """shapiq 1.8's SV approximators, from ``benchmarks/.shapiq18`` (built by ../shared/tools/shapiq18.sh: shapiq
+    1.8 declares Python >= 3.12, its approximators run on 3.11 with typing.override from typing_extensions) or
+    the environment; (None, why) when it is absent or older than 1.8."""
     if SHAPIQ_DIR.is_dir():
-        sys.path.append(str(SHAPIQ_DIR))  # after our own packages: ours win where both exist
-    try:
-        import shapiq  # noqa: F401
-        from shapiq.approximator import (
-            SVARM,
-            KernelSHAP,
-            PermutationSamplingSV,
-            StratifiedSamplingSV,
-            UnbiasedKernelSHAP,
-        )
-        from shapiq.approximator.regression.kadd_shap import kADDSHAP
-    except ImportError as exc:
-        return None, f"shapiq not importable ({exc}); install it with pip install --target benchmarks/.shapiq shapiq"
-    from importlib import metadata
+        sys.path[:0] = [str(SHAPIQ_DIR / "src"), str(SHAPIQ_DIR / "extra")]
+    if not hasattr(typing, "override"):  # Python < 3.12: what DEST/extra/sitecustomize.py does at start-up
+        import typing_extensions
 
-    makers = {"shapiq PermutationSamplingSV": lambda n, s: PermutationSamplingSV(n, random_state=s),
-              "shapiq KernelSHAP (paired)": lambda n, s: KernelSHAP(n, pairing_trick=True, random_state=s),
-              "shapiq kADD-SHAP": lambda n, s: kADDSHAP(n, random_state=s),
-              "shapiq SVARM": lambda n, s: SVARM(n, random_state=s),
-              "shapiq StratifiedSamplingSV": lambda n, s: StratifiedSamplingSV(n, random_state=s),
-              "shapiq UnbiasedKernelSHAP": lambda n, s: UnbiasedKernelSHAP(n, random_state=s)}
+        typing.override = typing_extensions.override  # type: ignore[attr-defined]
     try:
-        version = metadata.version("shapiq")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
-    return makers, f"shapiq {version}"
+        import shapiq
+        from shapiq.approximator import SVARM, LeverageSHAP, PolySHAP, ProxySHAP, RegressionMSR, kADDSHAP
+    except ImportError as exc:
+        return None, f"shapiq 1.8 not importable ({exc}); build it with bash ../shared/tools/shapiq18.sh " \
+                     "benchmarks/.shapiq18 .venv/bin/python"
+    version = f"shapiq {shapiq.__version__}"
+    makers = {"RegressionMSR (xgboost)": lambda n, s: RegressionMSR(n, "SV", random_state=s),
+              "RegressionMSR (linear)": lambda n, s: RegressionMSR(n, "SV", proxy_model="linear", random_state=s),
+              "ProxySHAP": lambda n, s: ProxySHAP(n, max_order=1, index="SV", random_state=s),
+              "PolySHAP": lambda n, s: PolySHAP(n, random_state=s),
+              "LeverageSHAP": lambda n, s: LeverageSHAP(n, random_state=s),
+              "SVARM": lambda n, s: SVARM(n, random_state=s),
+              "kADD-SHAP": lambda n, s: kADDSHAP(n, random_state=s)}
+    return {f"{version} {name}": make for name, make in makers.items()}, version
 
 
 def run_shapiq(make, table: dict, budget: int, seed: int) -> tuple[np.ndarray, int, int]:
     n = table["n"]
     means = {m: float(v.mean()) for m, v in table["values"].items()}
     seen: set[int] = set()
+    weights = 1 << np.arange(n)
 
     def game(z):
-        z = np.atleast_2d(np.asarray(z, dtype=bool))
-        masks = [int(sum(1 << k for k in range(n) if row[k])) for row in z]
+        masks = (np.atleast_2d(np.asarray(z, dtype=bool)) @ weights).astype(int).tolist()
         seen.update(m for m in masks if m)
         return np.array([means[m] if m else 0.0 for m in masks])
 
@@ -157,6 +167,14 @@ def run_shapiq(make, table: dict, budget: int, seed: int) -> tuple[np.ndarray, i
     estimate = np.array([values[(k,)] for k in range(n)])
     generations = len(set().union(*(table["keys"][m] for m in seen))) if seen else 0
     return estimate, len(seen), generations
+
+
+def run_ours(sampler: str, table: dict, truth: np.ndarray, budget: int,
+             seed: int) -> tuple[np.ndarray, float, int, int]:
+    game = TableGame(table)
+    result = sampled_shapley(game, sampler=sampler, stop=Budget(coalitions=budget), seed=seed, n_boot=200)
+    cover = float(np.mean((result.ci_low <= truth) & (truth <= result.ci_high)))
+    return result.per_item.mean(axis=1), cover, game.coalitions_evaluated, game.generations
 
 
 def main() -> None:
@@ -167,108 +185,132 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/estimators.json")
     args = parser.parse_args()
     seeds = 5 if args.quick else args.seeds
-    games = [("majority_vote", "sim:random-8", {}), ("majority_vote", "sim:random-10", {})]
-    if not args.quick:
-        games += [("majority_vote", "sim:random-12", {}), ("debate", "sim:random-8", {"rounds": 2})]
+    games = GAMES[:2] if args.quick else GAMES
     makers, shapiq_note = load_shapiq()
     print(f"# {shapiq_note}", flush=True)
     rows, tables = [], {}
-    for protocol, pool, settings in games:
+    for protocol, pool, settings, role in games:
         start = time.perf_counter()
         table = build_table(protocol, pool, args.items, **settings)
         truth = exact_values(table)
         n = table["n"]
         game_name = f"{protocol} {pool}"
         exact_gens = len(set().union(*table["keys"].values()))
-        tables[game_name] = {"n": n, "coalitions": 2 ** n - 1, "exact_generations": exact_gens,
+        tables[game_name] = {"n": n, "role": role, "coalitions": 2 ** n - 1, "exact_generations": exact_gens,
                              "full_coalition_generations": len(table["keys"][(1 << n) - 1]),
                              "build_seconds": time.perf_counter() - start}
-        print(f"# {game_name}: n={n}, exact Shapley costs {2 ** n - 1} coalitions and {exact_gens} generations "
-              f"(the full coalition alone: {tables[game_name]['full_coalition_generations']})", flush=True)
+        print(f"# {game_name} ({role}): n={n}, exact Shapley costs {2 ** n - 1} coalitions and {exact_gens} "
+              f"generations (the full coalition alone: {tables[game_name]['full_coalition_generations']})", flush=True)
         for mult in MULTIPLES:
             budget = min(mult * n, 2 ** n - 1)
-            estimators = {f"ours {name}": name for name in OURS}
-            if makers:
-                estimators.update({name: make for name, make in makers.items()})
+            estimators: dict = {f"ours {name}": name for name in OURS}
+            estimators.update(makers or {})
             for label, impl in estimators.items():
-                errors, maxes, covers, costs, gens, secs = [], [], [], [], [], []
+                errors, maxes, covers, costs, gens, secs, cpus = [], [], [], [], [], [], []
                 note = ""
                 for seed in range(seeds):
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     try:
                         if isinstance(impl, str):
-                            game = TableGame(table)
-                            result = sampled_shapley(game, sampler=impl, stop=Budget(coalitions=budget), seed=seed,
-                                                     n_boot=200)
-                            estimate = result.per_item.mean(axis=1)
-                            covers.append(float(np.mean((result.ci_low <= truth) & (truth <= result.ci_high))))
-                            costs.append(game.coalitions_evaluated)
-                            gens.append(game.generations)
+                            estimate, cover, used, generations = run_ours(impl, table, truth, budget, seed)
+                            covers.append(cover)
                         else:
                             estimate, used, generations = run_shapiq(impl, table, budget, seed)
-                            costs.append(used)
-                            gens.append(generations)
                     except Exception as exc:  # reported, never hidden
                         note = f"failed: {type(exc).__name__}: {str(exc)[:120]}"
                         break
                     secs.append(time.perf_counter() - t0)
+                    cpus.append(time.process_time() - c0)
+                    costs.append(used)
+                    gens.append(generations)
                     errors.append(float(np.abs(estimate - truth).mean()))
                     maxes.append(float(np.abs(estimate - truth).max()))
                 row = {"game": game_name, "n": n, "budget": budget, "multiple": mult, "estimator": label,
+                       "library": "coalition_gym" if isinstance(impl, str) else shapiq_note,
+                       "exact_budget": budget >= 2 ** n - 1,
                        "mae": float(np.mean(errors)) if errors else None,
                        "mae_se": float(np.std(errors, ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else None,
-                       "max_error": float(np.mean(maxes)) if maxes else None,
+                       "errors": errors, "max_error": float(np.mean(maxes)) if maxes else None,
                        "coverage": float(np.mean(covers)) if covers else None,
                        "coalitions_used": float(np.mean(costs)) if costs else None,
                        "generations_used": float(np.mean(gens)) if gens else None,
-                       "seconds": float(np.mean(secs)) if secs else None, "seeds": len(errors), "note": note}
+                       "seconds": float(np.mean(secs)) if secs else None,
+                       "seconds_max": float(np.max(secs)) if secs else None,
+                       "cpu_seconds": float(np.mean(cpus)) if cpus else None,
+                       "load_average": os.getloadavg()[0], "seeds": len(errors), "note": note}
                 rows.append(row)
                 cov = "-" if row["coverage"] is None else f"{row['coverage']:.2f}"
                 mae = "-" if row["mae"] is None else f"{row['mae']:.4f}"
-                print(f"{game_name:28s} b={budget:5d} {label:32s} mae={mae} cov={cov} "
-                      f"coal={row['coalitions_used'] or 0:.0f} gens={row['generations_used'] or 0:.0f} {note}",
-                      flush=True)
+                print(f"{game_name:32s} b={budget:5d} {label:38s} mae={mae} cov={cov} "
+                      f"coal={row['coalitions_used'] or 0:.0f} gens={row['generations_used'] or 0:.0f} "
+                      f"s={row['seconds'] or 0:.3f} cpu={row['cpu_seconds'] or 0:.3f} {note}", flush=True)
     summary = summarise(rows)
     print("\n" + table_markdown(rows, tables, summary))
-    write_json(args.out, {"machine": machine_info(), "shapiq": shapiq_note, "seeds": seeds, "items": args.items,
+    write_json(args.out, {"machine": machine_info(), "threads": os.environ.get("OMP_NUM_THREADS"),
+                          "shapiq": shapiq_note, "seeds": seeds, "items": args.items,
                           "games": tables, "rows": rows, "summary": summary,
                           "default_rule": "choose_sampler(n, budget) in coalition_gym/valuation/sampling.py",
                           "total_seconds": elapsed_seconds()})
     Path(args.out).with_suffix(".md").write_text(table_markdown(rows, tables, summary) + "\n")
 
 
+def ratio_ci(ours: list[float], theirs: list[float], reps: int = 2000) -> tuple[float, float]:
+    """95% bootstrap interval of mean(ours) / mean(theirs) over seeds (paired: the same seeds resampled)."""
+    a, b = np.asarray(ours), np.asarray(theirs)
+    if len(a) < 2 or len(a) != len(b):
+        return math.nan, math.nan
+    idx = np.random.default_rng(0).integers(len(a), size=(reps, len(a)))
+    ratios = a[idx].mean(axis=1) / np.maximum(b[idx].mean(axis=1), 1e-15)
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
 def summarise(rows: list[dict]) -> list[dict]:
-    """Per game and budget: our default's error, our best's, shapiq's best, and whether ours lead."""
+    """Per game and budget: our default's error, coverage and time, the best shapiq approximator's error, the
+    ratio (with a paired bootstrap CI over seeds) and whether ours lead."""
     out = []
     for key in dict.fromkeys((r["game"], r["budget"]) for r in rows):
         group = [r for r in rows if (r["game"], r["budget"]) == key and r["mae"] is not None]
         ours = [r for r in group if r["estimator"].startswith("ours ")]
         theirs = [r for r in group if r["estimator"].startswith("shapiq ")]
-        best_ours = min(ours, key=lambda r: r["mae"])
         default = next(r for r in ours if r["estimator"] == f"ours {choose_sampler(r['n'], r['budget'])}")
-        best_theirs = min(theirs, key=lambda r: r["mae"]) if theirs else None
-        out.append({"game": key[0], "budget": key[1], "default": default["mae"],
-                    "default_sampler": default["estimator"][5:],
-                    "default_coverage": default["coverage"], "best_ours": best_ours["estimator"],
-                    "best_ours_mae": best_ours["mae"],
-                    "best_shapiq": best_theirs["estimator"] if best_theirs else None,
-                    "best_shapiq_mae": best_theirs["mae"] if best_theirs else None,
-                    "default_leads": best_theirs is None or default["mae"] <= best_theirs["mae"]})
+        previous = next((r for r in ours if r["estimator"] == "ours hybrid"), None)
+        best = min(theirs, key=lambda r: r["mae"]) if theirs else None
+        ratio = default["mae"] / best["mae"] if best and best["mae"] > 1e-12 else None
+        low, high = ratio_ci(default["errors"], best["errors"]) if ratio is not None else (None, None)
+        out.append({"game": key[0], "budget": key[1], "multiple": default["multiple"], "n": default["n"],
+                    "exact_budget": default["exact_budget"], "default": default["mae"],
+                    "default_sampler": default["estimator"][5:], "default_coverage": default["coverage"],
+                    "default_seconds": default["seconds"], "default_seconds_max": default["seconds_max"],
+                    "default_cpu_seconds": default["cpu_seconds"], "load_average": default["load_average"],
+                    "hybrid": previous["mae"] if previous else None,
+                    "best_shapiq": best["estimator"] if best else None,
+                    "best_shapiq_library": best["library"] if best else None,
+                    "best_shapiq_mae": best["mae"] if best else None, "ratio": ratio, "ratio_ci": [low, high],
+                    "default_leads": best is None or default["mae"] <= best["mae"]})
     return out
 
 
 def table_markdown(rows: list[dict], tables: dict, summary: list[dict]) -> str:
-    lines = ["| game | budget (coalitions) | ours (default: sampler) | coverage | best of ours | best of shapiq | "
-             "default / best shapiq |", "|---|---|---|---|---|---|---|"]
+    lines = ["| game | budget | ours (default) | coverage | wall s / estimate (CPU s) | best shapiq approximator | "
+             "ours / best [95% CI] | hybrid (previous default) |", "|---|---|---|---|---|---|---|---|"]
     for s in summary:
-        ratio = "-" if not s["best_shapiq_mae"] else f"{s['default'] / s['best_shapiq_mae']:.2f}"
-        shapiq = "-" if s["best_shapiq"] is None else f"{s['best_shapiq_mae']:.4f} ({s['best_shapiq'][7:]})"
-        lines.append(f"| {s['game']} | {s['budget']} | {s['default']:.4f} ({s['default_sampler']}) | "
-                     f"{s['default_coverage']:.2f} | {s['best_ours_mae']:.4f} ({s['best_ours'][5:]}) | {shapiq} | {ratio} |")
-    lines += ["", "| game | exact Shapley: coalitions | exact: generations | full coalition alone: generations |",
-              "|---|---|---|---|"]
-    lines += [f"| {g} | {t['coalitions']} | {t['exact_generations']} | {t['full_coalition_generations']} |"
-              for g, t in tables.items()]
+        if s["exact_budget"]:
+            ratio = "exact (not counted)"
+        elif s["ratio"] is None:
+            ratio = "-"
+        else:
+            ratio = f"{s['ratio']:.2f} [{s['ratio_ci'][0]:.2f}, {s['ratio_ci'][1]:.2f}]"
+        best = "-" if s["best_shapiq"] is None else f"{s['best_shapiq_mae']:.4f} ({s['best_shapiq'].split(' ', 2)[2]})"
+        hybrid = "-" if s["hybrid"] is None else f"{s['hybrid']:.4f}"
+        seconds = f"{s['default_seconds']:.2f} ({s['default_cpu_seconds']:.2f})"
+        lines.append(f"| {s['game']} | {s['budget']} ({s['multiple']}n) | {s['default']:.4f} ({s['default_sampler']}) "
+                     f"| {s['default_coverage']:.2f} | {seconds} | {best} | {ratio} | {hybrid} |")
+    libraries = sorted({r["library"] for r in rows})
+    lines += ["", f"Libraries: {', '.join(libraries)} (each row of the JSON names its own)."]
+    lines += ["", "| game | role | exact Shapley: coalitions | exact: generations | full coalition alone: "
+              "generations |", "|---|---|---|---|---|"]
+    lines += [f"| {g} | {t['role']} | {t['coalitions']} | {t['exact_generations']} | "
+              f"{t['full_coalition_generations']} |" for g, t in tables.items()]
     return "\n".join(lines)
 
 

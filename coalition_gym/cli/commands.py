@@ -106,7 +106,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
 
 def cmd_estimators(args: argparse.Namespace) -> int:
     from ..valuation.estimators import ESTIMATORS
-    from ..valuation.sampling import SAMPLER_CLASSES
+    from ..valuation.sampling import AUTO_RULE, SAMPLER_CLASSES
 
     print("Estimators (cgym eval --estimator NAME[,NAME...] | auto | all); the leaderboard is ranked by the "
           "first computed of: " + ", ".join(sorted((n for n, e in ESTIMATORS.items() if e.in_all),
@@ -114,7 +114,7 @@ def cmd_estimators(args: argparse.Namespace) -> int:
     for name, estimator in ESTIMATORS.items():
         field = "" if estimator.field == name else f" (column {estimator.field})"
         print(f"  {name}{field}{'' if estimator.in_all else ' (always computed)'}: {estimator.description}")
-    print("Samplers of mc (cgym eval --sampler NAME; auto: hybrid):")
+    print(f"Samplers of mc (cgym eval --sampler NAME; auto: {AUTO_RULE}):")
     for name, cls in SAMPLER_CLASSES.items():
         print(f"  {name}{': ' + cls.description if cls.description else ''}")
     return 0

@@ -253,8 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MC Shapley: stop after this many backend generations (default: no cap); also what "
                         "--estimator auto weighs exact Shapley against")
     p.add_argument("--sampler", default="auto", metavar="NAME",
-                   help="MC Shapley's sampler: auto (the most accurate measured, hybrid), hybrid, kernel, stratified, "
-                        "permutation, or a registered one (see `cgym estimators`)")
+                   help="MC Shapley's sampler: auto (the most accurate measured: proxy), proxy, hybrid, kernel, "
+                        "stratified, permutation, or a registered one (see `cgym estimators`)")
     _choice(p, "--executor", "executor", ["local", "ray"], "local",
             "where coalition executions run (ray: pip install 'coalition-gym[ray]')")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: start a local Ray)")

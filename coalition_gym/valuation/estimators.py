@@ -3,9 +3,10 @@
 - ``loo``: v(N) - v(N minus i); n + 1 coalitions.
 - ``shapley``: exact, all 2^n coalitions, weight |S|!(n-|S|-1)!/n! on v(S + i) - v(S).
 - ``banzhaf``: exact, all 2^n coalitions, uniform weight 1/2^(n-1).
-- ``mc``: Shapley from sampled coalitions (:mod:`coalition_gym.valuation.sampling`: the calibrated
-  hybrid sampler by default), stopped at a tolerance, a budget in coalitions or generations, or a
-  round limit, exact when the budget covers every coalition; its interval includes the sampling error.
+- ``mc``: Shapley from sampled coalitions (:mod:`coalition_gym.valuation.sampling`: the regression-adjusted
+  ``proxy`` sampler of :mod:`coalition_gym.valuation.proxy` by default), stopped at a tolerance, a budget
+  in coalitions or generations, or a round limit, exact when the budget covers every coalition; its
+  interval includes the sampling error.
   The classic permutation estimator is one of its samplers (``sampler="permutation"``).
 - ``solo``: v({i}), the model alone.
 - ``interactions``: the pairwise Shapley (Grabisch-Roubens) and Banzhaf interaction indices of every
@@ -71,7 +72,8 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
                            game.coalitions_evaluated,
                            {"sampler": est.sampler, "exact": est.exact, "stop_reason": est.stop_reason,
                             "coalitions_used": est.coalitions, "generations_used": est.generations,
-                            "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist()})
+                            "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist(),
+                            **({"interval_note": est.interval_note} if est.interval_note else {})})
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,12 @@ items for every pair). Up to :data:`~coalition_gym.valuation.exact.EXACT_LIMIT` 
 from all 2^n coalitions (the ones exact Shapley needs: no extra cost); above it they are estimated from
 sampled coalitions (the stratified design of :mod:`.sampling`, stopped by the same rules and budgets as
 ``--estimator mc``), each index's strata ``(size, i in S, j in S)`` estimated by the mean of the sampled
-coalitions in them, with a two-level bootstrap (items and sampled units).
+coalitions in them, with a two-level bootstrap (items and sampled units). Sampled interactions are
+regression-adjusted like ``--sampler proxy`` (:mod:`.proxy`): the cross-fitted per-item proxy's interactions
+are exact in closed form, only the residual's are sampled. Measured (exact coalition tables of
+benchmarks/estimators.py, sampled estimator forced at n = 8 and 10, 10 seeds, 3n-25n): mean absolute error of
+the Shapley interactions 0.73-0.85x the plain estimate's on majority vote (n = 10) and debate, 0.83-0.94x on
+SLM-MUX, coverage no lower (``SampledSettings(proxy=False)`` gives the plain one).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 
 from .exact import EXACT_LIMIT, ValuationResult, exact_shapley, result_of
 from .game import Game
+from .proxy import cross_fitted
 from .sampling import (
     Budget,
     Design,
@@ -42,6 +48,8 @@ from .sampling import (
 from .stats import bootstrap_mean
 
 INDICES = ("shapley", "banzhaf")
+#: whether sampled interactions are regression-adjusted by default (see the module doc for the measurement)
+PROXY_INTERACTIONS = True
 
 
 @dataclass
@@ -198,6 +206,7 @@ class SampledSettings:
     budget: int | None = None
     budget_generations: int | None = None
     max_rounds: int = 500
+    proxy: bool = PROXY_INTERACTIONS  # regression adjustment (.proxy) of the sampled interactions
 
     def stop(self) -> StopRule:
         rule: StopRule = MaxRounds(self.max_rounds)
@@ -260,7 +269,19 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
             reason = next(r for r, rule in _named_rules(settings) if rule.done(progress))
             break
     used, gens = spent()
-    matrices = {index: _bootstrapped(design, value, index, players, (seed, n_boot)) for index in INDICES}
+    fitted = cross_fitted(n, design, value) if settings.proxy else None
+    exact_part: dict[str, np.ndarray | float] = {index: 0.0 for index in INDICES}
+    if fitted is not None:  # regression adjustment: the proxy's interactions exactly, the residual's sampled
+        per_coalition = np.array([math.comb(n - 2, s) for s in range(n - 1)], dtype=float)
+        exact_part = {index: fitted.pair_values(size_weights(index, n) / per_coalition) for index in INDICES}
+    residuals: dict[int, np.ndarray] = {}
+
+    def residual(mask: int) -> np.ndarray:
+        if mask not in residuals:
+            residuals[mask] = value(mask) if fitted is None else value(mask) - fitted.value(mask)
+        return residuals[mask]
+    matrices = {index: _bootstrapped(design, residual, index, players, (seed, n_boot), exact_part[index])
+                for index in INDICES}
     shapley = impl.estimate(design, value)
     _, vse, vlo, vhi = bootstrap_mean(shapley, n_boot=n_boot, seed=seed)
     values = ValuationResult("shapley", players, shapley.mean(axis=1), vse, vlo, vhi, shapley,
@@ -290,16 +311,17 @@ def _sampling_stderr(design: Design, value: Callable[[int], np.ndarray], rng: np
 
 
 def _bootstrapped(design: Design, value: Callable[[int], np.ndarray], index: str, players: tuple[str, ...],
-                  seed_boot: tuple[int, int]) -> PairMatrix:
-    """Two-level bootstrap: items and, within each sampled size, the sampled units."""
+                  seed_boot: tuple[int, int], exact_part: np.ndarray | float = 0.0) -> PairMatrix:
+    """Two-level bootstrap: items and, within each sampled size, the sampled units (``exact_part``: a per-item
+    part known exactly, the proxy's interactions when ``value`` is the residual)."""
     seed, n_boot = seed_boot
     rng = np.random.default_rng(seed + 1)
-    per_item = stratified_pair_values(design, value, index)
+    per_item = stratified_pair_values(design, value, index) + exact_part
     items = per_item.shape[1]
     draws = []
     for _ in range(max(50, min(n_boot, 200))):  # every replicate re-solves the estimate
-        estimate = stratified_pair_values(design, value, index, _resample_units(design, rng)) if design.units \
-            else per_item
+        estimate = stratified_pair_values(design, value, index, _resample_units(design, rng)) + exact_part \
+            if design.units else per_item
         draws.append(estimate[:, rng.integers(items, size=items)].mean(axis=1))
     d = np.stack(draws)
     bounds = (np.percentile(d, 2.5, axis=0), np.percentile(d, 97.5, axis=0), d.std(axis=0, ddof=1))

@@ -9,7 +9,10 @@ the sampling error as well as item uncertainty.
 Samplers (all sample coalitions *without replacement* within a size, since a coalition evaluated
 twice costs nothing and tells nothing new):
 
-- ``hybrid`` (the default): the ``kernel`` design below, estimated both ways (kernel regression and
+- ``proxy`` (the default, :mod:`.proxy`, registered there): regression adjustment. A per-item proxy game
+  (fitted on the sampled coalitions, cross-fitted over items) whose Shapley value is exact in closed form,
+  plus the ``hybrid`` estimate of the residual, with the proxy's coefficient estimated as a control variate.
+- ``hybrid``: the ``kernel`` design below, estimated both ways (kernel regression and
   the stratified estimate on the same coalitions) and combined with the variance-minimising weight.
 
 - ``kernel``: paired KernelSHAP. Coalitions are drawn size by size, each with its complement; whole
@@ -28,11 +31,15 @@ twice costs nothing and tells nothing new):
 An estimate switches to the **exact** Shapley value as soon as the budget reaches all 2^n - 1
 coalitions (or all are already known). The interval is a two-level bootstrap: items are resampled
 (the same items for every player) and, within each sampled size, the sampled units (a coalition and
-its complement, or a permutation pair) are resampled; enumerated sizes carry no sampling error.
+its complement, or a permutation pair) are resampled; enumerated sizes carry no sampling error. Sizes
+with a single unit are resampled together (alone, a unit would resample to itself and hide its error);
+weights are calibrated only once some size has two units. A budget that leaves fewer than two units to
+resample gives no interval (NaN) and says why (``interval_note``) rather than a falsely narrow one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -45,7 +52,7 @@ from .exact import exact_shapley
 from .game import Game
 
 #: the built-in samplers; :data:`SAMPLER_CLASSES` holds every sampler, :func:`register_sampler` adds one
-SAMPLERS = ("hybrid", "kernel", "stratified", "permutation")
+SAMPLERS = ("hybrid", "kernel", "stratified", "permutation", "proxy")  # proxy: registered by .proxy
 
 
 # -- stopping rules -------------------------------------------------------------------------------------
@@ -113,7 +120,18 @@ class MaxRounds(StopRule):
 
 
 def _size(mask: int) -> int:
-    return bin(mask).count("1")
+    return mask.bit_count()
+
+
+def _bits(masks: list[int], n: int) -> np.ndarray:
+    """coalitions x n membership matrix (0/1 floats) of bitmasks."""
+    return ((np.asarray(masks, dtype=np.int64)[:, None] >> np.arange(n)) & 1).astype(float)
+
+
+@functools.lru_cache(maxsize=256)
+def _all_of_size(n: int, k: int) -> tuple[int, ...]:
+    """Every k-subset of range(n) as a bitmask, in colexicographic order."""
+    return tuple(_combination(r, n, k) for r in range(math.comb(n, k)))
 
 
 def _combination(rank: int, n: int, k: int) -> int:
@@ -151,7 +169,7 @@ class Design:
     def masks(self) -> set[int]:
         out = {(1 << self.n) - 1}
         for s in self.complete:
-            out |= {_combination(r, self.n, s) for r in range(math.comb(self.n, s))}
+            out |= set(_all_of_size(self.n, s))
         for u in self.units:
             out |= set(u.masks)
         return out
@@ -170,6 +188,22 @@ class Sampler(ABC):
 
     def __init__(self, n: int, rng: np.random.Generator):
         self.n, self.rng = n, rng
+        self._rows: tuple[Callable[[int], np.ndarray], dict[int, int], np.ndarray, np.ndarray] | None = None
+
+    def rows(self, value: Callable[[int], np.ndarray], masks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(membership, values) of ``masks``: coalitions x n and coalitions x items, from a table of every mask
+        asked of this ``value`` before (a bootstrap re-estimates from the same coalitions hundreds of times)."""
+        if self._rows is None or self._rows[0] is not value:
+            self._rows = (value, {}, np.zeros((0, self.n)), np.zeros((0, value((1 << self.n) - 1).shape[0])))
+        _, index, bits, values = self._rows
+        new = list(dict.fromkeys(m for m in masks if m not in index))
+        if new:
+            index.update({m: len(index) + k for k, m in enumerate(new)})
+            bits = np.vstack([bits, _bits(new, self.n)])
+            values = np.vstack([values, np.stack([value(m) for m in new])])
+            self._rows = (value, index, bits, values)
+        idx = np.fromiter((index[m] for m in masks), dtype=np.int64, count=len(masks))
+        return bits[idx], values[idx]
 
     @abstractmethod
     def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
@@ -186,6 +220,10 @@ class Sampler(ABC):
 
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         """Called once sampling stopped, before the final estimate (default: nothing)."""
+
+    def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
+        """Per player, an error the bootstrap cannot see, added to each side of the interval (default: none)."""
+        return None
 
     def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
               exhausted: Callable[[int], None], paired: Callable[[int, int], bool]) -> list[Unit | int]:
@@ -282,25 +320,23 @@ class KernelSampler(Sampler):
                  units: list[Unit] | None = None) -> np.ndarray:
         n = self.n
         units = design.units if units is None else units
-        rows, weights = [], []
+        rows: list[int] = []
+        weights: list[float] = []
         for s in design.complete:
-            for r in range(math.comb(n, s)):
-                rows.append(_combination(r, n, s))
-                weights.append(self.mass[s] / math.comb(n, s))
+            rows += _all_of_size(n, s)
+            weights += [self.mass[s] / math.comb(n, s)] * math.comb(n, s)
         counts: dict[int, int] = {}
-        for u in units:
-            for m in u.masks:
-                counts[_size(m)] = counts.get(_size(m), 0) + 1
-        for u in units:
-            for m in u.masks:
-                rows.append(m)
-                weights.append(self.mass[_size(m)] / counts[_size(m)])
+        sampled = [m for u in units for m in u.masks]
+        sizes = [m.bit_count() for m in sampled]
+        for k in sizes:
+            counts[k] = counts.get(k, 0) + 1
+        rows += sampled
+        weights += [self.mass[k] / counts[k] for k in sizes]
         full = value((1 << n) - 1)
         if not rows:
             return np.tile(full / n, (n, 1))
-        z = np.array([[(m >> k) & 1 for k in range(n)] for m in rows], dtype=float)
+        z, y = self.rows(value, rows)  # rows x n, rows x items; v(empty) = 0
         w = np.asarray(weights)
-        y = np.stack([value(m) for m in rows])  # rows x items; v(empty) = 0
         a = z.T @ (w[:, None] * z)
         b = z.T @ (w[:, None] * y)
         a_inv = np.linalg.pinv(a)
@@ -349,27 +385,27 @@ class StratifiedSampler(Sampler):
         n = self.n
         units = design.units if units is None else units
         full = value((1 << n) - 1)
-        items = full.shape[0]
-        by_size: dict[int, list[int]] = {s: [] for s in range(1, n)}
-        for s in design.complete:
-            by_size[s] = [_combination(r, n, s) for r in range(math.comb(n, s))]
-        for u in units:
-            for m in u.masks:
-                if _size(m) not in design.complete:
-                    by_size[_size(m)].append(m)
-        inside = np.zeros((n, n + 1, items))  # [player, size]: mean v(S) over sampled S of that size with i
-        outside = np.zeros((n, n + 1, items))
+        masks = [m for k in design.complete for m in _all_of_size(n, k)]
+        masks += [m for u in units for m in u.masks if m.bit_count() not in design.complete]
+        inside = np.zeros((n, n + 1, full.shape[0]))  # [player, size]: mean v(S) over sampled S of that size with i
+        outside = np.zeros_like(inside)
         inside[:, n] = full
-        for s, masks in by_size.items():
-            if not masks:
-                continue
-            values = np.stack([value(m) for m in masks])
-            member = np.array([[(m >> k) & 1 for k in range(n)] for m in masks], dtype=bool)
-            overall = values.mean(axis=0)
-            for k in range(n):
-                has, lacks = member[:, k], ~member[:, k]
-                inside[k, s] = values[has].mean(axis=0) if has.any() else overall
-                outside[k, s] = values[lacks].mean(axis=0) if lacks.any() else overall
+        if masks:
+            member, values = self.rows(value, masks)
+            size = np.zeros((len(masks), n + 1))
+            size[np.arange(len(masks)), member.sum(axis=1).astype(int)] = 1.0  # one-hot size of each row
+            per_size = size.sum(axis=0)  # rows of each size
+            overall = size.T @ values / np.maximum(per_size, 1)[:, None]
+            has = member.T @ size  # n x sizes: rows of that size with i
+            lacks = per_size[None, :] - has
+            with_i = ((member[:, :, None] * size[:, None, :]).reshape(len(masks), -1).T @ values).reshape(n, n + 1, -1)
+            without_i = (size.T @ values)[None] - with_i
+            seen = per_size > 0
+            inside[:, seen] = np.where(has[:, seen, None] > 0, with_i[:, seen] / np.maximum(has[:, seen, None], 1),
+                                       overall[None, seen])
+            outside[:, seen] = np.where(lacks[:, seen, None] > 0,
+                                        without_i[:, seen] / np.maximum(lacks[:, seen, None], 1), overall[None, seen])
+            inside[:, n] = full
         # phi_i = 1/n sum_{s=0}^{n-1} (inside[i, s+1] - outside[i, s]); outside[i, 0] = v(empty) = 0
         return (inside[:, 1:].sum(axis=1) - outside[:, :n].sum(axis=1)) / n
 
@@ -388,7 +424,7 @@ class HybridSampler(KernelSampler):
     both where they are close (measured in benchmarks/estimators.py)."""
 
     name = "hybrid"
-    description = "the kernel design estimated both ways, combined with the variance-minimising weight (default)"
+    description = "the kernel design estimated both ways, combined with the variance-minimising weight"
 
     def __init__(self, n: int, rng: np.random.Generator):
         super().__init__(n, rng)
@@ -400,7 +436,7 @@ class HybridSampler(KernelSampler):
         return super().estimate(design, value, units), self.stratified.estimate(design, value, units)
 
     def calibrate(self, design: Design, value: Callable[[int], np.ndarray], reps: int = 100) -> float:
-        if len(design.units) >= 2:
+        if _calibratable(design):
             draws = [self.both(design, value, _resample_units(design, self.rng)) for _ in range(reps)]
             k = np.stack([d[0].mean(axis=1) for d in draws])
             s = np.stack([d[1].mean(axis=1) for d in draws])
@@ -513,12 +549,21 @@ class SampledShapley:
     generations: int
     rounds: int
     stop_reason: str
+    interval_note: str = ""  # why there is no interval (ci and stderr NaN), when the budget cannot give one
+
+
+#: what ``auto`` picks, in words (``cgym estimators`` prints it)
+AUTO_RULE = ("proxy from n = 2 (hybrid for a lone player): the lowest error at every budget 2n-50n on the "
+             "calibration games of benchmarks/estimators.py, about half the hybrid's, intervals covering from 2n; "
+             "where one member's answer is selected (SLM-MUX, cascade) shapiq's RegressionMSR (xgboost) is ahead "
+             "or level at 25n")
 
 
 def choose_sampler(n: int, budget: int | None) -> str:
-    """The default sampler: the calibrated hybrid, the most accurate at every budget from 2n to 50n on
-    the games of benchmarks/estimators.py (no per-budget rule was needed)."""
-    return "hybrid"
+    """The default sampler (:data:`AUTO_RULE`): the regression-adjusted ``proxy`` sampler wherever its proxy
+    can be fitted (two players or more: it needs the singletons' per-item scores), else ``hybrid``.
+    Measured on the calibration games of benchmarks/estimators.py (majority vote, n = 8, 10, 12)."""
+    return "proxy" if n >= 2 and "proxy" in SAMPLER_CLASSES else "hybrid"
 
 
 def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = None, seed: int = 0,
@@ -570,7 +615,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
         masks: set[int] = set()
         for p in proposal:
             if isinstance(p, int):
-                masks |= {_combination(r, n, p) for r in range(math.comb(n, p))}
+                masks |= set(_all_of_size(n, p))
             else:
                 masks |= set(p.masks)
         game.evaluate([names(m) for m in masks])
@@ -593,8 +638,17 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     impl.finish(design, value)
     per_item = impl.estimate(design, value)
     low, high, se, s_se = _two_level_bootstrap(impl, design, value, per_item, seed, n_boot)
+    widen = impl.model_error(design, value)
+    if widen is not None:
+        low, high, se = low - widen, high + widen, np.sqrt(se ** 2 + (widen / 1.96) ** 2)
     used, gens = spent()
-    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason)
+    note = ""
+    if all(len(group) < 2 for group in _bootstrap_groups(design)):  # no sampling error measurable
+        note = (f"no interval: {used} coalitions leave fewer than two sampled units to measure the sampling "
+                f"error from (sizes {sorted(design.complete)} whole, the rest extrapolated); raise the budget "
+                f"(2n = {2 * n} gives one)")
+        low, high, se, s_se = (np.full(n, np.nan) for _ in range(4))
+    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason, note)
 
 
 def _coalition_budget(stop: StopRule) -> int | None:
@@ -625,12 +679,26 @@ def _exact(game: Game, value: Callable[[int], np.ndarray], n: int, seed: int, n_
                           gens, 0, f"exact: {why}")
 
 
-def _resample_units(design: Design, rng: np.random.Generator) -> list[Unit]:
+def _bootstrap_groups(design: Design) -> list[list[Unit]]:
+    """The groups a bootstrap resamples units within: each sampled size with two units or more, and the sizes
+    with a single unit pooled (one unit alone would resample to itself: no sampling error seen at all)."""
     by_stratum: dict[int, list[Unit]] = {}
     for u in design.units:
         by_stratum.setdefault(u.stratum, []).append(u)
+    groups = [units for units in by_stratum.values() if len(units) >= 2]
+    single = [units[0] for units in by_stratum.values() if len(units) == 1]
+    return groups + ([single] if single else [])
+
+
+def _calibratable(design: Design) -> bool:
+    """Whether some sampled size has two units: below that a bootstrap (of pooled single units) can size an
+    interval but is too coarse to choose between estimates by (measured: it lowered coverage at 2n)."""
+    return any(len(units) >= 2 and units[0].stratum == units[1].stratum for units in _bootstrap_groups(design))
+
+
+def _resample_units(design: Design, rng: np.random.Generator) -> list[Unit]:
     out: list[Unit] = []
-    for units in by_stratum.values():
+    for units in _bootstrap_groups(design):
         out += [units[int(k)] for k in rng.integers(len(units), size=len(units))]
     return out
 

@@ -61,7 +61,7 @@ def test_more_budget_means_less_error_and_the_default_beats_permutations():
                         for s in range(6)])
     assert error("hybrid", 250) < error("hybrid", 50) / 2
     assert error("hybrid", 100) < error("permutation", 100)
-    assert choose_sampler(10, 100) == "hybrid"
+    assert choose_sampler(10, 100) == "proxy"
 
 
 def test_intervals_cover_the_exact_value_at_10n():
@@ -92,7 +92,7 @@ def test_bad_budgets_and_samplers_are_refused_with_the_minimum():
 
 def test_the_mc_estimator_reports_its_sampler_and_cost():
     result = sampled_shapley_values(synthetic(8), tolerance=0.0, budget=60, n_boot=50)
-    assert result.extras["sampler"] == "hybrid" and result.extras["coalitions_used"] == 60
+    assert result.extras["sampler"] == "proxy" and result.extras["coalitions_used"] == 60
     assert result.extras["stop_reason"] == "budget" and len(result.extras["sampling_stderr"]) == 8
 
 

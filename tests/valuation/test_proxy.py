@@ -1,0 +1,121 @@
+"""The regression-adjusted (proxy) sampler: exact on games its proxy represents, unbiased on a random game,
+intervals that cover, and clear refusals."""
+
+import math
+
+import numpy as np
+import pytest
+from test_sampling import synthetic
+
+from coalition_gym.errors import ConfigError
+from coalition_gym.valuation import FunctionGame, exact_shapley
+from coalition_gym.valuation.proxy import MAX_PLAYERS, TypeProxy
+from coalition_gym.valuation.sampling import Budget, sampled_shapley
+
+
+def typed_game(n: int, items: int = 40, seed: int = 0) -> FunctionGame:
+    """v_t(S) = g(a, b) + sum beta_i with g in the span of the proxy's smooth features: a = members of S that
+    are right alone on item t, b = the others (a vote-like game the proxy represents exactly)."""
+    rng = np.random.default_rng(seed)
+    high = rng.random((items, n)) < 0.6
+    beta = rng.uniform(-0.05, 0.05, size=n)
+    players = [f"p{k}" for k in range(n)]
+
+    def value(coalition):
+        idx = [players.index(p) for p in coalition]
+        if not idx:
+            return np.zeros(items)
+        a = high[:, idx].sum(axis=1)
+        b = len(idx) - a
+        g = 0.5 * a / len(idx) + 0.3 * (a > b) + 0.1 * (a == b) + 0.05 * len(idx) / n
+        return g + beta[idx].sum()
+
+    return FunctionGame(players, value, n_items=items)
+
+
+def test_the_proxys_shapley_value_is_exact():
+    n, items = 6, 5
+    rng = np.random.default_rng(1)
+    table = rng.random((n + 1, n + 1))
+    table[0, 0] = 0.0
+    proxy = TypeProxy(n, table, rng.normal(size=n))
+    high = (rng.random((items, n)) < 0.5).astype(float)
+    players = [str(k) for k in range(n)]
+
+    def value(coalition):
+        bits = np.array([p in coalition for p in players], dtype=float)
+        return proxy.values(bits, high) if bits.any() else np.zeros(items)
+
+    truth = exact_shapley(FunctionGame(players, value, n_items=items), n_boot=10).per_item
+    np.testing.assert_allclose(proxy.shapley(high), truth, atol=1e-12)
+
+
+def test_a_game_the_proxy_represents_is_estimated_exactly():
+    game = typed_game(8)
+    truth = exact_shapley(typed_game(8), n_boot=10).per_item
+    result = sampled_shapley(game, sampler="proxy", stop=Budget(coalitions=24), seed=3, n_boot=50)
+    assert not result.exact and result.coalitions == 24
+    np.testing.assert_allclose(result.per_item, truth, atol=1e-6)
+
+
+def test_unbiased_on_a_random_game():
+    n = 8
+    truth = exact_shapley(synthetic(n), n_boot=10).values
+    estimates = np.stack([sampled_shapley(synthetic(n), sampler="proxy", stop=Budget(coalitions=5 * n), seed=s,
+                                          n_boot=50).per_item.mean(axis=1) for s in range(30)])
+    mean, se = estimates.mean(axis=0), estimates.std(axis=0, ddof=1) / math.sqrt(len(estimates))
+    assert np.all(np.abs(mean - truth) <= 4 * se + 2e-3), (mean - truth, se)
+
+
+@pytest.mark.parametrize("n,multiple", [(8, 5), (10, 2)])
+def test_intervals_cover_on_a_small_synthetic_game(n, multiple):
+    truth = exact_shapley(synthetic(n), n_boot=10).values
+    covered = [np.mean((r.ci_low <= truth) & (truth <= r.ci_high))
+               for r in (sampled_shapley(synthetic(n), sampler="proxy", stop=Budget(coalitions=multiple * n),
+                                         seed=s, n_boot=200) for s in range(12))]
+    assert np.mean(covered) >= 0.9
+
+
+def test_a_budget_with_no_measurable_sampling_error_gives_no_interval_and_says_why():
+    result = sampled_shapley(typed_game(8), sampler="proxy", stop=Budget(coalitions=9), seed=0, n_boot=50)
+    assert np.isnan(result.ci_low).all() and np.isnan(result.stderr).all()
+    assert "no interval" in result.interval_note and "2n = 16" in result.interval_note
+    assert not sampled_shapley(typed_game(8), sampler="proxy", stop=Budget(coalitions=16), seed=0,
+                               n_boot=50).interval_note
+
+
+def test_bad_inputs_are_refused_clearly():
+    with pytest.raises(ConfigError, match="needs at least 9"):
+        sampled_shapley(typed_game(8), sampler="proxy", stop=Budget(coalitions=5))
+    big = FunctionGame([f"p{k}" for k in range(MAX_PLAYERS + 1)], lambda c: np.zeros(3), n_items=3)
+    with pytest.raises(ConfigError, match=f"up to {MAX_PLAYERS} players"):
+        sampled_shapley(big, sampler="proxy", stop=Budget(coalitions=200))
+
+
+@pytest.mark.parametrize("index", ["shapley", "banzhaf"])
+def test_the_proxys_pair_interactions_are_exact(index):
+    from coalition_gym.valuation.interactions import exact_pair_values, size_weights
+
+    n, items = 6, 5
+    rng = np.random.default_rng(2)
+    table = rng.random((n + 1, n + 1))
+    table[0, 0] = 0.0
+    proxy = TypeProxy(n, table, rng.normal(size=n))
+    high = (rng.random((items, n)) < 0.5).astype(float)
+    values = np.stack([proxy.values(((m >> np.arange(n)) & 1).astype(float), high) if m else np.zeros(items)
+                       for m in range(1 << n)])
+    weight = size_weights(index, n) / np.array([math.comb(n - 2, s) for s in range(n - 1)])
+    np.testing.assert_allclose(proxy.pair_values(high, weight), exact_pair_values(values, n, index), atol=1e-12)
+
+
+def test_sampled_interactions_are_exact_on_a_game_the_proxy_represents():
+    from coalition_gym.valuation.interactions import SampledSettings, exact_interactions, sampled_interactions
+
+    truth = exact_interactions(typed_game(8), n_boot=10)
+    adjusted = sampled_interactions(typed_game(8), SampledSettings(tolerance=0.0, budget=40), n_boot=50, seed=1)
+    plain = sampled_interactions(typed_game(8), SampledSettings(tolerance=0.0, budget=40, proxy=False), n_boot=50,
+                                 seed=1)
+    assert not adjusted.exact
+    np.testing.assert_allclose(adjusted.shapley.per_item, truth.shapley.per_item, atol=1e-6)
+    np.testing.assert_allclose(adjusted.banzhaf.per_item, truth.banzhaf.per_item, atol=1e-6)
+    assert np.abs(plain.shapley.per_item - truth.shapley.per_item).max() > 1e-3
