@@ -193,6 +193,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..reports.tables import FIELDS, correlation_sentence
     from ..training.collaborative import TrainedCoalitionGame
     from ..training.recipes import recipe_names
+    from ..valuation.estimators import fit_to_pool, stop_sentence
     from ..valuation.sampling import check_sampler
 
     estimators = parse_estimators(args.estimator)
@@ -207,6 +208,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           f"{', '.join(members)})")
     spec = SystemSpec(args.protocol, args.task, pool, members, args.split, {"size": args.items, "seed": args.task_seed},
                       _settings(args.set), n_items=args.items)
+    estimators, fitted = fit_to_pool(estimators, len(members), args.estimator == "all")  # before any work
+    if fitted:
+        print(fitted)
     cache = _open_cache(args.cache, pool.name)
     mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget, "budget_generations": args.mc_budget_generations,
           "sampler": args.sampler}
@@ -232,6 +236,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if training:
         print(training_sentence(training))
     print(format_leaderboard(report))
+    if "mc" in report.results:
+        print(f"mc: {stop_sentence(report.results['mc'].extras)}")
     print(correlation_sentence(report.correlation, FIELDS[report.primary]))
     for line in filter(None, interaction_lines(report)):  # the interactions sentence, the best team
         print(line)

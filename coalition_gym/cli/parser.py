@@ -248,7 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mc-tolerance", type=_number_at_least(0.0, float, strict=True), default=0.005,
                    help="MC Shapley: stop when every value's permutation stderr is below this")
     p.add_argument("--mc-budget", type=_number_at_least(1), default=None,
-                   help="MC Shapley: at most this many distinct coalitions (default: no cap)")
+                   help="MC Shapley: at most this many distinct coalitions (default: 25n above 12 members, unless "
+                        "--mc-budget-generations is given)")
     p.add_argument("--mc-budget-generations", type=_number_at_least(1), default=None,
                    help="MC Shapley: stop after this many backend generations (default: no cap); also what "
                         "--estimator auto weighs exact Shapley against")

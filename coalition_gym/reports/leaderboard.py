@@ -21,7 +21,14 @@ from ..errors import ConfigError, did_you_mean
 from ..records import RunRecord, describe_pool, describe_task
 from ..result_files import Bundle, write_bundle
 from ..settings_check import check_settings, setting
-from ..valuation.estimators import ESTIMATORS, EXACT_LIMIT, ValuationResult, primary_estimator
+from ..valuation.estimators import (
+    ESTIMATORS,
+    EXACT_LIMIT,
+    ValuationResult,
+    fit_to_pool,
+    primary_estimator,
+    valued_estimators,
+)
 from ..valuation.game import CoalitionGame
 from ..valuation.interactions import Interactions
 from ..valuation.stats import N_BOOT, Correlation, pearson, rescue_drag, spearman
@@ -167,6 +174,11 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
     start = time.perf_counter()
     seed, n_boot, mc = game.seed, options.n_boot, dict(options.mc or {})
     auto = None
+    try:  # before any generation: what cannot take this many players is refused or (in "all") left out
+        estimators, _ = fit_to_pool(estimators, len(game.players), set(valued_estimators()) <= set(estimators))
+    except ConfigError:
+        game.close()
+        raise
     if len(game.players) < 2 and "interactions" in estimators:  # a lone member has no pair
         if not set(FIELDS) <= set(estimators):  # asked for by name, not as part of "all"
             game.close()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from .exact import EXACT_LIMIT, ValuationResult, exact_banzhaf, exact_shapley, result_of, shapley_weight
 from .game import Game
 from .interactions import interaction_estimator
-from .sampling import Budget, MaxRounds, StopRule, Tolerance, sampled_shapley
+from .sampling import DEFAULT_BUDGET_PER_PLAYER, Budget, MaxRounds, StopRule, Tolerance, default_budget, sampled_shapley
 
 
 def leave_one_out(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
@@ -51,6 +51,20 @@ def solo(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
     return result
 
 
+def stop_sentence(details: Mapping[str, Any]) -> str:
+    """What a sampling estimate's run reached, in one line (its stop rule, coalitions, largest sampling
+    stderr)."""
+    reason, used = details.get("stop_reason", ""), details.get("coalitions_used")
+    if details.get("exact"):
+        return f"exact ({reason})"
+    worst = max(details.get("sampling_stderr") or [float("nan")])
+    why = {"budget": f"its budget of {details.get('budget')} coalitions"
+                     + (f" (the default, {DEFAULT_BUDGET_PER_PLAYER}n; --mc-budget to change)"
+                        if details.get("budget_default") else ""),
+           "tolerance": "its tolerance", "max_rounds": "its round limit"}.get(reason, reason)
+    return f"stopped at {why} after {used} coalitions; largest sampling stderr {worst:.4f}"
+
+
 def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | None = None,
                            budget_generations: int | None = None, sampler: str = "auto", max_rounds: int = 500,
                            n_boot: int = 2000, seed: int = 0) -> ValuationResult:
@@ -58,11 +72,11 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
     sampler, stopped at ``tolerance`` (the largest sampling stderr), a budget in coalitions and/or in
     generations, or ``max_rounds``; exact as soon as the budget covers every coalition. The interval
     and stderr include the sampling error (two-level bootstrap)."""
+    budget, by_default = default_budget(len(game.players), budget, budget_generations)
     rules: list[StopRule] = [MaxRounds(max_rounds)]
     if tolerance and tolerance > 0:
         rules.append(Tolerance(tolerance))
-    if budget is not None or budget_generations is not None:
-        rules.append(Budget(coalitions=budget, generations=budget_generations))
+    rules.append(Budget(coalitions=budget, generations=budget_generations))
     stop = rules[0]
     for rule in rules[1:]:
         stop = stop | rule
@@ -73,6 +87,7 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
                            {"sampler": est.sampler, "exact": est.exact, "stop_reason": est.stop_reason,
                             "coalitions_used": est.coalitions, "generations_used": est.generations,
                             "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist(),
+                            "budget": budget, "budget_default": by_default,
                             **({"interval_note": est.interval_note} if est.interval_note else {})})
 
 
@@ -87,6 +102,7 @@ class Estimator:
     rank: float  # which estimate ranks a leaderboard: the lowest rank among those computed
     in_all: bool = True  # part of `--estimator all` (solo is always computed, so it is not)
     description: str = ""  # one line, for listings (`cgym estimators`)
+    max_players: int | None = None  # the most players it takes (exact ones enumerate all 2^n coalitions)
 
     def __call__(self, game: Game, **options: Any) -> ValuationResult:
         return self.estimate(game, **options)
@@ -97,7 +113,8 @@ ESTIMATORS: dict[str, Estimator] = {}
 
 
 def register_estimator(name: str, estimate: Callable[..., ValuationResult], *, field: str | None = None,
-                       rank: float = 100.0, in_all: bool = True, description: str = "") -> Estimator:
+                       rank: float = 100.0, in_all: bool = True, description: str = "",
+                       max_players: int | None = None) -> Estimator:
     """Make ``estimate(game, n_boot=2000, seed=0) -> ValuationResult`` usable by ``name``: ``cgym eval
     --estimator name`` (and ``all`` unless ``in_all=False``), :func:`~coalition_gym.evaluate`, the
     leaderboard tables (column and summary field ``field``, default the name). ``rank`` orders which
@@ -112,19 +129,40 @@ def register_estimator(name: str, estimate: Callable[..., ValuationResult], *, f
     if taken is not None:
         raise ConfigError(f"estimator {name!r}: field {field!r} is taken by estimator {taken!r}")
     description = description or (estimate.__doc__ or "").strip().split("\n")[0]
-    ESTIMATORS[name] = record = Estimator(name, estimate, field, float(rank), in_all, description)
+    ESTIMATORS[name] = record = Estimator(name, estimate, field, float(rank), in_all, description, max_players)
     return record
 
 
 register_estimator("loo", leave_one_out, rank=3, description="leave-one-out: v(N) - v(N minus i); n + 1 coalitions")
-register_estimator("shapley", exact_shapley, rank=0, description="exact Shapley values, all 2^n coalitions")
-register_estimator("banzhaf", exact_banzhaf, rank=2, description="exact Banzhaf values, all 2^n coalitions")
+register_estimator("shapley", exact_shapley, rank=0, description="exact Shapley values, all 2^n coalitions",
+                   max_players=EXACT_LIMIT)
+register_estimator("banzhaf", exact_banzhaf, rank=2, description="exact Banzhaf values, all 2^n coalitions",
+                   max_players=EXACT_LIMIT)
 register_estimator("mc", sampled_shapley_values, field="mc_shapley", rank=1,
                    description="Shapley values from sampled coalitions (--sampler), stopped at a tolerance or budget")
 register_estimator("solo", solo, rank=math.inf, in_all=False, description="v({i}): each model alone")
 register_estimator("interactions", interaction_estimator, field="interaction", rank=50,
                    description="pairwise Shapley and Banzhaf interactions of every pair (column: mean Shapley "
                                "interaction with the others); exact up to n = 12, else sampled like mc")
+
+
+def fit_to_pool(names: Sequence[str], n: int, every: bool) -> tuple[list[str], str]:
+    """The estimators of ``names`` that take ``n`` players, and a one-line note of what was left out. Asked for
+    by name (``every`` False), one that cannot take ``n`` players is refused before any work; as part of
+    ``all`` (``every``), it is left out (the sampling estimator stands in for exact Shapley)."""
+    too_many = [name for name in names if name in ESTIMATORS and (ESTIMATORS[name].max_players or n) < n]
+    if not too_many:
+        return list(names), ""
+    if not every:
+        limit = ESTIMATORS[too_many[0]].max_players
+        raise ConfigError(f"--estimator {too_many[0]} evaluates all 2^n coalitions; n={n} > {limit} is refused "
+                          "before any work. Use mc (sampled Shapley, a default budget of "
+                          f"{DEFAULT_BUDGET_PER_PLAYER}n coalitions), loo, interactions or auto")
+    kept = [name for name in names if name not in too_many]
+    if "mc" not in kept:
+        kept.append("mc")
+    return kept, (f"n={n} members > {EXACT_LIMIT}: all = {', '.join(kept)} ({', '.join(too_many)} would evaluate "
+                  f"all 2^{n} coalitions and are left out)")
 
 
 def valued_estimators() -> list[str]:

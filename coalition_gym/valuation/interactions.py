@@ -44,6 +44,7 @@ from .sampling import (
     Tolerance,
     _combination,
     _resample_units,
+    default_budget,
 )
 from .stats import bootstrap_mean
 
@@ -350,6 +351,7 @@ def interaction_estimator(game: Game, n_boot: int = 2000, seed: int = 0, toleran
                           sampler: str = "auto") -> ValuationResult:
     """Pairwise Shapley and Banzhaf interactions (column: each model's mean Shapley interaction)."""
     del sampler  # the interactions' sampled design is the stratified one, whatever --sampler says
+    budget, _ = default_budget(len(game.players), budget, budget_generations)  # above EXACT_LIMIT only, as mc
     settings = SampledSettings(tolerance, budget, budget_generations)
     found = interactions(game, settings, n_boot=n_boot, seed=seed)
     n = len(game.players)

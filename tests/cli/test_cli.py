@@ -165,3 +165,25 @@ def test_run_and_eval_give_a_router_the_same_prompt(tmp_path, monkeypatch):
     assert seen["run"] and "strong at arithmetic" in str(seen["run"][0])
     full = set(seen["eval"])  # eval also runs sub-coalitions; the full coalition's prompts are among them
     assert set(seen["run"]) <= full
+
+
+def test_estimators_are_fitted_to_the_pool_before_any_generation(tmp_path, monkeypatch, capsys):
+    """Issue 41.1/41.2: exact estimators above their limit are refused before the first generation; `all`
+    becomes what fits (said in one line); the sampling estimator stops at a default budget and says what it
+    reached."""
+    from coalition_gym.agents.simulated import SimulatedAgent
+
+    calls = []
+    original = SimulatedAgent.generate
+    monkeypatch.setattr(SimulatedAgent, "generate", lambda self, asks: calls.append(len(asks)) or original(self, asks))
+    code = main(["eval", "--pool", "sim:random-16", "--protocol", "majority_vote", "--items", "10",
+                 "--estimator", "loo,shapley", "--out", str(tmp_path / "refused")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--estimator shapley evaluates all 2^n coalitions; n=16 > 12 is refused before any work" in err
+    assert calls == [] and not (tmp_path / "refused" / "summary.json").exists()
+    code = main(["eval", "--pool", "sim:random-13", "--protocol", "majority_vote", "--items", "10",
+                 "--bootstrap", "50", "--out", str(tmp_path / "all")])
+    out = capsys.readouterr().out
+    assert code == 0 and "n=13 members > 12: all = loo, mc, interactions (shapley, banzhaf would evaluate" in out
+    assert "mc: stopped at its budget of 325 coalitions (the default, 25n" in out and "largest sampling stderr" in out
+    assert "mc_shapley" in (tmp_path / "all" / "summary.json").read_text()  # the files were written
