@@ -31,6 +31,7 @@ from ..valuation.estimators import (
 )
 from ..valuation.game import CoalitionGame
 from ..valuation.interactions import Interactions
+from ..valuation.sampling import default_budget
 from ..valuation.stats import N_BOOT, Correlation, pearson, rescue_drag, spearman
 from ..valuation.teams import best_team, best_team_sentence
 from . import html
@@ -189,7 +190,10 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
             auto = choose_shapley_estimator(game, options.budget_generations or mc.get("budget_generations"),
                                             budget=mc.get("budget"), seed=seed)
             estimators = list(dict.fromkeys(auto["chose"] if e == "auto" else e for e in estimators))
-        game.evaluate(_known_coalitions(game, estimators))  # one batch, one progress bar with its real total
+        known = _known_coalitions(game, estimators)
+        if isinstance(game, CoalitionGame):  # a fixed total: a true share and an ETA
+            game.plan(_planned(game, estimators, known, mc))
+        game.evaluate(known)  # one batch
         results = {}
         for name in estimators:
             kwargs = dict(mc) if name in ("mc", "interactions") else {}  # the same stop rules and budgets
@@ -236,6 +240,17 @@ def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[fr
     if game.solo_game() is game:
         wanted += [frozenset({p}) for p in players]
     return wanted
+
+
+def _planned(game: CoalitionGame, estimators: Sequence[str], known: Sequence[frozenset],
+             mc: Mapping[str, Any]) -> int:
+    """How many coalitions the estimators will run at most: the known ones plus a sampling estimator's budget
+    (given or default), never more than every coalition; the known ones alone when sampling has no budget."""
+    n = len(game.players)
+    sampled = "mc" in estimators or ("interactions" in estimators and n > EXACT_LIMIT)
+    budget, _ = default_budget(n, mc.get("budget"), mc.get("budget_generations"))
+    extra = budget if sampled and budget is not None else 0
+    return min(len(set(known)) + extra, 2 ** n - 1)
 
 
 def leaderboard(report: EvalReport) -> list[dict[str, Any]]:

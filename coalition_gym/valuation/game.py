@@ -171,6 +171,15 @@ class CoalitionGame(Game):
         self._counts.add(counts)  # its stats are self.stats
         return outcomes
 
+    def plan(self, coalitions: int) -> None:
+        """Fix the progress bar's total at ``coalitions`` new ones to run (so it shows a true share and an
+        ETA); work beyond the plan raises the total, as without one."""
+        if self.progress:
+            if self._bar is None:
+                self._bar = tqdm(total=0, desc=self.progress_label, unit="coalition", leave=False)
+            self._bar.total = self._bar.n + max(int(coalitions), 0)
+            self._bar.refresh()
+
     def ordered(self, coalition: frozenset) -> tuple[str, ...]:
         return tuple(p for p in self.players if p in coalition)
 
@@ -185,8 +194,8 @@ class CoalitionGame(Game):
                 runnable.append(c)
         if self.progress and self._bar is None:
             self._bar = tqdm(total=0, desc=self.progress_label, unit="coalition", leave=False)
-        if self._bar is not None:
-            self._bar.total += len(runnable)
+        if self._bar is not None and self._bar.n + len(runnable) > self._bar.total:  # beyond the plan (or none)
+            self._bar.total = self._bar.n + len(runnable)
             self._bar.refresh()
         per_chunk = max(1, self.max_programs // self.n_items)
         for start in range(0, len(runnable), per_chunk):

@@ -187,3 +187,34 @@ def test_estimators_are_fitted_to_the_pool_before_any_generation(tmp_path, monke
     assert code == 0 and "n=13 members > 12: all = loo, mc, interactions (shapley, banzhaf would evaluate" in out
     assert "mc: stopped at its budget of 325 coalitions (the default, 25n" in out and "largest sampling stderr" in out
     assert "mc_shapley" in (tmp_path / "all" / "summary.json").read_text()  # the files were written
+
+
+def test_the_eval_progress_bar_has_a_fixed_total_from_the_start(monkeypatch):
+    """Issue 41.2: the bar's total is set before the first coalition runs (known coalitions plus the sampling
+    budget), so it shows a true share and an ETA instead of a total that grows every round."""
+    import coalition_gym.valuation.game as game_module
+    from coalition_gym.envs.system import System, SystemSpec
+    from coalition_gym.reports.leaderboard import EvalOptions, evaluate
+    from coalition_gym.valuation.game import CoalitionGame
+
+    totals = []
+
+    class Bar:
+        def __init__(self, total=0, **kwargs):
+            self.total, self.n = total, 0
+
+        def refresh(self):
+            totals.append(self.total)
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(game_module, "tqdm", Bar)
+    system = System.build(SystemSpec("majority_vote", "rg/basic_arithmetic", "sim:random-13", split="test",
+                                     task_kwargs={"size": 10}))
+    evaluate(CoalitionGame(system, progress=True), ["loo", "mc"], EvalOptions(n_boot=50))
+    assert totals[0] == 1 + 13 + 13 + 25 * 13  # the full coalition, loo, the solos, mc's default budget
+    assert len(set(totals)) == 1  # never raised: the sampling stayed within its plan
