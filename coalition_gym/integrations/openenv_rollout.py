@@ -32,7 +32,7 @@ from ..agents.base import stable_hash
 from ..errors import ConfigError
 from ..tasks import make as make_task
 from ..tasks.base import SPLITS
-from ..training.trl_rollouts import TURNS, EpisodeRecord, Row, RowPolicy
+from ..training.trl_rollouts import TURNS, EpisodeRecord, Row, RowPolicy, rollout_output
 from ..types import Ask, Message, Sample, SamplingParams
 from .openenv_client import ServedEnv
 
@@ -164,13 +164,7 @@ class ServedRollout:
             warnings.warn(f"{len(failed)} of {len(records)} served episodes failed (reward None); the first: "
                           f"{failed[0].error}", RuntimeWarning, stacklevel=2)
         self.last_episodes = records
-        end = [hf.pad_id]  # a row in which the policy was never asked: one masked token, no gradient
-        return {"prompt_ids": [r.prompt_ids or end for r in rows],
-                "completion_ids": [r.completion_ids or end for r in rows],
-                "logprobs": [r.logprobs or [0.0] for r in rows],
-                "env_mask": [r.env_mask or [0] for r in rows],
-                "system_score": [r.system_score for r in records],
-                "policy_solo_score": [r.policy_solo_score for r in records]}
+        return rollout_output(rows, records, hf.pad_id)
 
     def close(self) -> None:
         for session in self._sessions:

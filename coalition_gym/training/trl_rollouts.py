@@ -153,6 +153,18 @@ class RowPolicy(Generator):
                                                     if self.turns == "all" else ""))
 
 
+
+def rollout_output(rows: Sequence[Row], records: Sequence[EpisodeRecord], pad_id: int) -> dict[str, list[Any]]:
+    """What a ``rollout_func`` returns to GRPOTrainer: each row's tokens, log-probs and mask, and each
+    execution's system score and the policy's own score (the reward function's extra columns)."""
+    end = [pad_id]  # a row in which the policy was never asked: one masked token, no gradient
+    return {"prompt_ids": [r.prompt_ids or end for r in rows],
+            "completion_ids": [r.completion_ids or end for r in rows],
+            "logprobs": [r.logprobs or [0.0] for r in rows],
+            "env_mask": [r.env_mask or [0] for r in rows],
+            "system_score": [r.system_score for r in records],
+            "policy_solo_score": [r.policy_solo_score for r in records]}
+
 class ProtocolRollout(PolicySeat):
     """A ``GRPOTrainer`` ``rollout_func`` ``(prompts, trainer) -> dict`` running the protocol with the trainer's
     model in the policy seat (see the module doc); :attr:`reward` is the matching reward function. The
@@ -271,13 +283,7 @@ class ProtocolRollout(PolicySeat):
         finally:
             model.train(was_training)
         self.last_episodes = records
-        end = [policy.hf.pad_id]  # a row in which the policy was never asked: one masked token, no gradient
-        return {"prompt_ids": [r.prompt_ids or end for r in rows],
-                "completion_ids": [r.completion_ids or end for r in rows],
-                "logprobs": [r.logprobs or [0.0] for r in rows],
-                "env_mask": [r.env_mask or [0] for r in rows],
-                "system_score": [r.system_score for r in records],
-                "policy_solo_score": [r.policy_solo_score for r in records]}
+        return rollout_output(rows, records, policy.hf.pad_id)
 
     def _make_reward(self) -> Any:
         def reward(prompts: Sequence[Any], completions: Sequence[Any],
@@ -314,4 +320,4 @@ def replay(rollout: PolicySeat, record: EpisodeRecord) -> tuple[float, float]:
     return rollout.scores(item, episode.outcome, [(a.role, a.round, s.text) for a, s in episode.seat_calls])
 
 
-__all__ = ["EpisodeRecord", "ProtocolRollout", "Row", "RowPolicy", "TURNS", "replay"]
+__all__ = ["EpisodeRecord", "ProtocolRollout", "Row", "RowPolicy", "TURNS", "replay", "rollout_output"]
