@@ -33,13 +33,18 @@ def typed_game(n: int, items: int = 40, seed: int = 0) -> FunctionGame:
     return FunctionGame(players, value, n_items=items)
 
 
-def test_the_proxys_shapley_value_is_exact():
-    n, items = 6, 5
-    rng = np.random.default_rng(1)
+def random_proxy(seed: int, n: int = 6, items: int = 5) -> tuple[TypeProxy, np.ndarray]:
+    """A proxy with a random type table and player effects, and random per-item types of the players."""
+    rng = np.random.default_rng(seed)
     table = rng.random((n + 1, n + 1))
     table[0, 0] = 0.0
     proxy = TypeProxy(n, table, rng.normal(size=n))
-    high = (rng.random((items, n)) < 0.5).astype(float)
+    return proxy, (rng.random((items, n)) < 0.5).astype(float)
+
+
+def test_the_proxys_shapley_value_is_exact():
+    n, items = 6, 5
+    proxy, high = random_proxy(1, n, items)
     players = [str(k) for k in range(n)]
 
     def value(coalition):
@@ -97,11 +102,7 @@ def test_the_proxys_pair_interactions_are_exact(index):
     from coalition_gym.valuation.interactions import exact_pair_values, size_weights
 
     n, items = 6, 5
-    rng = np.random.default_rng(2)
-    table = rng.random((n + 1, n + 1))
-    table[0, 0] = 0.0
-    proxy = TypeProxy(n, table, rng.normal(size=n))
-    high = (rng.random((items, n)) < 0.5).astype(float)
+    proxy, high = random_proxy(2, n, items)
     values = np.stack([proxy.values(((m >> np.arange(n)) & 1).astype(float), high) if m else np.zeros(items)
                        for m in range(1 << n)])
     weight = size_weights(index, n) / np.array([math.comb(n - 2, s) for s in range(n - 1)])
