@@ -16,7 +16,7 @@ import math
 import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..agents.base import Generator
 from ..agents.cache import CachedGenerator, GenerationCache
@@ -26,6 +26,9 @@ from .protocols.base import EpisodeContext, Protocol
 from .runner import ProgramFailed, RunStats, run_programs
 
 RAY_HINT = "install the extra: pip install 'coalition-gym[ray]'"
+
+# Called as work finishes with (episodes, generations) finished since the last call: a progress bar's feed.
+OnProgress = Callable[[int, int], None]
 
 
 @dataclass
@@ -43,21 +46,31 @@ class ExecutionCounts:
             setattr(self.stats, name, getattr(self.stats, name) + getattr(other.stats, name))
 
 
-def wrap_with_cache(backends: Mapping[str, Generator], cache: GenerationCache) -> dict[str, Generator]:
+def wrap_with_cache(backends: Mapping[str, Generator], cache: GenerationCache) -> dict[str, CachedGenerator]:
     """One CachedGenerator per distinct backend object, so names sharing a backend share its batches."""
     wrapped: dict[int, CachedGenerator] = {}
     return {name: wrapped.setdefault(id(g), CachedGenerator(g, cache)) for name, g in backends.items()}
 
 
 def run_cached(protocol: Protocol, contexts: Sequence[EpisodeContext], backends: Mapping[str, Generator],
-               cache: GenerationCache) -> tuple[list[Outcome | ProgramFailed], ExecutionCounts]:
-    """Run executions behind ``cache``; the counts are this call's own generations and hits."""
+               cache: GenerationCache, on_progress: OnProgress | None = None
+               ) -> tuple[list[Outcome | ProgramFailed], ExecutionCounts]:
+    """Run executions behind ``cache``; the counts are this call's own generations and hits. ``on_progress``
+    hears of every finished episode (with the generations made since it last heard)."""
     cached = wrap_with_cache(backends, cache)
+    unique: list[CachedGenerator] = list({id(g): g for g in cached.values()}.values())
     counts = ExecutionCounts()
-    outcomes = run_programs([protocol.start(ctx) for ctx in contexts], cached, counts.stats)
-    unique = list({id(g): g for g in cached.values()}.values())
-    counts.generations = sum(g.misses for g in unique)  # type: ignore[attr-defined]
-    counts.cache_hits = sum(g.hits for g in unique)  # type: ignore[attr-defined]
+    reported = [0]  # generations already reported
+
+    def episode_done(i: int, outcome: Any) -> None:
+        made = sum(g.misses for g in unique)
+        on_progress(1, made - reported[0])  # type: ignore[misc]
+        reported[0] = made
+
+    outcomes = run_programs([protocol.start(ctx) for ctx in contexts], cached, counts.stats,
+                            on_done=episode_done if on_progress is not None else None)
+    counts.generations = sum(g.misses for g in unique)
+    counts.cache_hits = sum(g.hits for g in unique)
     return outcomes, counts
 
 
@@ -76,8 +89,10 @@ class Executor(ABC):
 
     @abstractmethod
     def run(self, protocol: Protocol, contexts: Sequence[EpisodeContext], backends: Mapping[str, Generator],
-            cache: GenerationCache) -> tuple[list[Outcome | ProgramFailed], ExecutionCounts]:
-        """One outcome per context, in order, and what it cost."""
+            cache: GenerationCache, on_progress: OnProgress | None = None
+            ) -> tuple[list[Outcome | ProgramFailed], ExecutionCounts]:
+        """One outcome per context, in order, and what it cost; ``on_progress`` hears of finished episodes
+        (one by one here, shard by shard on Ray)."""
 
     def close(self) -> None:
         """Release whatever the executor holds."""
@@ -88,8 +103,8 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def run(self, protocol, contexts, backends, cache):
-        return run_cached(protocol, contexts, backends, cache)
+    def run(self, protocol, contexts, backends, cache, on_progress=None):
+        return run_cached(protocol, contexts, backends, cache, on_progress)
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
@@ -136,7 +151,7 @@ class RayExecutor(Executor):
     def workers(self) -> int:
         return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
 
-    def run(self, protocol, contexts, backends, cache):
+    def run(self, protocol, contexts, backends, cache, on_progress=None):
         if not contexts:
             return [], ExecutionCounts()
         # Workers share the disk cache; without one, each shard only shares generations within itself.
@@ -146,11 +161,19 @@ class RayExecutor(Executor):
         shared_protocol, shared_backends = self._ray.put(protocol), self._ray.put(dict(backends))
         refs = [self._remote.remote(shared_protocol, list(contexts[i:i + size]), shared_backends, cache_path)
                 for i in range(0, len(contexts), size)]
+        done: dict[Any, tuple[list[Outcome | ProgramFailed], ExecutionCounts]] = {}
+        waiting = list(refs)
+        while waiting:  # shards in the order they finish, so progress moves before the slowest one
+            ready, waiting = self._ray.wait(waiting, num_returns=1)
+            for ref in ready:
+                done[ref] = self._ray.get(ref)
+                if on_progress is not None:
+                    on_progress(len(done[ref][0]), done[ref][1].generations)
         outcomes: list[Outcome | ProgramFailed] = []
         counts = ExecutionCounts()
-        for shard_outcomes, shard_counts in self._ray.get(refs):
-            outcomes += shard_outcomes
-            counts.add(shard_counts)
+        for ref in refs:
+            outcomes += done[ref][0]
+            counts.add(done[ref][1])
         return outcomes, counts
 
     def map(self, fn: Any, shards: Sequence[dict[str, Any]], shared: dict[str, Any]) -> list[Any]:
@@ -173,5 +196,5 @@ def make_executor(name: str = "local", address: str | None = None, num_cpus: int
     raise ConfigError(f"unknown executor {name!r}; use 'local' or 'ray'")
 
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "ExecutionCounts", "make_executor", "run_shard",
+__all__ = ["Executor", "LocalExecutor", "OnProgress", "RayExecutor", "ExecutionCounts", "make_executor", "run_shard",
            "run_cached", "wrap_with_cache", "RAY_HINT"]

@@ -245,11 +245,12 @@ def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[fr
 def _planned(game: CoalitionGame, estimators: Sequence[str], known: Sequence[frozenset],
              mc: Mapping[str, Any]) -> int:
     """How many coalitions the estimators will run at most: the known ones plus a sampling estimator's budget
-    (given or default), never more than every coalition; the known ones alone when sampling has no budget."""
+    (given or default), never more than every coalition (the bound when sampling has no budget: up to
+    the exact limit its tolerance usually stops it sooner, so the bar's ETA is then an upper bound)."""
     n = len(game.players)
     sampled = "mc" in estimators or ("interactions" in estimators and n > EXACT_LIMIT)
     budget, _ = default_budget(n, mc.get("budget"), mc.get("budget_generations"))
-    extra = budget if sampled and budget is not None else 0
+    extra = (2 ** n if budget is None else budget) if sampled else 0
     return min(len(set(known)) + extra, 2 ** n - 1)
 
 

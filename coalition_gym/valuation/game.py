@@ -134,6 +134,7 @@ class CoalitionGame(Game):
         self.progress = progress
         self.progress_label = f"{self.protocol.name} coalitions"  # the bar's text; a report may say what runs
         self._bar: Any = None
+        self._generations_shown = 0
         self.executor = executor if executor is not None else LocalExecutor()
         self._backends = pool.backends()
         self._counts = ExecutionCounts(stats=self.stats)
@@ -166,18 +167,32 @@ class CoalitionGame(Game):
 
     def _run(self, contexts: list[EpisodeContext]) -> list:
         if not self.share_generations:  # the baseline that measures what sharing saves
-            return run_programs([self.protocol.start(ctx) for ctx in contexts], self._backends, self.stats)
-        outcomes, counts = self.executor.run(self.protocol, contexts, self._backends, self.cache)
+            return run_programs([self.protocol.start(ctx) for ctx in contexts], self._backends, self.stats,
+                                on_done=(lambda i, o: self._advance(1, 1)) if self._bar is not None else None)
+        outcomes, counts = self.executor.run(self.protocol, contexts, self._backends, self.cache,
+                                             self._advance if self._bar is not None else None)
         self._counts.add(counts)  # its stats are self.stats
         return outcomes
 
+    def _open_bar(self) -> Any:
+        """The progress bar, counted in episodes (a coalition on one item): the finest unit whose total is
+        known before the work (generations depend on cache hits and early exits); it shows generations made."""
+        if self.progress and self._bar is None:
+            self._bar = tqdm(total=0, desc=self.progress_label, unit="ep", leave=False)
+            self._bar.set_postfix_str("0 generations", refresh=False)
+            self._generations_shown = 0
+        return self._bar
+
+    def _advance(self, episodes: int, generations: int) -> None:
+        self._generations_shown += generations
+        self._bar.set_postfix_str(f"{self._generations_shown} generations", refresh=False)
+        self._bar.update(episodes)
+
     def plan(self, coalitions: int) -> None:
-        """Fix the progress bar's total at ``coalitions`` new ones to run (so it shows a true share and an
-        ETA); work beyond the plan raises the total, as without one."""
-        if self.progress:
-            if self._bar is None:
-                self._bar = tqdm(total=0, desc=self.progress_label, unit="coalition", leave=False)
-            self._bar.total = self._bar.n + max(int(coalitions), 0)
+        """Fix the progress bar's total at ``coalitions`` new ones to run, times the items (so it shows a
+        true share and an ETA); work beyond the plan raises the total, as without one."""
+        if self._open_bar() is not None:
+            self._bar.total = self._bar.n + max(int(coalitions), 0) * self.n_items
             self._bar.refresh()
 
     def ordered(self, coalition: frozenset) -> tuple[str, ...]:
@@ -192,11 +207,12 @@ class CoalitionGame(Game):
                 self.records[c] = []
             else:
                 runnable.append(c)
-        if self.progress and self._bar is None:
-            self._bar = tqdm(total=0, desc=self.progress_label, unit="coalition", leave=False)
-        if self._bar is not None and self._bar.n + len(runnable) > self._bar.total:  # beyond the plan (or none)
-            self._bar.total = self._bar.n + len(runnable)
-            self._bar.refresh()
+        if self._open_bar() is not None:
+            if self._bar.n + len(coalitions) * self.n_items > self._bar.total:  # beyond the plan (or none)
+                self._bar.total = self._bar.n + len(coalitions) * self.n_items
+                self._bar.refresh()
+            if len(runnable) < len(coalitions):
+                self._bar.update((len(coalitions) - len(runnable)) * self.n_items)  # worth 0 without running
         per_chunk = max(1, self.max_programs // self.n_items)
         for start in range(0, len(runnable), per_chunk):
             chunk = runnable[start:start + per_chunk]
@@ -208,8 +224,6 @@ class CoalitionGame(Game):
                 rows = scored[k * self.n_items:(k + 1) * self.n_items]
                 out[c] = np.array([r.score for r in rows])
                 self.records[c] = [episode_record(r, it, self.record_text) for r, it in zip(rows, self.items)]
-            if self._bar is not None:
-                self._bar.update(len(chunk))
         return out
 
     @property

@@ -191,13 +191,14 @@ def test_estimators_are_fitted_to_the_pool_before_any_generation(tmp_path, monke
 
 def test_the_eval_progress_bar_has_a_fixed_total_from_the_start(monkeypatch):
     """Issue 41.2: the bar's total is set before the first coalition runs (known coalitions plus the sampling
-    budget), so it shows a true share and an ETA instead of a total that grows every round."""
+    budget, times the items), so it shows a true share and an ETA instead of a total that grows every round;
+    it moves episode by episode (not only when a whole batch of coalitions ends) and shows the generations."""
     import coalition_gym.valuation.game as game_module
     from coalition_gym.envs.system import System, SystemSpec
     from coalition_gym.reports.leaderboard import EvalOptions, evaluate
     from coalition_gym.valuation.game import CoalitionGame
 
-    totals = []
+    totals, steps, postfix = [], [], []
 
     class Bar:
         def __init__(self, total=0, **kwargs):
@@ -208,6 +209,10 @@ def test_the_eval_progress_bar_has_a_fixed_total_from_the_start(monkeypatch):
 
         def update(self, k):
             self.n += k
+            steps.append(k)
+
+        def set_postfix_str(self, text, refresh=True):
+            postfix.append(text)
 
         def close(self):
             pass
@@ -215,6 +220,14 @@ def test_the_eval_progress_bar_has_a_fixed_total_from_the_start(monkeypatch):
     monkeypatch.setattr(game_module, "tqdm", Bar)
     system = System.build(SystemSpec("majority_vote", "rg/basic_arithmetic", "sim:random-13", split="test",
                                      task_kwargs={"size": 10}))
-    evaluate(CoalitionGame(system, progress=True), ["loo", "mc"], EvalOptions(n_boot=50))
-    assert totals[0] == 1 + 13 + 13 + 25 * 13  # the full coalition, loo, the solos, mc's default budget
+    game = CoalitionGame(system, progress=True)
+    evaluate(game, ["loo", "mc"], EvalOptions(n_boot=50))
+    assert totals[0] == (1 + 13 + 13 + 25 * 13) * 10  # the full coalition, loo, the solos, mc's budget; 10 items
     assert len(set(totals)) == 1  # never raised: the sampling stayed within its plan
+    assert max(steps) == 1 and len(steps) == sum(steps)  # one episode at a time
+    assert postfix[-1] == f"{game.generations} generations"
+    totals.clear()  # up to 12 members sampling has no default budget: every coalition is the (upper) bound
+    small = System.build(SystemSpec("majority_vote", "rg/basic_arithmetic", "sim:random-5", split="test",
+                                    task_kwargs={"size": 10}))
+    evaluate(CoalitionGame(small, progress=True), ["mc"], EvalOptions(n_boot=50))
+    assert totals[0] == (2 ** 5 - 1) * 10 and len(set(totals)) == 1

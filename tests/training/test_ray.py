@@ -52,6 +52,18 @@ def test_ray_gives_the_local_numbers_and_shares_the_cache(executor, tmp_path):
     assert again.values.tolist() == local.values.tolist() and again_game.generations == 0
 
 
+def test_ray_reports_progress_shard_by_shard(executor):
+    """Issue 41.2: the progress feed hears of every episode and generation as shards finish, on Ray too."""
+    task = make("rg/basic_arithmetic", size=12)
+    system = System(make_protocol("debate", rounds=2), task, load_pool("sim:demo"), items=task.items())
+    contexts = [system.context(it, 7) for it in system.items]
+    heard = []
+    outcomes, counts = executor.run(system.protocol, contexts, system.backends, GenerationCache(None),
+                                    lambda episodes, generations: heard.append((episodes, generations)))
+    assert len(outcomes) == 12 and len(heard) > 1  # more than one report: shards, not one at the end
+    assert sum(e for e, _ in heard) == 12 and sum(g for _, g in heard) == counts.generations > 0
+
+
 def test_a_killed_worker_loses_no_finished_work(executor, tmp_path):
     base = load_pool("sim:demo")
     marker = tmp_path / "died"
