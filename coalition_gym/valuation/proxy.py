@@ -20,19 +20,29 @@ effect per player. phi(h) is exact: the additive part gives beta_i, and the tabl
 item only through the number p of high players, so for each p it is a sum over (a, b) weighted by
 C(p - 1, a) C(n - p, b) (or C(p, a) C(n - p - 1, b)) times the Shapley weight of size a + b.
 
+**The selection proxy.** Some protocols answer with one member's answer (SLM-MUX: the most
+self-consistent member; cascade: the first confident one): on item t, v_t(S) is the solo value of the
+member of S that comes first in an item-specific priority. Once every pair has been evaluated (the kernel
+design enumerates size 2 at about 25n coalitions for n = 8, 50n for n = 10 and 12), each item's priority is
+read off its pairs (who answered for {i, j} when one is right alone and the other not), and
+``h_t(S) = x_t(first of S)``, whose Shapley value and pair interactions are exact in closed form (a player
+adds ``x_r - v(S)`` to the coalitions S it leads). Read off enumerated sizes only, it needs no cross-fit.
+The two proxies are blended with non-negative weights fitted on out-of-fold values of the coalitions of
+size 3 and more; before the pairs are all known the vote-like proxy is used alone.
+
 **A control variate, not a belief.** The estimate is ``c phi(h) + H(v - c h)`` (H the hybrid estimate):
 c in [0, 1] and the hybrid's kernel weight are chosen together to minimise the bootstrap variance over
 resampled units, so a proxy that does not track the game is used less (c = 1 when too few units to
-calibrate on). The one proxy structure it cannot use is a selection (a protocol answering with one
-member's answer, SLM-MUX, cascade): shapiq's RegressionMSR with boosted trees is ahead or level there at
-25n (benchmarks/results/estimators.md).
+calibrate on).
 
 **Honesty.** The proxy is *cross-fitted over items*: the items are split into folds and each fold's
 proxy is fitted on the other folds' values, so no item's residual is fitted on its own values (the
 residual estimate keeps the sampling estimator's behaviour, not an overfitted one). The interval is the
 sampling module's two-level bootstrap (items, and sampled units within each size) with the fitted proxies
 held fixed; a game the proxy represents exactly has zero residual and is estimated exactly. Settings
-(``FOLDS``, ``RIDGE``, ``HIGH``) were fixed before any run and not tuned.
+(``FOLDS``, ``RIDGE``, ``HIGH``) were fixed before any run and not tuned; the selection proxy was added
+after the benchmark's first run showed SLM-MUX and cascade behind RegressionMSR at 25n, and is judged on
+protocols and pools added after it was written (benchmarks/estimators.py, ``GAMES``).
 """
 
 from __future__ import annotations
@@ -53,20 +63,22 @@ HIGH = 0.5  # a player is of the high type on an item when its solo score is at 
 
 
 class TypeProxy:
-    """The fitted proxy of one fold: table g[a, b] and additive effects beta (see the module doc)."""
+    """The fitted vote-like proxy of one fold: table g[a, b] and additive effects beta (see the module doc).
+    Its methods take the players' solo values on some items (items x n); a player's type on an item is
+    whether its solo value is at least :data:`HIGH`."""
 
     def __init__(self, n: int, table: np.ndarray, beta: np.ndarray):
         self.n, self.table, self.beta = n, table, beta
 
-    def values(self, bits: np.ndarray, high: np.ndarray) -> np.ndarray:
-        """h_t(S) for one coalition (``bits``: n 0/1) on items with types ``high`` (items x n)."""
-        a = (high @ bits).astype(int)
+    def values(self, bits: np.ndarray, solo: np.ndarray) -> np.ndarray:
+        """h_t(S) for one coalition (``bits``: n 0/1) on the items of ``solo``."""
+        a = ((solo >= HIGH) @ bits).astype(int)
         size = int(bits.sum())
         return self.table[a, size - a] + float(self.beta @ bits)
 
-    def shapley(self, high: np.ndarray) -> np.ndarray:
-        """Exact Shapley values of the proxy on items with types ``high``: players x items."""
-        n, g = self.n, self.table
+    def shapley(self, solo: np.ndarray) -> np.ndarray:
+        """Exact Shapley values of the proxy on the items of ``solo``: players x items."""
+        n, g, high = self.n, self.table, (solo >= HIGH).astype(float)
         weight = np.array([math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)])
         comb = np.array([[math.comb(m, k) for k in range(n + 1)] for m in range(n + 1)], dtype=float)
         # for p high players: the value of being high (phi_hi[p]) and of being low (phi_lo[p])
@@ -88,12 +100,11 @@ class TypeProxy:
         p_of_item = high.sum(axis=1).astype(int)
         return np.where(high.T, phi_hi[p_of_item][None, :], phi_lo[p_of_item][None, :]) + self.beta[:, None]
 
-
-    def pair_values(self, high: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    def pair_values(self, solo: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Exact pairwise interactions of the proxy, pairs (i < j, in order) x items: the mean over S without
         i, j of g(S + ij) - g(S + i) - g(S + j) + g(S), ``weight[s]`` per coalition S of size s (the additive
         effects cancel). It depends on the item only through p and how many of i, j are of the high type."""
-        n, g = self.n, self.table
+        n, g, high = self.n, self.table, (solo >= HIGH).astype(float)
         comb = np.array([[math.comb(m, k) for k in range(n + 1)] for m in range(n + 1)], dtype=float)
         a, b = np.arange(n - 1)[:, None], np.arange(n - 1)[None, :]
         table = np.zeros((n + 1, 3))
@@ -123,13 +134,13 @@ def _smooth_features(n: int) -> np.ndarray:
     return np.stack([share, (a > b) * 1.0, (a == b) * nonempty * 1.0, size / n], axis=-1)
 
 
-def fit_proxies(n: int, masks: list[int], values: np.ndarray, high: np.ndarray, folds: np.ndarray,
-                ridge: float = RIDGE) -> list[TypeProxy]:
+def fit_type_proxies(n: int, masks: list[int], values: np.ndarray, solo: np.ndarray, folds: np.ndarray,
+                     ridge: float = RIDGE) -> list[TypeProxy]:
     """One :class:`TypeProxy` per fold, each fitted on the items of the other folds.
 
-    ``values``: coalitions x items (v_t of each mask), ``high``: items x n types, ``folds``: items -> fold."""
+    ``values``: coalitions x items (v_t of each mask), ``solo``: items x n solo values, ``folds``: items -> fold."""
     bits = _bits(masks, n)  # coalitions x n
-    a = (bits @ high.T).astype(int)  # coalitions x items
+    a = (bits @ (solo >= HIGH).T).astype(int)  # coalitions x items
     size = bits.sum(axis=1).astype(int)[:, None]
     cell = a * (n + 1) + (size - a)  # coalitions x items
     cells = (n + 1) ** 2
@@ -171,34 +182,126 @@ def fit_proxies(n: int, masks: list[int], values: np.ndarray, high: np.ndarray, 
     return out
 
 
-class CrossFitted:
-    """The proxies of every item fold, as one proxy game over all items."""
+class SelectionProxy:
+    """A selection proxy: on item t the system answers as the member of S that comes first in that item's
+    priority, so h_t(S) is that member's solo value (see the module doc). ``rank``: items x n, lower first;
+    its rows are the items of the ``solo`` rows the methods are given."""
 
-    def __init__(self, proxies: list[TypeProxy], folds: np.ndarray, high: np.ndarray):
-        self.proxies, self.folds, self.high = proxies, folds, high
+    def __init__(self, n: int, rank: np.ndarray):
+        self.n, self.rank = n, np.asarray(rank, dtype=float)
+
+    def values(self, bits: np.ndarray, solo: np.ndarray) -> np.ndarray:
+        members = np.flatnonzero(bits)
+        if members.size == 0:
+            return np.zeros(solo.shape[0])
+        first = np.argmin(self.rank[:, members], axis=1)
+        return solo[:, members][np.arange(solo.shape[0]), first]
+
+    def _lower_sums(self, solo: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The players in priority order (items x n) and, per item and position r, ``sum_{S after r} weight[|S|]
+        (v(S) - x_r)`` over the coalitions S of players after r. v(S) is the value of S's first player l, and
+        the S led by l are l with any subset of the players after l, so ``sum_S weight[|S|] v(S) = sum_{l > r}
+        x_l sum_k C(after l, k) weight[k + 1]``."""
+        n = self.n
+        order = np.argsort(self.rank, axis=1, kind="stable")
+        x = np.take_along_axis(solo, order, axis=1)
+        after = n - 1 - np.arange(n)  # players after position r
+        comb = np.array([[math.comb(m, k) for k in range(n)] for m in range(n)], dtype=float)
+        padded = np.concatenate([weight, np.zeros(n + 1 - len(weight))])
+        total = comb @ padded[:n]  # total[m] = sum_k C(m, k) weight[k]
+        led = comb @ padded[1:n + 1]  # led[m] = sum_k C(m, k) weight[k + 1]
+        contribution = x * led[after][None, :]
+        later = np.cumsum(contribution[:, ::-1], axis=1)[:, ::-1] - contribution  # sum over l > r
+        return order, later - x * total[after][None, :]
+
+    def shapley(self, solo: np.ndarray) -> np.ndarray:
+        """Exact Shapley values on the items of ``solo``: players x items. A player adds ``x_r - v(S)`` to
+        the coalitions S it leads (every S of players after it) and nothing elsewhere."""
+        n = self.n
+        weight = np.array([math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)])
+        order, by_position = self._lower_sums(solo, weight)
+        out = np.zeros(solo.shape, dtype=float)
+        np.put_along_axis(out, order, -by_position, axis=1)
+        return out.T
+
+    def pair_values(self, solo: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Exact pairwise interactions, pairs (i < j, in order) x items, ``weight[s]`` per coalition S of size s
+        without i, j. With i before j the four terms cancel unless S is led by a player after j, where they
+        are ``v(S) - x_j``: the interaction depends only on the later of the two."""
+        n = self.n
+        order, by_position = self._lower_sums(solo, weight)
+        position = np.argsort(order, axis=1)  # items x n: each player's place
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+        later = np.stack([np.maximum(position[:, i], position[:, j]) for i, j in pairs])  # pairs x items
+        return np.take_along_axis(by_position, later.T, axis=1).T
+
+
+def pair_priorities(n: int, value: Callable[[int], np.ndarray], solo: np.ndarray) -> np.ndarray:
+    """Each item's priority (items x n, lower first) read off the pairs: in {i, j} with one member of each
+    type, the one whose solo value the pair's value is closer to answered. A priority that puts each
+    high-type player i above exactly the low-type players it beat is ``key_i = lows beaten``, and each
+    low-type player j at ``0.5 + the lows beaten by more highs than j``; for a game that selects by a fixed
+    per-item order it reproduces every selection."""
+    high = solo >= HIGH
+    wins = np.zeros((solo.shape[0], n, n))  # wins[t, i, j]: i answered for {i, j} on item t
+    for i in range(n):
+        for j in range(i + 1, n):
+            v = value((1 << i) | (1 << j))
+            differ = high[:, i] != high[:, j]
+            near_i, near_j = np.abs(v - solo[:, i]), np.abs(v - solo[:, j])
+            wins[:, i, j] = differ & (near_i < near_j)
+            wins[:, j, i] = differ & (near_j < near_i)
+    lows_beaten = (wins * ~high[:, None, :]).sum(axis=2)  # for a high-type player
+    highs_winning = (wins * high[:, :, None]).sum(axis=1)  # for a low-type player: the highs that beat it
+    below = ((highs_winning[:, None, :] > highs_winning[:, :, None]) & ~high[:, None, :]).sum(axis=2)
+    return -np.where(high, lows_beaten, below + 0.5)
+
+
+Proxy = TypeProxy | SelectionProxy  # a proxy family's member: values, shapley and pair_values on some items
+
+
+class CrossFitted:
+    """The proxies of every item fold, as one proxy game over all items: a non-negative blend of the proxy
+    families (vote-like and selection), the blend weights fitted on the families' out-of-fold values."""
+
+    def __init__(self, families: list[list[Proxy]], weights: np.ndarray, folds: np.ndarray, solo: np.ndarray):
+        self.families, self.weights, self.folds, self.solo = families, weights, folds, solo
         self._memo: dict[int, np.ndarray] = {0: np.zeros(len(folds))}
 
-    def _per_fold(self, part: Callable[[TypeProxy, np.ndarray], np.ndarray], rows: int) -> np.ndarray:
+    def _per_fold(self, part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int) -> np.ndarray:
         out = np.zeros((rows, len(self.folds)))
-        for f, proxy in enumerate(self.proxies):
-            out[:, self.folds == f] = part(proxy, self.high[self.folds == f])
+        for weight, proxies in zip(self.weights, self.families):
+            if weight == 0:
+                continue
+            for f, proxy in enumerate(proxies):
+                out[:, self.folds == f] += weight * part(proxy, self.solo[self.folds == f])
         return out
 
     def value(self, mask: int) -> np.ndarray:
         """h(S) on every item."""
         if mask not in self._memo:
-            bits = _bits([mask], self.high.shape[1])[0]
-            self._memo[mask] = self._per_fold(lambda proxy, high: proxy.values(bits, high), 1)[0]
+            bits = _bits([mask], self.solo.shape[1])[0]
+            self._memo[mask] = self._per_fold(lambda proxy, solo: proxy.values(bits, solo), 1)[0]
         return self._memo[mask]
 
     def shapley(self) -> np.ndarray:
         """Exact Shapley values of h: players x items."""
-        return self._per_fold(lambda proxy, high: proxy.shapley(high), self.high.shape[1])
+        return self._per_fold(lambda proxy, solo: proxy.shapley(solo), self.solo.shape[1])
 
     def pair_values(self, weight: np.ndarray) -> np.ndarray:
         """Exact pairwise interactions of h (``weight[s]`` per coalition of size s): pairs x items."""
-        n = self.high.shape[1]
-        return self._per_fold(lambda proxy, high: proxy.pair_values(high, weight), n * (n - 1) // 2)
+        n = self.solo.shape[1]
+        return self._per_fold(lambda proxy, solo: proxy.pair_values(solo, weight), n * (n - 1) // 2)
+
+
+def out_of_fold(proxies: list[Proxy], bits: np.ndarray, solo: np.ndarray, folds: np.ndarray) -> np.ndarray:
+    """coalitions x items: each item's values from its fold's proxy (fitted without that fold's items)."""
+    out = np.zeros((len(bits), len(folds)))
+    for f, proxy in enumerate(proxies):
+        cols = folds == f
+        for row, b in enumerate(bits):
+            out[row, cols] = proxy.values(b, solo[cols])
+    return out
 
 
 def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray]) -> CrossFitted | None:
@@ -211,10 +314,34 @@ def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray]) -> 
     items = values.shape[1]
     if items < 2:
         return None
-    high = (np.stack([value(1 << k) for k in range(n)], axis=1) >= HIGH).astype(float)  # items x n types
+    solo = np.stack([value(1 << k) for k in range(n)], axis=1)  # items x n
     # fixed folds (seeded by the item count): the same items share a fold in every estimate of a game
     folds = (np.arange(items) % min(FOLDS, items))[np.random.default_rng(items).permutation(items)]
-    return CrossFitted(fit_proxies(n, masks, values, high, folds), folds, high)
+    families: list[list[Proxy]] = [list(fit_type_proxies(n, masks, values, solo, folds))]
+    if 2 not in design.complete or n < 3:
+        return CrossFitted(families, np.ones(1), folds, solo)
+    # every pair is known: each item's selection priority, read off its pairs (no sampled coalition used)
+    rank = pair_priorities(n, value, solo)
+    families.append([SelectionProxy(n, rank[folds == f]) for f in range(int(folds.max()) + 1)])
+    rows = [k for k, m in enumerate(masks) if m.bit_count() > 2]  # not the sizes a selection proxy is read off
+    bits = _bits([masks[k] for k in rows], n)
+    predictions = np.stack([out_of_fold(f, bits, solo, folds).ravel() for f in families], axis=1)
+    return CrossFitted(families, blend(predictions, values[rows].ravel()), folds, solo)
+
+
+def blend(predictions: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Non-negative least-squares weights of a few columns (every subset of columns tried: there are two),
+    on out-of-fold predictions, so no item's own proxy is weighted by its own fit."""
+    k = predictions.shape[1]
+    best = (float(target @ target), np.zeros(k))
+    for subset in range(1, 1 << k):
+        cols = [j for j in range(k) if subset >> j & 1]
+        coef = np.linalg.lstsq(predictions[:, cols], target, rcond=None)[0]
+        if np.all(coef >= 0):
+            weights = np.zeros(k)
+            weights[cols] = coef
+            best = min(best, (float(((target - predictions @ weights) ** 2).sum()), weights), key=lambda b: b[0])
+    return best[1]
 
 
 @register_sampler
@@ -259,12 +386,19 @@ class ProxySampler(HybridSampler):
         """(w, c) minimising the bootstrap variance (over resampled units, summed over players) of
         ``H_w(v) - c (H_w(h) - phi(h))``, H_w the hybrid with kernel weight w: a control variate whose
         coefficient is estimated, so a proxy that does not track the game is used less (c in [0, 1])."""
+        items, memo = len(phi[0]), {}
+
+        def stacked(mask: int) -> np.ndarray:  # v and h side by side: one table and one solve for both
+            if mask not in memo:
+                memo[mask] = np.concatenate([value(mask), proxy(mask)])
+            return memo[mask]
+
         draws = []
         for _ in range(reps):
-            units = _resample_units(design, self.rng)
-            draws.append([e.mean(axis=1) for e in (*self.both(design, value, units),
-                                                   *self.both(design, proxy, units))])
-        kv, sv, kh, sh = (np.stack([d[j] for d in draws]) for j in range(4))  # reps x players each
+            kernel, stratified = self.both(design, stacked, _resample_units(design, self.rng))
+            draws.append([e[:, part].mean(axis=1) for e in (kernel, stratified)
+                          for part in (slice(0, items), slice(items, None))])
+        kv, kh, sv, sh = (np.stack([d[j] for d in draws]) for j in range(4))  # reps x players each
         best = (math.inf, self.weight, 1.0)
         for w in np.linspace(0.0, 1.0, 21):
             x = w * kv + (1 - w) * sv
@@ -299,4 +433,5 @@ class ProxySampler(HybridSampler):
         return rest if self.proxy_shapley is None else self.proxy_shapley + rest
 
 
-__all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "TypeProxy", "cross_fitted", "fit_proxies"]
+__all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "SelectionProxy", "TypeProxy", "cross_fitted",
+           "fit_type_proxies", "pair_priorities"]
