@@ -6,8 +6,12 @@ and ``-12`` (the calibration games the default sampler and the proxy's settings 
 (2 rounds), mixture-of-agents and SLM-MUX over ``sim:random-8`` (held out: only reported); LLM-Blender and
 cascade over ``sim:random-8`` (added after the first full run, unseen until then). SLM-MUX and cascade
 were behind at 25n, and the selection proxy (``coalition_gym/valuation/proxy.py``) was written after that:
-they count as seen since, and three games added with it (SLM-MUX over ``sim:random-10``, cascade with
-threshold 0.67 over ``sim:random-10``, routing over ``sim:random-8``) are the held-out check. Every coalition is run
+they count as seen since. Three games were added with it (SLM-MUX over ``sim:random-10``, cascade with
+threshold 0.67 over ``sim:random-10``, prompt routing over ``sim:random-8``); SLM-MUX over ``sim:random-10``
+was behind at 25n, where its pairs were not all known, and the proxy sampler's enumeration of the pairs came
+after that: those three count as seen, and four games added then (SLM-MUX over ``sim:random-12``, cascade
+over ``sim:random-12``, SLM-MUX with random tie-breaks over ``sim:random-9``, debate over ``sim:random-10``)
+are the held-out check of the final design. Every coalition is run
 once, up front, recording its per-item scores and the cache keys of every generation it asks for, so
 an estimate's cost in generations is the number of distinct keys of the coalitions it evaluated (what
 a shared generation cache would have generated). Exact Shapley on the same table is the truth.
@@ -53,15 +57,19 @@ MULTIPLES = (2, 5, 10, 25, 50)
 OURS = ("proxy", "hybrid")  # the default (choose_sampler) and the previous default
 # (protocol, pool, settings, role): calibration games may choose defaults, held-out games are only reported
 SEEN = "held out, then seen: the selection proxy was written after its result"
-FRESH = "held out (added after the selection proxy)"
+SEEN_PAIRS = "held out (added with the selection proxy), then seen: the pairs' enumeration came after its result"
+FRESH = "held out (added after the pairs' enumeration)"
 GAMES = [("majority_vote", "sim:random-8", {}, "calibration"), ("majority_vote", "sim:random-10", {}, "calibration"),
          ("majority_vote", "sim:random-12", {}, "calibration"), ("debate", "sim:random-8", {"rounds": 2}, "held out"),
          ("mixture_of_agents", "sim:random-8", {}, "held out"), ("slm_mux", "sim:random-8", {}, SEEN),
          # added after the first full run, unseen until then: fresh protocols for the held-out check
          ("llm_blender", "sim:random-8", {}, "held out (added)"), ("cascade", "sim:random-8", {}, SEEN),
-         # added with the selection proxy, unseen until the run that reports them: other pools, settings, a router
-         ("slm_mux", "sim:random-10", {}, FRESH), ("cascade", "sim:random-10", {"threshold": 0.67}, FRESH),
-         ("routing", "sim:random-8", {}, FRESH)]
+         # added with the selection proxy: other pools, settings, a router
+         ("slm_mux", "sim:random-10", {}, SEEN_PAIRS), ("cascade", "sim:random-10", {"threshold": 0.67}, SEEN_PAIRS),
+         ("prompt_routing", "sim:random-8", {}, SEEN_PAIRS),
+         # added with the pairs' enumeration, unseen until the run that reports them
+         ("slm_mux", "sim:random-12", {}, FRESH), ("cascade", "sim:random-12", {}, FRESH),
+         ("slm_mux", "sim:random-9", {"tie_break": "random"}, FRESH), ("debate", "sim:random-10", {"rounds": 2}, FRESH)]
 
 
 class KeyRecorder:

@@ -132,7 +132,7 @@ class CoalitionGame(Game):
         self.records: dict[frozenset, list[dict]] = {}
         self.max_programs = max_programs
         self.progress = progress
-        self.progress_label = f"{self.protocol.name} coalitions"  # the bar's text; a report may say what runs
+        self.progress_label = self.protocol.name  # the bar's text; a report may say what runs
         self._bar: Any = None
         self._generations_shown = 0
         self.executor = executor if executor is not None else LocalExecutor()
@@ -166,9 +166,15 @@ class CoalitionGame(Game):
         return self._counts.cache_hits
 
     def _run(self, contexts: list[EpisodeContext]) -> list:
-        if not self.share_generations:  # the baseline that measures what sharing saves
+        if not self.share_generations:  # the baseline that measures what sharing saves: every Ask generates
+            asked = [self.stats.asks]
+
+            def done(i: int, outcome: Any) -> None:
+                self._advance(1, self.stats.asks - asked[0])
+                asked[0] = self.stats.asks
+
             return run_programs([self.protocol.start(ctx) for ctx in contexts], self._backends, self.stats,
-                                on_done=(lambda i, o: self._advance(1, 1)) if self._bar is not None else None)
+                                on_done=done if self._bar is not None else None)
         outcomes, counts = self.executor.run(self.protocol, contexts, self._backends, self.cache,
                                              self._advance if self._bar is not None else None)
         self._counts.add(counts)  # its stats are self.stats
@@ -178,7 +184,7 @@ class CoalitionGame(Game):
         """The progress bar, counted in episodes (a coalition on one item): the finest unit whose total is
         known before the work (generations depend on cache hits and early exits); it shows generations made."""
         if self.progress and self._bar is None:
-            self._bar = tqdm(total=0, desc=self.progress_label, unit="ep", leave=False)
+            self._bar = tqdm(total=0, desc=self.progress_label, unit=" episodes", leave=False)
             self._bar.set_postfix_str("0 generations", refresh=False)
             self._generations_shown = 0
         return self._bar

@@ -362,6 +362,11 @@ class ProxySampler(HybridSampler):
         self.proxy_shapley: np.ndarray | None = None  # c * phi(h), players x items
         self._residual: Callable[[int], np.ndarray] | None = None
 
+    def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
+        """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share
+        of sizes 2 and n - 2 covers it; the rest of that share goes to sampling size n - 2."""
+        return 2 if first == 2 and 2 in missing and math.comb(self.n, 2) <= share else None
+
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         fitted = self._fit(design, value)
         if fitted is None:  # no proxy: the plain hybrid

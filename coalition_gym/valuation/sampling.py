@@ -297,6 +297,9 @@ class KernelSampler(Sampler):
             if sum(math.comb(n, k) for k in missing) <= min(share, room) or len(open_pairs) == 1 and \
                     sum(math.comb(n, k) for k in missing) <= room:
                 return list(missing)
+            alone = self.enumerate_alone(first, missing, min(share, room))
+            if alone is not None:
+                return [alone]
             if first == 1 and 1 in missing and n <= room:  # at least the singletons: n + 1 coalitions
                 return [1]
         # the open pairs share the rest in proportion to their kernel mass: next is the one furthest behind
@@ -312,6 +315,11 @@ class KernelSampler(Sampler):
 
         return self._fill(design, min(room, step), next_size, lambda size: open_pairs.remove(pair_of[size]),
                           lambda size, budget: (n - size) not in design.complete and budget >= 2)
+
+    def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
+        """A size of the next pair of sizes to enumerate on its own when the pair does not fit its ``share``
+        of what is left (default: none; the proxy sampler enumerates the pairs)."""
+        return None
 
     def _sampled(self, units: list[Unit], s: int) -> int:
         return sum(len(u.masks) for u in units if u.stratum in self._sizes(s))

@@ -231,3 +231,6 @@ def test_the_eval_progress_bar_has_a_fixed_total_from_the_start(monkeypatch):
                                     task_kwargs={"size": 10}))
     evaluate(CoalitionGame(small, progress=True), ["mc"], EvalOptions(n_boot=50))
     assert totals[0] == (2 ** 5 - 1) * 10 and len(set(totals)) == 1
+    unshared = CoalitionGame(small, progress=True, share_generations=False)  # every Ask generates
+    evaluate(unshared, ["loo"], EvalOptions(n_boot=50))
+    assert postfix[-1] == f"{unshared.generations} generations"

@@ -161,11 +161,15 @@ def test_the_pairs_give_back_every_selection_of_a_fixed_priority():
 
 
 def test_a_selection_game_is_estimated_exactly_once_every_pair_is_known():
+    """The proxy sampler enumerates the pairs as soon as the share of sizes 2 and n - 2 covers them (10n for
+    n = 8, where the plain kernel design still samples them), and then a selection game is exact."""
     n = 8
     truth = exact_shapley(selection_game(n), n_boot=10).per_item
-    known = sampled_shapley(selection_game(n), sampler="proxy", stop=Budget(coalitions=25 * n), seed=2, n_boot=50)
-    assert not known.exact and known.coalitions == 25 * n
+    known = sampled_shapley(selection_game(n), sampler="proxy", stop=Budget(coalitions=10 * n), seed=2, n_boot=50)
+    assert not known.exact and known.coalitions == 10 * n
     np.testing.assert_allclose(known.per_item, truth, atol=1e-6)
+    plain = sampled_shapley(selection_game(n), sampler="hybrid", stop=Budget(coalitions=10 * n), seed=2, n_boot=50)
+    assert np.abs(plain.per_item - truth).mean() > 1e-3
     # below that budget the pairs are sampled, not all known: the vote-like proxy alone, and an error remains
-    sampled = sampled_shapley(selection_game(n), sampler="proxy", stop=Budget(coalitions=10 * n), seed=2, n_boot=50)
+    sampled = sampled_shapley(selection_game(n), sampler="proxy", stop=Budget(coalitions=5 * n), seed=2, n_boot=50)
     assert np.abs(sampled.per_item - truth).mean() > 1e-3
