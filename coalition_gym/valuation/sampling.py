@@ -563,8 +563,8 @@ class SampledShapley:
 #: what ``auto`` picks, in words (``cgym estimators`` prints it)
 AUTO_RULE = ("proxy from n = 2 (hybrid for a lone player): the lowest error at every budget 2n-50n on the "
              "calibration games of benchmarks/estimators.py, about half the hybrid's, intervals covering from 2n; "
-             "where one member's answer is selected (SLM-MUX, cascade) shapiq's RegressionMSR (xgboost) is ahead "
-             "or level at 25n")
+             "on selection protocols (SLM-MUX, cascade) exact or nearly once the pairs are enumerated (10n for "
+             "n = 8, 25n for n = 10-12); level with shapiq's RegressionMSR on SLM-MUX with random tie-breaks")
 
 
 def choose_sampler(n: int, budget: int | None) -> str:
