@@ -344,6 +344,21 @@ def blend(predictions: np.ndarray, target: np.ndarray) -> np.ndarray:
     return best[1]
 
 
+def unseen_sizes(design: Design) -> list[int]:
+    """Coalition sizes (1 to n - 1) neither enumerated nor met in a sampled unit."""
+    seen = design.complete | {m.bit_count() for u in design.units for m in u.masks}
+    return [k for k in range(1, design.n) if k not in seen]
+
+
+def mostly_lone(design: Design) -> bool:
+    """Whether most sampled units are alone in their size: the bootstrap pools those and sees their error only
+    coarsely, so then it sees most of the design coarsely."""
+    count: dict[int, int] = {}
+    for u in design.units:
+        count[u.stratum] = count.get(u.stratum, 0) + 1
+    return 2 * sum(c for c in count.values() if c == 1) > len(design.units)
+
+
 @register_sampler
 class ProxySampler(HybridSampler):
     """The hybrid design and estimate applied to ``v - c h`` for a cross-fitted proxy h, plus ``c`` times h's
@@ -421,14 +436,19 @@ class ProxySampler(HybridSampler):
         return None if fitted is None else (fitted.value, fitted.shapley())
 
     def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
-        """Before any size has two units (about 2n coalitions) the proxy enters uncalibrated, and its error on
-        the sizes nobody sampled is invisible to a bootstrap: the distance to the plain hybrid estimate (no
-        proxy) widens the interval then. Measured on the continuous synthetic game of the tests at 2n, 20
-        seeds: coverage 0.72 -> 0.97 (n = 10), 0.94 -> 1.00 (n = 8); the estimate itself is unchanged."""
-        if self.proxy_shapley is None or _calibratable(design):
+        """While the design is thin the bootstrap cannot see the proxy's error: on sizes no coalition was
+        evaluated at, where most sampled units are alone in their size (pooled: seen coarsely), or before any
+        size has two units (the proxy enters uncalibrated). Then the distance to the plain
+        estimates (no proxy; kernel and stratified, the farther of the two) widens the interval. Measured at
+        2n on the continuous synthetic game of the tests, 20 seeds: coverage 0.72 -> 0.97 (n = 10), 0.94 ->
+        1.00 (n = 8); on a synthetic selection game with random tie-breaks (n = 9, 3 games x 5 seeds; two
+        units of size n - 1 had made it calibratable, with the distance to the hybrid alone): 0.92, one run
+        0.56 -> 1.00. The estimate itself is unchanged."""
+        if self.proxy_shapley is None or _calibratable(design) and not unseen_sizes(design) \
+                and not mostly_lone(design):
             return None
-        plain = HybridSampler.estimate(self, design, value)
-        return np.abs(self.estimate(design, value) - plain).mean(axis=1)
+        ours = self.estimate(design, value)  # against each plain estimate (the hybrid lies between them)
+        return np.max([np.abs(ours - plain).mean(axis=1) for plain in self.both(design, value)], axis=0)
 
     def residual(self, value: Callable[[int], np.ndarray]) -> Callable[[int], np.ndarray]:
         return self._residual or value
