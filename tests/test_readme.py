@@ -443,8 +443,8 @@ def estimator_rows(summary: list[dict]) -> list[str]:
     for s in summary:
         ratio = "exact" if s["exact_budget"] else f"{s['ratio']:.2f} [{s['ratio_ci'][0]:.2f}, {s['ratio_ci'][1]:.2f}]"
         rows.append(f"| {s['game']} | {s['budget']} ({s['multiple']}n) | {s['default']:.4f} "
-                    f"({s['default_coverage']:.2f}) | {s['best_shapiq_mae']:.4f} {s['best_shapiq'].split(' ', 2)[2]} "
-                    f"| {ratio} |")
+                    f"({s['default_coverage']:.2f}; {s['default_sampling_coverage']:.2f}) | {s['best_shapiq_mae']:.4f} "
+                    f"{s['best_shapiq'].split(' ', 2)[2]} | {ratio} |")
     return rows
 
 

@@ -558,6 +558,7 @@ class SampledShapley:
     rounds: int
     stop_reason: str
     interval_note: str = ""  # why there is no interval (ci and stderr NaN), when the budget cannot give one
+    model_error: np.ndarray | None = None  # per player, what the interval was widened by (Sampler.model_error)
 
 
 #: what ``auto`` picks, in words (``cgym estimators`` prints it)
@@ -671,7 +672,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
                 f"error from (sizes {sorted(design.complete)} whole, the rest extrapolated); raise the budget "
                 f"(2n = {2 * n} gives one)")
         low, high, se, s_se = (np.full(n, np.nan) for _ in range(4))
-    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason, note)
+    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason, note, widen)
 
 
 def _coalition_budget(stop: StopRule) -> int | None:
