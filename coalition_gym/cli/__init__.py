@@ -64,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, Terminated) as stop:
         name, code = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("SIGINT", 130)
+        if started and getattr(args, "service", False):  # a server's normal end: no work to keep or resume
+            _say(f"stopped ({name}); the server held no work to keep")
+            return 0
         if started:
             mark_unfinished(args, "interrupted")
         print(file=sys.stderr)  # end a progress bar's line

@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--openenv-files", default=None, metavar="DIR",
                    help="write OpenEnv's files for this server (openenv.yaml, server/app.py, server/Dockerfile) "
                         "to DIR and exit")
-    p.set_defaults(func=commands.cmd_serve)
+    p.set_defaults(func=commands.cmd_serve, service=True)  # stopping it by a signal is its normal end
 
     p = _subcommand(sub, "eval", "leaderboard: solo vs compositional strength of a pool's models",
                     "cgym eval", "cgym eval --pool sim:demo --protocol llm_blender --task rg/gsm_symbolic "

@@ -204,3 +204,21 @@ def test_sigterm_handler_is_restored_after_main(tmp_path, monkeypatch):
 
 if os.name != "posix":  # pragma: no cover
     pytest.skip("signals are POSIX", allow_module_level=True)
+
+
+def test_a_stopped_server_says_it_stopped_not_how_to_resume(tmp_path):
+    """SIGTERM is how a server is stopped: one line, exit 0, no 'resume with' (there is no work to resume)."""
+    pytest.importorskip("openenv", reason="cgym serve needs the 'serve' extra")
+    proc = subprocess.Popen([str(CGYM), "serve", "coalition_gym/MajorityVote-v0", "--pool", "sim:demo", "--task",
+                             "zoo:arith", "--port", "0"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
+    try:
+        line = proc.stdout.readline()  # blocks until the server is up (or the command ended)
+        assert line.startswith("serving "), line + proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    stderr = proc.stderr.read()
+    ours = [x for x in stderr.splitlines() if x.startswith("cgym:")]
+    assert code == 0 and ours == ["cgym: stopped (SIGTERM); the server held no work to keep"], stderr[-2000:]
