@@ -53,6 +53,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ConfigError
+from .exact import shapley_weight
 from .sampling import Design, HybridSampler, Unit, _bits, _calibratable, _resample_units, register_sampler
 
 #: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3): refused above this
@@ -60,6 +61,11 @@ MAX_PLAYERS = 40
 FOLDS = 5  # item folds of the cross-fit
 RIDGE = 3.0  # shrinkage of the table cells towards the smooth features (in units of one item-coalition)
 HIGH = 0.5  # a player is of the high type on an item when its solo score is at least this
+
+
+def binomials(size: int) -> np.ndarray:
+    """C(m, k) for m, k < size (a size x size table; zero above the diagonal)."""
+    return np.array([[math.comb(m, k) for k in range(size)] for m in range(size)], dtype=float)
 
 
 class TypeProxy:
@@ -79,8 +85,8 @@ class TypeProxy:
     def shapley(self, solo: np.ndarray) -> np.ndarray:
         """Exact Shapley values of the proxy on the items of ``solo``: players x items."""
         n, g, high = self.n, self.table, (solo >= HIGH).astype(float)
-        weight = np.array([math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)])
-        comb = np.array([[math.comb(m, k) for k in range(n + 1)] for m in range(n + 1)], dtype=float)
+        weight = np.array([shapley_weight(s, n) for s in range(n)])
+        comb = binomials(n + 1)
         # for p high players: the value of being high (phi_hi[p]) and of being low (phi_lo[p])
         phi_hi, phi_lo = np.zeros(n + 1), np.zeros(n + 1)
         for p in range(n + 1):
@@ -105,7 +111,7 @@ class TypeProxy:
         i, j of g(S + ij) - g(S + i) - g(S + j) + g(S), ``weight[s]`` per coalition S of size s (the additive
         effects cancel). It depends on the item only through p and how many of i, j are of the high type."""
         n, g, high = self.n, self.table, (solo >= HIGH).astype(float)
-        comb = np.array([[math.comb(m, k) for k in range(n + 1)] for m in range(n + 1)], dtype=float)
+        comb = binomials(n + 1)
         a, b = np.arange(n - 1)[:, None], np.arange(n - 1)[None, :]
         table = np.zeros((n + 1, 3))
         for p in range(n + 1):
@@ -206,7 +212,7 @@ class SelectionProxy:
         order = np.argsort(self.rank, axis=1, kind="stable")
         x = np.take_along_axis(solo, order, axis=1)
         after = n - 1 - np.arange(n)  # players after position r
-        comb = np.array([[math.comb(m, k) for k in range(n)] for m in range(n)], dtype=float)
+        comb = binomials(n)
         padded = np.concatenate([weight, np.zeros(n + 1 - len(weight))])
         total = comb @ padded[:n]  # total[m] = sum_k C(m, k) weight[k]
         led = comb @ padded[1:n + 1]  # led[m] = sum_k C(m, k) weight[k + 1]
@@ -218,7 +224,7 @@ class SelectionProxy:
         """Exact Shapley values on the items of ``solo``: players x items. A player adds ``x_r - v(S)`` to
         the coalitions S it leads (every S of players after it) and nothing elsewhere."""
         n = self.n
-        weight = np.array([math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)])
+        weight = np.array([shapley_weight(s, n) for s in range(n)])
         order, by_position = self._lower_sums(solo, weight)
         out = np.zeros(solo.shape, dtype=float)
         np.put_along_axis(out, order, -by_position, axis=1)
