@@ -47,6 +47,7 @@ protocols and pools added after it was written (benchmarks/estimators.py, ``GAME
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -54,7 +55,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from .exact import shapley_weight
-from .sampling import Design, HybridSampler, Unit, _bits, _calibratable, _resample_units, register_sampler
+from .sampling import (Design, HybridSampler, Unit, ValueTable, _bits, _calibratable, _resample_units,
+                       register_sampler)
 
 #: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3): refused above this
 MAX_PLAYERS = 40
@@ -68,6 +70,30 @@ def binomials(size: int) -> np.ndarray:
     return np.array([[math.comb(m, k) for k in range(size)] for m in range(size)], dtype=float)
 
 
+@functools.lru_cache(maxsize=16)
+def _type_shapley_maps(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A table proxy's Shapley value as linear maps of its table: ``hi @ g.ravel()`` is, for each number p of
+    high players, the value of a high player (``lo``: of a low one). A high player adds ``g(a + 1, b) - g(a, b)``
+    to each of the C(p - 1, a) C(n - p, b) coalitions of a highs and b lows without it, at the Shapley weight
+    of their size (a low player: ``g(a, b + 1) - g(a, b)``, C(p, a) C(n - p - 1, b) coalitions)."""
+    weight = np.array([shapley_weight(s, n) for s in range(n)])
+    comb = binomials(n + 1)
+    a, b = np.arange(n + 1)[:, None], np.arange(n + 1)[None, :]
+    size_weight = weight[np.minimum(a + b, n - 1)]
+    hi, lo = np.zeros((n + 1, n + 1, n + 1)), np.zeros((n + 1, n + 1, n + 1))
+    for p in range(n + 1):
+        q = n - p
+        if p > 0:
+            coef = (comb[p - 1][a] * comb[q][b] * size_weight)[:n, :]
+            hi[p, 1:, :] += coef
+            hi[p, :n, :] -= coef
+        if q > 0:
+            coef = (comb[p][a] * comb[q - 1][b] * size_weight)[:, :n]
+            lo[p, :, 1:] += coef
+            lo[p, :, :n] -= coef
+    return hi.reshape(n + 1, -1), lo.reshape(n + 1, -1)
+
+
 class TypeProxy:
     """The fitted vote-like proxy of one fold: table g[a, b] and additive effects beta (see the module doc).
     Its methods take the players' solo values on some items (items x n); a player's type on an item is
@@ -77,33 +103,20 @@ class TypeProxy:
         self.n, self.table, self.beta = n, table, beta
 
     def values(self, bits: np.ndarray, solo: np.ndarray) -> np.ndarray:
-        """h_t(S) for one coalition (``bits``: n 0/1) on the items of ``solo``."""
-        a = ((solo >= HIGH) @ bits).astype(int)
-        size = int(bits.sum())
-        return self.table[a, size - a] + float(self.beta @ bits)
+        """h_t(S) on the items of ``solo``, for one coalition (``bits``: n 0/1; gives items) or several
+        (coalitions x n; gives coalitions x items)."""
+        many = np.atleast_2d(bits)
+        a = (many @ (solo >= HIGH).T).astype(int)
+        size = many.sum(axis=1).astype(int)[:, None]
+        out = self.table[a, size - a] + (many @ self.beta)[:, None]
+        return out if bits.ndim == 2 else out[0]
 
     def shapley(self, solo: np.ndarray) -> np.ndarray:
         """Exact Shapley values of the proxy on the items of ``solo``: players x items."""
-        n, g, high = self.n, self.table, (solo >= HIGH).astype(float)
-        weight = np.array([shapley_weight(s, n) for s in range(n)])
-        comb = binomials(n + 1)
-        # for p high players: the value of being high (phi_hi[p]) and of being low (phi_lo[p])
-        phi_hi, phi_lo = np.zeros(n + 1), np.zeros(n + 1)
-        for p in range(n + 1):
-            q = n - p
-            a, b = np.arange(n + 1)[:, None], np.arange(n + 1)[None, :]
-            size = np.minimum(a + b, n - 1)
-            if p > 0:
-                mask = (a <= p - 1) & (b <= q)
-                gain = np.zeros((n + 1, n + 1))
-                gain[:n, :] = g[1:, :] - g[:-1, :]
-                phi_hi[p] = float((mask * comb[p - 1][a] * comb[q][b] * weight[size] * gain).sum())
-            if q > 0:
-                mask = (a <= p) & (b <= q - 1)
-                gain = np.zeros((n + 1, n + 1))
-                gain[:, :n] = g[:, 1:] - g[:, :-1]
-                phi_lo[p] = float((mask * comb[p][a] * comb[q - 1][b] * weight[size] * gain).sum())
-        p_of_item = high.sum(axis=1).astype(int)
+        hi, lo = _type_shapley_maps(self.n)
+        high = solo >= HIGH
+        p_of_item = high.sum(axis=1)
+        phi_hi, phi_lo = hi @ self.table.ravel(), lo @ self.table.ravel()
         return np.where(high.T, phi_hi[p_of_item][None, :], phi_lo[p_of_item][None, :]) + self.beta[:, None]
 
     def pair_values(self, solo: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -140,52 +153,65 @@ def _smooth_features(n: int) -> np.ndarray:
     return np.stack([share, (a > b) * 1.0, (a == b) * nonempty * 1.0, size / n], axis=-1)
 
 
-def fit_type_proxies(n: int, masks: list[int], values: np.ndarray, solo: np.ndarray, folds: np.ndarray,
-                     ridge: float = RIDGE) -> list[TypeProxy]:
-    """One :class:`TypeProxy` per fold, each fitted on the items of the other folds.
+class TypeFit:
+    """The vote-like proxies' ridge least squares on a design's coalitions (one fit per item fold, on the other
+    folds' items), kept as per-fold sufficient statistics, so that a bootstrap replicate (the same coalitions,
+    each counted as often as the replicate's units drew it) refits in a few small matrix products.
 
-    ``values``: coalitions x items (v_t of each mask), ``solo``: items x n solo values, ``folds``: items -> fold."""
-    bits = _bits(masks, n)  # coalitions x n
-    a = (bits @ (solo >= HIGH).T).astype(int)  # coalitions x items
-    size = bits.sum(axis=1).astype(int)[:, None]
-    cell = a * (n + 1) + (size - a)  # coalitions x items
-    cells = (n + 1) ** 2
-    smooth = _smooth_features(n).reshape(cells, -1)
-    k_smooth = smooth.shape[1]
-    dim = cells + k_smooth + n
-    # sufficient statistics per fold (X^T X, X^T y): cell one-hots, smooth features of the cell, membership
-    grams, moments = [], []
-    for f in range(int(folds.max()) + 1):
-        cols = np.flatnonzero(folds == f)
-        count = np.zeros((cells, n + 1))  # per cell: rows, and rows with player k in S
-        total = np.zeros(cells)
-        rows = np.hstack([np.ones((len(masks), 1)), bits])
-        for t in cols:
-            onehot = np.zeros((len(masks), cells))
-            onehot[np.arange(len(masks)), cell[:, t]] = 1.0
-            count += onehot.T @ rows
-            total += onehot.T @ values[:, t]
-        member_gram = bits.T @ bits * len(cols)
-        member_y = bits.T @ values[:, cols].sum(axis=1)
-        x_cell = np.hstack([np.eye(cells), smooth])  # cells x (cells + k): the cell part of a row's features
-        gram = np.zeros((dim, dim))
-        gram[:cells + k_smooth, :cells + k_smooth] = x_cell.T @ (count[:, :1] * x_cell)
-        cross = x_cell.T @ count[:, 1:]  # (cells + k) x n
-        gram[:cells + k_smooth, cells + k_smooth:] = cross
-        gram[cells + k_smooth:, :cells + k_smooth] = cross.T
-        gram[cells + k_smooth:, cells + k_smooth:] = member_gram
-        grams.append(gram)
-        moments.append(np.concatenate([x_cell.T @ total, member_y]))
-    penalty = np.concatenate([np.full(cells, ridge), np.full(k_smooth + n, 1e-6)])
-    penalty[0] = 1e12  # g(0, 0) = 0: the empty coalition is worth nothing
-    all_gram, all_moment = sum(grams), sum(moments)
-    out = []
-    for gram, moment in zip(grams, moments):
-        coef = np.linalg.solve(all_gram - gram + np.diag(penalty), all_moment - moment)
-        table = (coef[:cells] + smooth @ coef[cells:cells + k_smooth]).reshape(n + 1, n + 1)
-        table[0, 0] = 0.0
-        out.append(TypeProxy(n, table, coef[cells + k_smooth:]))
-    return out
+    ``masks``: the coalitions, ``values``: coalitions x items (v_t of each mask), ``solo``: items x n solo
+    values, ``folds``: items -> fold."""
+
+    def __init__(self, n: int, masks: list[int], values: np.ndarray, solo: np.ndarray, folds: np.ndarray,
+                 ridge: float = RIDGE):
+        self.n, self.folds, self.masks, self.values = n, folds, masks, values
+        self.bits = _bits(masks, n)  # coalitions x n
+        a = (self.bits @ (solo >= HIGH).T).astype(int)  # coalitions x items
+        size = self.bits.sum(axis=1).astype(int)[:, None]
+        self.cell = a * (n + 1) + (size - a)  # coalitions x items
+        cells, count, n_folds = (n + 1) ** 2, len(masks), int(folds.max()) + 1
+        self.smooth = _smooth_features(n).reshape(cells, -1)
+        # per fold f and coalition c, over the fold's items: how many fall in each cell, and their values' sum;
+        # kept (fold, cell) x coalition, so a refit's statistics are matrix products with the multiplicities
+        flat = ((folds[None, :] * cells + self.cell) * count + np.arange(count)[:, None]).ravel()
+        shape = (n_folds * cells, count)
+        self.hits = np.bincount(flat, minlength=math.prod(shape)).reshape(shape).astype(float)
+        self.sums = np.bincount(flat, values.ravel(), minlength=math.prod(shape)).reshape(shape)
+        self.fold_sizes = np.bincount(folds, minlength=n_folds).astype(float)
+        self.fold_totals = values @ np.eye(n_folds)[folds]  # coalitions x folds: v summed over each fold's items
+        self.penalty = np.concatenate([np.full(cells, ridge), np.full(self.smooth.shape[1] + n, 1e-6)])
+        self.penalty[0] = 1e12  # g(0, 0) = 0: the empty coalition is worth nothing
+
+    def proxies(self, multiplicity: np.ndarray | None = None) -> list[TypeProxy]:
+        """One :class:`TypeProxy` per fold, fitted on the other folds' items, each coalition counted
+        ``multiplicity`` times (default: once)."""
+        n, smooth = self.n, self.smooth
+        k = smooth.shape[1]
+        m = np.ones(len(self.bits)) if multiplicity is None else multiplicity
+        weighted = m[:, None] * self.bits
+        # per fold: rows per cell, those with each player, the values per cell; the membership part
+        n_folds, cells = len(self.fold_sizes), (n + 1) ** 2
+        per_cell = (self.hits @ np.hstack([m[:, None], weighted])).reshape(n_folds, cells, n + 1)
+        rows, with_player = per_cell[:, :, 0], per_cell[:, :, 1:]
+        totals = (self.sums @ m).reshape(n_folds, cells)
+        member_gram = (self.bits.T @ weighted)[None] * self.fold_sizes[:, None, None]
+        member_y = (weighted.T @ self.fold_totals).T  # folds x n
+        out = []
+        for f in range(len(self.fold_sizes)):  # the other folds: all minus fold f
+            cnt, cw, tot = rows.sum(0) - rows[f], with_player.sum(0) - with_player[f], totals.sum(0) - totals[f]
+            # the normal equations of [cell one-hot | smooth features of the cell | membership], solved through
+            # their diagonal cell block (the Schur complement on the k + n other columns)
+            diagonal = cnt + self.penalty[:len(cnt)]
+            cross = np.hstack([cnt[:, None] * smooth, cw])  # cells x (k + n)
+            others = np.block([[smooth.T @ (cnt[:, None] * smooth), smooth.T @ cw],
+                               [cw.T @ smooth, member_gram.sum(0) - member_gram[f]]])
+            others += np.diag(self.penalty[len(cnt):])
+            y_others = np.concatenate([smooth.T @ tot, member_y.sum(0) - member_y[f]])
+            scaled = cross / diagonal[:, None]
+            coef = np.linalg.solve(others - cross.T @ scaled, y_others - scaled.T @ tot)
+            table = ((tot - cross @ coef) / diagonal + smooth @ coef[:k]).reshape(n + 1, n + 1)
+            table[0, 0] = 0.0
+            out.append(TypeProxy(n, table, coef[k:]))
+        return out
 
 
 class SelectionProxy:
@@ -197,11 +223,13 @@ class SelectionProxy:
         self.n, self.rank = n, np.asarray(rank, dtype=float)
 
     def values(self, bits: np.ndarray, solo: np.ndarray) -> np.ndarray:
-        members = np.flatnonzero(bits)
-        if members.size == 0:
-            return np.zeros(solo.shape[0])
-        first = np.argmin(self.rank[:, members], axis=1)
-        return solo[:, members][np.arange(solo.shape[0]), first]
+        """h_t(S): the solo value of S's first member on each item, for one coalition (``bits``: n 0/1; gives
+        items) or several (coalitions x n; gives coalitions x items)."""
+        many = np.atleast_2d(bits) > 0
+        ranks = np.where(many[:, None, :], self.rank[None], np.inf)  # coalitions x items x n
+        first = np.argmin(ranks, axis=2)
+        out = solo[np.arange(solo.shape[0])[None, :], first] * many.any(axis=1)[:, None]
+        return out if bits.ndim == 2 else out[0]
 
     def _lower_sums(self, solo: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The players in priority order (items x n) and, per item and position r, ``sum_{S after r} weight[|S|]
@@ -268,51 +296,75 @@ Proxy = TypeProxy | SelectionProxy  # a proxy family's member: values, shapley a
 
 class CrossFitted:
     """The proxies of every item fold, as one proxy game over all items: a non-negative blend of the proxy
-    families (vote-like and selection), the blend weights fitted on the families' out-of-fold values."""
+    families (vote-like and selection), the blend weights fitted on the families' out-of-fold values. ``fit``
+    (the vote-like family's least squares) lets a bootstrap replicate refit that family (:meth:`refit`)."""
 
-    def __init__(self, families: list[list[Proxy]], weights: np.ndarray, folds: np.ndarray, solo: np.ndarray):
-        self.families, self.weights, self.folds, self.solo = families, weights, folds, solo
+    def __init__(self, families: list[list[Proxy]], weights: np.ndarray, folds: np.ndarray, solo: np.ndarray,
+                 fit: TypeFit, kept: dict[tuple[int, str], np.ndarray] | None = None):
+        self.families, self.weights, self.folds, self.solo, self.fit = families, weights, folds, solo, fit
         self._memo: dict[int, np.ndarray] = {0: np.zeros(len(folds))}
+        self._family_parts = dict(kept or {})  # (family, "shapley" | "on_fit") -> its part, computed once
 
-    def _per_fold(self, part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int) -> np.ndarray:
+    def _blend(self, part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int,
+               cached: str | None = None) -> np.ndarray:
+        """sum over families of weight x the family's ``part`` (rows x items, each fold's items from its proxy)."""
         out = np.zeros((rows, len(self.folds)))
-        for weight, proxies in zip(self.weights, self.families):
+        for j, (weight, proxies) in enumerate(zip(self.weights, self.families)):
             if weight == 0:
                 continue
-            for f, proxy in enumerate(proxies):
-                out[:, self.folds == f] += weight * part(proxy, self.solo[self.folds == f])
+            if cached is None or (j, cached) not in self._family_parts:
+                whole = out_of_fold(proxies, part, rows, self.solo, self.folds)
+                if cached is None:
+                    out += weight * whole
+                    continue
+                self._family_parts[j, cached] = whole
+            out += weight * self._family_parts[j, cached]
         return out
 
     def value(self, mask: int) -> np.ndarray:
         """h(S) on every item."""
         if mask not in self._memo:
-            bits = _bits([mask], self.solo.shape[1])[0]
-            self._memo[mask] = self._per_fold(lambda proxy, solo: proxy.values(bits, solo), 1)[0]
+            bits = _bits([mask], self.solo.shape[1])
+            self._memo[mask] = self._blend(lambda proxy, solo: proxy.values(bits, solo), 1)[0]
         return self._memo[mask]
+
+    def on_fit(self) -> np.ndarray:
+        """h on the coalitions it was fitted on (``fit.bits``): coalitions x items."""
+        bits = self.fit.bits
+        return self._blend(lambda proxy, solo: proxy.values(bits, solo), len(bits), "on_fit")
 
     def shapley(self) -> np.ndarray:
         """Exact Shapley values of h: players x items."""
-        return self._per_fold(lambda proxy, solo: proxy.shapley(solo), self.solo.shape[1])
+        return self._blend(lambda proxy, solo: proxy.shapley(solo), self.solo.shape[1], "shapley")
 
     def pair_values(self, weight: np.ndarray) -> np.ndarray:
         """Exact pairwise interactions of h (``weight[s]`` per coalition of size s): pairs x items."""
         n = self.solo.shape[1]
-        return self._per_fold(lambda proxy, solo: proxy.pair_values(solo, weight), n * (n - 1) // 2)
+        return self._blend(lambda proxy, solo: proxy.pair_values(solo, weight), n * (n - 1) // 2)
+
+    def refit(self, multiplicity: np.ndarray) -> "CrossFitted":
+        """The vote-like family refitted with the fit's coalitions counted ``multiplicity`` times (a bootstrap
+        replicate of the sampled units); the selection family (read off enumerated pairs, with its parts) and
+        the blend weights stay."""
+        self.on_fit(), self.shapley()  # the kept families' parts, once
+        kept = {key: part for key, part in self._family_parts.items() if key[0] > 0}
+        return CrossFitted([self.fit.proxies(multiplicity), *self.families[1:]], self.weights, self.folds,
+                           self.solo, self.fit, kept)
 
 
-def out_of_fold(proxies: list[Proxy], bits: np.ndarray, solo: np.ndarray, folds: np.ndarray) -> np.ndarray:
-    """coalitions x items: each item's values from its fold's proxy (fitted without that fold's items)."""
-    out = np.zeros((len(bits), len(folds)))
+def out_of_fold(proxies: list[Proxy], part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int,
+                solo: np.ndarray, folds: np.ndarray) -> np.ndarray:
+    """rows x items: ``part(proxy, solo of its fold's items)`` of each fold's proxy (fitted without those items)."""
+    out = np.zeros((rows, len(folds)))
     for f, proxy in enumerate(proxies):
-        cols = folds == f
-        for row, b in enumerate(bits):
-            out[row, cols] = proxy.values(b, solo[cols])
+        out[:, folds == f] = part(proxy, solo[folds == f])
     return out
 
 
 def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray]) -> CrossFitted | None:
-    """The proxy fitted on ``design``'s coalitions, cross-fitted over item folds; None without the singletons
-    (no types) or with fewer than two items (nothing to cross-fit on)."""
+    """The proxy fitted on ``design``'s coalitions (in the order of ``sorted(design.masks())``), cross-fitted
+    over item folds; None without the singletons (no types) or with fewer than two items (nothing to
+    cross-fit on)."""
     if 1 not in design.complete or n < 2:
         return None
     masks = sorted(design.masks())
@@ -323,16 +375,18 @@ def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray]) -> 
     solo = np.stack([value(1 << k) for k in range(n)], axis=1)  # items x n
     # fixed folds (seeded by the item count): the same items share a fold in every estimate of a game
     folds = (np.arange(items) % min(FOLDS, items))[np.random.default_rng(items).permutation(items)]
-    families: list[list[Proxy]] = [list(fit_type_proxies(n, masks, values, solo, folds))]
+    fit = TypeFit(n, masks, values, solo, folds)
+    families: list[list[Proxy]] = [list(fit.proxies())]
     if 2 not in design.complete or n < 3:
-        return CrossFitted(families, np.ones(1), folds, solo)
+        return CrossFitted(families, np.ones(1), folds, solo, fit)
     # every pair is known: each item's selection priority, read off its pairs (no sampled coalition used)
     rank = pair_priorities(n, value, solo)
     families.append([SelectionProxy(n, rank[folds == f]) for f in range(int(folds.max()) + 1)])
     rows = [k for k, m in enumerate(masks) if m.bit_count() > 2]  # not the sizes a selection proxy is read off
-    bits = _bits([masks[k] for k in rows], n)
-    predictions = np.stack([out_of_fold(f, bits, solo, folds).ravel() for f in families], axis=1)
-    return CrossFitted(families, blend(predictions, values[rows].ravel()), folds, solo)
+    bits = fit.bits[rows]
+    predictions = np.stack([out_of_fold(f, lambda proxy, solo: proxy.values(bits, solo), len(rows), solo, folds)
+                            .ravel() for f in families], axis=1)
+    return CrossFitted(families, blend(predictions, values[rows].ravel()), folds, solo, fit)
 
 
 def blend(predictions: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -382,7 +436,9 @@ class ProxySampler(HybridSampler):
         super().__init__(n, rng)
         self.coefficient = 0.0  # c: how much of the proxy is subtracted; set by finish()
         self.proxy_shapley: np.ndarray | None = None  # c * phi(h), players x items
-        self._residual: Callable[[int], np.ndarray] | None = None
+        self._residual: ValueTable | None = None  # v - c h on the design's coalitions
+        # h; its coalitions' rows; how often each of those is in every replicate (the enumerated ones: once)
+        self._fitted: tuple[CrossFitted, dict[int, int], np.ndarray] | None = None
 
     def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
         """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share
@@ -390,36 +446,29 @@ class ProxySampler(HybridSampler):
         return 2 if first == 2 and 2 in missing and math.comb(self.n, 2) <= share else None
 
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
-        fitted = self._fit(design, value)
+        fitted = cross_fitted(self.n, design, value)
         if fitted is None:  # no proxy: the plain hybrid
             self.calibrate(design, value)
             return
-        proxy, phi = fitted
-        if _calibratable(design):
-            self.weight, self.coefficient = self._calibrate(design, value, proxy, phi)
+        fit, sampled = fitted.fit, {m for u in design.units for m in u.masks}
+        index = {m: k for k, m in enumerate(fit.masks)}
+        h, phi = fitted.on_fit(), fitted.shapley()
+        if _calibratable(design):  # v and h side by side: one table and one solve for both
+            self.weight, self.coefficient = self._calibrate(design, ValueTable(index, fit.bits,
+                                                                               np.hstack([fit.values, h])), phi)
         else:  # too few units to calibrate on: the proxy as fitted, the two estimates weighted equally
             self.coefficient = 1.0
-        c, memo = self.coefficient, {0: np.zeros_like(value(0))}
+        c = self.coefficient
+        self.proxy_shapley, self._residual = c * phi, ValueTable(index, fit.bits, fit.values - c * h)
+        self._fitted = fitted, index, np.array([0.0 if m in sampled else 1.0 for m in fit.masks])
 
-        def residual(mask: int) -> np.ndarray:
-            if mask not in memo:
-                memo[mask] = value(mask) - c * proxy(mask)
-            return memo[mask]
-
-        self.proxy_shapley, self._residual = c * phi, residual
-
-    def _calibrate(self, design: Design, value: Callable[[int], np.ndarray], proxy: Callable[[int], np.ndarray],
-                   phi: np.ndarray, reps: int = 100) -> tuple[float, float]:
+    def _calibrate(self, design: Design, stacked: ValueTable, phi: np.ndarray, reps: int = 100
+                   ) -> tuple[float, float]:
         """(w, c) minimising the bootstrap variance (over resampled units, summed over players) of
         ``H_w(v) - c (H_w(h) - phi(h))``, H_w the hybrid with kernel weight w: a control variate whose
-        coefficient is estimated, so a proxy that does not track the game is used less (c in [0, 1])."""
-        items, memo = len(phi[0]), {}
-
-        def stacked(mask: int) -> np.ndarray:  # v and h side by side: one table and one solve for both
-            if mask not in memo:
-                memo[mask] = np.concatenate([value(mask), proxy(mask)])
-            return memo[mask]
-
+        coefficient is estimated, so a proxy that does not track the game is used less (c in [0, 1]).
+        ``stacked``: v and h side by side (coalitions x 2 items)."""
+        items = len(phi[0])
         draws = []
         for _ in range(reps):
             kernel, stratified = self.both(design, stacked, _resample_units(design, self.rng))
@@ -434,12 +483,6 @@ class ProxySampler(HybridSampler):
             c = float(np.clip((x * d).sum() / max(float((d * d).sum()), 1e-30), 0.0, 1.0))
             best = min(best, (float(((x - c * d) ** 2).sum()), float(w), c))
         return best[1], best[2]
-
-    def _fit(self, design: Design, value: Callable[[int], np.ndarray]
-             ) -> tuple[Callable[[int], np.ndarray], np.ndarray] | None:
-        """The cross-fitted proxy h (as a function of the mask, all items) and its exact Shapley value."""
-        fitted = cross_fitted(self.n, design, value)
-        return None if fitted is None else (fitted.value, fitted.shapley())
 
     def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
         """While the design is thin the bootstrap cannot see the proxy's error: on sizes no coalition was
@@ -456,14 +499,26 @@ class ProxySampler(HybridSampler):
         ours = self.estimate(design, value)  # against each plain estimate (the hybrid lies between them)
         return np.max([np.abs(ours - plain).mean(axis=1) for plain in self.both(design, value)], axis=0)
 
-    def residual(self, value: Callable[[int], np.ndarray]) -> Callable[[int], np.ndarray]:
-        return self._residual or value
-
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
-        rest = super().estimate(design, self.residual(value), units)
+        """The estimate; on a bootstrap replicate (``units``), with the vote-like proxy refitted on the
+        replicate's coalitions, so the interval sees the proxy's own sampling error (c, w and the blend
+        weights stay)."""
+        if units is not None and self._fitted is not None:
+            return self._replicate(design, units)
+        rest = super().estimate(design, value if self._residual is None else self._residual, units)
         return rest if self.proxy_shapley is None else self.proxy_shapley + rest
 
+    def _replicate(self, design: Design, units: list[Unit]) -> np.ndarray:
+        fitted, index, enumerated = self._fitted
+        multiplicity = enumerated.copy()
+        for u in units:
+            for m in u.masks:
+                multiplicity[index[m]] += 1.0
+        refitted, c, fit = fitted.refit(multiplicity), self.coefficient, fitted.fit
+        residual = ValueTable(index, fit.bits, fit.values - c * refitted.on_fit())
+        return c * refitted.shapley() + super().estimate(design, residual, units)
 
-__all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "SelectionProxy", "TypeProxy", "cross_fitted",
-           "fit_type_proxies", "pair_priorities"]
+
+__all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "SelectionProxy", "TypeFit", "TypeProxy", "cross_fitted",
+           "pair_priorities"]

@@ -50,6 +50,7 @@ import numpy as np
 from ..errors import ConfigError, did_you_mean
 from .exact import EXACT_LIMIT, exact_shapley
 from .game import Game
+from .stats import t_quantile_975
 
 #: the built-in samplers; :data:`SAMPLER_CLASSES` holds every sampler, :func:`register_sampler` adds one
 SAMPLERS = ("hybrid", "kernel", "stratified", "permutation", "proxy")  # proxy: registered by .proxy
@@ -158,6 +159,19 @@ class Unit:
 
 
 @dataclass
+class ValueTable:
+    """A value function over a fixed set of coalitions held as one table (``values``: coalitions x items, rows in
+    the order of ``index``), which the estimators read without a call per coalition."""
+
+    index: dict[int, int]  # mask -> row
+    bits: np.ndarray  # coalitions x n membership
+    values: np.ndarray
+
+    def __call__(self, mask: int) -> np.ndarray:
+        return np.zeros(self.values.shape[1]) if mask == 0 else self.values[self.index[mask]]
+
+
+@dataclass
 class Design:
     """What has been evaluated: enumerated sizes (exact, no sampling error) and sampled units."""
 
@@ -193,6 +207,9 @@ class Sampler(ABC):
     def rows(self, value: Callable[[int], np.ndarray], masks: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(membership, values) of ``masks``: coalitions x n and coalitions x items, from a table of every mask
         asked of this ``value`` before (a bootstrap re-estimates from the same coalitions hundreds of times)."""
+        if isinstance(value, ValueTable):  # already one table
+            idx = np.fromiter((value.index[m] for m in masks), dtype=np.int64, count=len(masks))
+            return value.bits[idx], value.values[idx]
         if self._rows is None or self._rows[0] is not value:
             self._rows = (value, {}, np.zeros((0, self.n)), np.zeros((0, value((1 << self.n) - 1).shape[0])))
         _, index, bits, values = self._rows
@@ -559,6 +576,10 @@ class SampledShapley:
     stop_reason: str
     interval_note: str = ""  # why there is no interval (ci and stderr NaN), when the budget cannot give one
     model_error: np.ndarray | None = None  # per player, what the interval was widened by (Sampler.model_error)
+    # per player, the half-width of the 95% interval for the value on *these* items (the sampling error alone:
+    # Student-t at the bootstrap's degrees of freedom x sampling_stderr, plus model_error); ci_low / ci_high
+    # are for the value over the item population
+    sampling_halfwidth: np.ndarray | None = None
 
 
 #: what ``auto`` picks, in words (``cgym estimators`` prints it)
@@ -665,14 +686,18 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     widen = impl.model_error(design, value)
     if widen is not None:
         low, high, se = low - widen, high + widen, np.sqrt(se ** 2 + (widen / 1.96) ** 2)
+    # the unit bootstrap's degrees of freedom: units minus groups (a t quantile, not 1.96, at small budgets)
+    df = sum(len(group) - 1 for group in _bootstrap_groups(design))
+    halfwidth = t_quantile_975(df) * s_se + (0.0 if widen is None else widen)
     used, gens = spent()
     note = ""
     if all(len(group) < 2 for group in _bootstrap_groups(design)):  # no sampling error measurable
         note = (f"no interval: {used} coalitions leave fewer than two sampled units to measure the sampling "
                 f"error from (sizes {sorted(design.complete)} whole, the rest extrapolated); raise the budget "
                 f"(2n = {2 * n} gives one)")
-        low, high, se, s_se = (np.full(n, np.nan) for _ in range(4))
-    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason, note, widen)
+        low, high, se, s_se, halfwidth = (np.full(n, np.nan) for _ in range(5))
+    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason, note, widen,
+                          halfwidth)
 
 
 def _coalition_budget(stop: StopRule) -> int | None:
@@ -700,7 +725,7 @@ def _exact(game: Game, value: Callable[[int], np.ndarray], n: int, seed: int, n_
     used, gens = spent()
     zero = np.zeros(n)
     return SampledShapley(result.per_item, result.ci_low, result.ci_high, result.stderr, zero, True, name, used,
-                          gens, 0, f"exact: {why}")
+                          gens, 0, f"exact: {why}", sampling_halfwidth=zero)
 
 
 def _bootstrap_groups(design: Design) -> list[list[Unit]]:
@@ -720,10 +745,15 @@ def _calibratable(design: Design) -> bool:
     return any(len(units) >= 2 and units[0].stratum == units[1].stratum for units in _bootstrap_groups(design))
 
 
-def _resample_units(design: Design, rng: np.random.Generator) -> list[Unit]:
+def _resample_units(design: Design, rng: np.random.Generator, rescaled: bool = False) -> list[Unit]:
+    """A bootstrap replicate of the sampled units, drawn with replacement within each group. ``rescaled``: m - 1
+    draws from a group of m (the Rao-Wu rescaling): the plain bootstrap's variance of a group mean is (m - 1) /
+    m of the unbiased one, which matters with the two to five units per size of a small budget. The intervals
+    use it; calibrating a weight only compares variances and does not."""
     out: list[Unit] = []
     for units in _bootstrap_groups(design):
-        out += [units[int(k)] for k in rng.integers(len(units), size=len(units))]
+        draws = len(units) - 1 if rescaled else len(units)
+        out += [units[int(k)] for k in rng.integers(len(units), size=draws)]
     return out
 
 
@@ -732,7 +762,7 @@ def _sampling_stderr(impl: Sampler, design: Design, value: Callable[[int], np.nd
     """Bootstrap standard error of the item-mean estimate from resampling the sampled units only."""
     if len(design.units) < 2:  # no sampling error measurable yet: never "within tolerance"
         return np.full(impl.n, np.inf)
-    draws = np.stack([impl.estimate(design, value, _resample_units(design, rng)).mean(axis=1) for _ in range(reps)])
+    draws = np.stack([impl.estimate(design, value, _resample_units(design, rng, True)).mean(axis=1) for _ in range(reps)])
     return draws.std(axis=0, ddof=1)
 
 
@@ -744,7 +774,7 @@ def _two_level_bootstrap(impl: Sampler, design: Design, value: Callable[[int], n
     reps = max(50, min(n_boot, 400))  # every replicate re-solves the estimate
     draws, unit_only = [], []
     for _ in range(reps):
-        estimate = impl.estimate(design, value, _resample_units(design, rng)) if design.units else per_item
+        estimate = impl.estimate(design, value, _resample_units(design, rng, True)) if design.units else per_item
         cols = rng.integers(items, size=items)
         draws.append(estimate[:, cols].mean(axis=1))
         unit_only.append(estimate.mean(axis=1))

@@ -110,3 +110,17 @@ def test_auto_picks_exact_when_coalitions_are_free_in_generations_and_sampling_w
                                 items=task.items("test")))
     report = evaluate(game, ["auto"], EvalOptions(n_boot=50))
     assert "shapley" in report.results and report.auto["chose"] == "shapley"
+
+
+def test_the_intervals_bootstrap_draws_one_unit_fewer_per_group():
+    """Rao-Wu: m - 1 draws from a group of m units make the bootstrap variance of a group mean unbiased (m draws
+    give (m - 1) / m of it); the single units pooled as one group get the same."""
+    from coalition_gym.valuation.sampling import Design, Unit, _bootstrap_groups, _resample_units
+
+    design = Design(8, {1, 7}, [Unit(2, [3, 252]), Unit(2, [5, 250]), Unit(2, [6, 249]), Unit(3, [7, 248]),
+                                Unit(4, [15, 240])])
+    groups = _bootstrap_groups(design)
+    assert sorted(len(g) for g in groups) == [2, 3]
+    rng = np.random.default_rng(0)
+    assert len(_resample_units(design, rng, rescaled=True)) == 3
+    assert len(_resample_units(design, rng)) == 5

@@ -17,6 +17,7 @@ from coalition_gym.valuation.stats import (
     rescue_drag,
     spearman,
     summarise_settings,
+    t_quantile_975,
 )
 
 
@@ -393,3 +394,13 @@ def test_a_sweep_leaves_undefined_settings_out_of_the_count_and_says_so(tmp_path
     assert "1 setting left out, correlation undefined" in summary["sentence"]
     assert "1 setting left out, too few observations" in summary["sentence"]
     assert "| sim:random-2 / majority_vote | 2 | undefined | undefined | n/a |" in (tmp_path / "sweep.md").read_text()
+
+
+@pytest.mark.parametrize("df,quantile", [(1, 12.7062), (3, 3.1824), (5, 2.5706), (8, 2.3060), (12, 2.1788),
+                                         (30, 2.0423), (120, 1.9799), (math.inf, 1.9600)])
+def test_the_t_quantile_matches_the_table(df, quantile):
+    assert t_quantile_975(df) == pytest.approx(quantile, abs=5e-4)
+
+
+def test_the_t_quantile_is_nan_without_degrees_of_freedom():
+    assert math.isnan(t_quantile_975(0))
