@@ -480,6 +480,20 @@ class HybridSampler(KernelSampler):
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         self.calibrate(design, value)
 
+    def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
+        """While the design is thin the bootstrap cannot see the error of what it extrapolates (sizes no
+        coalition was evaluated at), sees it coarsely where most sampled units are alone in their size (pooled),
+        and has nothing to weigh the estimates by before any size has two units. Then the distance to the
+        farther of the two plain estimates (kernel, stratified) widens the interval; the estimate is unchanged.
+        Measured for the proxy sampler at 2n on the continuous synthetic game of the tests, 20 seeds: coverage
+        0.72 -> 0.97 (n = 10), 0.94 -> 1.00 (n = 8); on a synthetic selection game with random tie-breaks (n = 9,
+        3 games x 5 seeds): one run 0.56 -> 1.00. The hybrid got it later (its interval for the value on the
+        items covered 0.00 of the players at 2n on SLM-MUX with random tie-breaks over 9 members)."""
+        if _calibratable(design) and not unseen_sizes(design) and not mostly_lone(design):
+            return None
+        ours = self.estimate(design, value)  # against each plain estimate (the hybrid lies between them)
+        return np.max([np.abs(ours - plain).mean(axis=1) for plain in self.both(design, value)], axis=0)
+
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
         kernel, stratified = self.both(design, value, units)
@@ -601,6 +615,10 @@ def choose_sampler(n: int, budget: int | None) -> str:
     return "proxy" if n >= 2 and "proxy" in SAMPLER_CLASSES else "hybrid"
 
 
+#: the narrowest sampling interval (half-width): values are means of scores in [0, 1], and the estimates' least
+#: squares leave round-off of about 1e-15 to 1e-13 even where the proxy makes them exact
+ROUNDOFF = 1e-12
+
 #: a sampling estimator without a budget stops at this many coalitions per player (or earlier, at its tolerance):
 #: on the benchmark's games 25n puts the default within a few thousandths of the exact values (README)
 DEFAULT_BUDGET_PER_PLAYER = 25
@@ -691,9 +709,10 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     widen = impl.model_error(design, value)
     if widen is not None:
         low, high, se = low - widen, high + widen, np.sqrt(se ** 2 + (widen / 1.96) ** 2)
-    # the unit bootstrap's degrees of freedom: units minus groups (a t quantile, not 1.96, at small budgets)
+    # the unit bootstrap's degrees of freedom: units minus groups (a t quantile, not 1.96, at small budgets); an
+    # estimate exact but for float round-off (a selection game once its pairs are known) has no narrower interval
     df = sum(len(group) - 1 for group in _bootstrap_groups(design))
-    halfwidth = t_quantile_975(df) * s_se + (0.0 if widen is None else widen)
+    halfwidth = t_quantile_975(df) * s_se + (0.0 if widen is None else widen) + ROUNDOFF
     used, gens = spent()
     note = ""
     if all(len(group) < 2 for group in _bootstrap_groups(design)):  # no sampling error measurable
@@ -742,6 +761,21 @@ def _bootstrap_groups(design: Design) -> list[list[Unit]]:
     groups = [units for units in by_stratum.values() if len(units) >= 2]
     single = [units[0] for units in by_stratum.values() if len(units) == 1]
     return groups + ([single] if single else [])
+
+
+def unseen_sizes(design: Design) -> list[int]:
+    """Coalition sizes (1 to n - 1) neither enumerated nor met in a sampled unit."""
+    seen = design.complete | {m.bit_count() for u in design.units for m in u.masks}
+    return [k for k in range(1, design.n) if k not in seen]
+
+
+def mostly_lone(design: Design) -> bool:
+    """Whether most sampled units are alone in their size: the bootstrap pools those and sees their error only
+    coarsely, so then it sees most of the design coarsely."""
+    count: dict[int, int] = {}
+    for u in design.units:
+        count[u.stratum] = count.get(u.stratum, 0) + 1
+    return 2 * sum(c for c in count.values() if c == 1) > len(design.units)
 
 
 def _calibratable(design: Design) -> bool:
