@@ -316,7 +316,8 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 def table_markdown(rows: list[dict], tables: dict, summary: list[dict]) -> str:
     lines = ["| game | budget | ours (default) | coverage (over items) | coverage (on these items) | "
-             "wall s / estimate (CPU s) | best shapiq approximator | ours / best [95% CI] | hybrid (previous default) |",
+             "wall s / estimate (CPU s) | best shapiq approximator | ours / best [95% CI] | "
+             "hybrid (previous default) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         if s["exact_budget"]:
