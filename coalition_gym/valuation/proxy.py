@@ -197,25 +197,27 @@ class TypeFit:
         per_cell = (self.hits @ np.hstack([m[:, None], weighted])).reshape(n_folds, cells, n + 1)
         rows, with_player = per_cell[:, :, 0], per_cell[:, :, 1:]
         totals = (self.sums @ m).reshape(n_folds, cells)
-        member_gram = (self.bits.T @ weighted)[None] * self.fold_sizes[:, None, None]
+        gram = self.bits.T @ weighted
         member_y = (weighted.T @ self.fold_totals).T  # folds x n
-        out = []
-        for f in range(len(self.fold_sizes)):  # the other folds: all minus fold f
-            cnt, cw, tot = rows.sum(0) - rows[f], with_player.sum(0) - with_player[f], totals.sum(0) - totals[f]
-            # the normal equations of [cell one-hot | smooth features of the cell | membership], solved through
-            # their diagonal cell block (the Schur complement on the k + n other columns)
-            diagonal = cnt + self.penalty[:len(cnt)]
-            cross = np.hstack([cnt[:, None] * smooth, cw])  # cells x (k + n)
-            others = np.block([[smooth.T @ (cnt[:, None] * smooth), smooth.T @ cw],
-                               [cw.T @ smooth, member_gram.sum(0) - member_gram[f]]])
-            others += np.diag(self.penalty[len(cnt):])
-            y_others = np.concatenate([smooth.T @ tot, member_y.sum(0) - member_y[f]])
-            scaled = cross / diagonal[:, None]
-            coef = np.linalg.solve(others - cross.T @ scaled, y_others - scaled.T @ tot)
-            table = ((tot - cross @ coef) / diagonal + smooth @ coef[:k]).reshape(n + 1, n + 1)
-            table[0, 0] = 0.0
-            out.append(TypeProxy(n, table, coef[k:]))
-        return out
+        # every fold's fit is on the other folds: the totals minus its own (all folds solved at once)
+        cnt, cw, tot = rows.sum(0) - rows, with_player.sum(0) - with_player, totals.sum(0) - totals
+        # the normal equations of [cell one-hot | smooth features of the cell | membership], solved through their
+        # diagonal cell block (the Schur complement on the k + n other columns)
+        diagonal = cnt + self.penalty[:cells]  # folds x cells
+        cross = np.concatenate([cnt[:, :, None] * smooth[None], cw], axis=2)  # folds x cells x (k + n)
+        others = np.zeros((n_folds, k + n, k + n))
+        others[:, :k, :k] = smooth.T @ (cnt[:, :, None] * smooth[None])
+        others[:, :k, k:] = smooth.T @ cw
+        others[:, k:, :k] = others[:, :k, k:].transpose(0, 2, 1)
+        others[:, k:, k:] = gram * (self.fold_sizes.sum() - self.fold_sizes)[:, None, None]
+        others += np.diag(self.penalty[cells:])
+        y_others = np.concatenate([tot @ smooth, member_y.sum(0) - member_y], axis=1)
+        scaled = cross / diagonal[:, :, None]
+        coef = np.linalg.solve(others - cross.transpose(0, 2, 1) @ scaled,
+                               (y_others - np.einsum("fcd,fc->fd", scaled, tot))[:, :, None])[:, :, 0]
+        tables = (tot - np.einsum("fcd,fd->fc", cross, coef)) / diagonal + coef[:, :k] @ smooth.T
+        tables[:, 0] = 0.0
+        return [TypeProxy(n, table.reshape(n + 1, n + 1), c[k:]) for table, c in zip(tables, coef)]
 
 
 class SelectionProxy:
