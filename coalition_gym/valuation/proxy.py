@@ -231,10 +231,11 @@ class SelectionProxy:
     def values(self, bits: np.ndarray, solo: np.ndarray) -> np.ndarray:
         """h_t(S): the solo value of S's first member on each item, for one coalition (``bits``: n 0/1; gives
         items) or several (coalitions x n; gives coalitions x items)."""
-        many = np.atleast_2d(bits) > 0
+        many = np.atleast_2d(bits).astype(bool)
         ranks = np.where(many[:, None, :], self.rank[None], np.inf)  # coalitions x items x n
         first = np.argmin(ranks, axis=2)
-        out = solo[np.arange(solo.shape[0])[None, :], first] * many.any(axis=1)[:, None]
+        nonempty = many.sum(axis=1) > 0
+        out = solo[np.arange(solo.shape[0])[None, :], first] * nonempty[:, None]
         return out if bits.ndim == 2 else out[0]
 
     def _lower_sums(self, solo: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -354,8 +355,8 @@ class CrossFitted:
         the blend weights stay."""
         self.on_fit(), self.shapley()  # the kept families' parts, once
         kept = {key: part for key, part in self._family_parts.items() if key[0] > 0}
-        return CrossFitted([self.fit.proxies(multiplicity), *self.families[1:]], self.weights, self.folds,
-                           self.solo, self.fit, kept)
+        refitted: list[Proxy] = list(self.fit.proxies(multiplicity))
+        return CrossFitted([refitted, *self.families[1:]], self.weights, self.folds, self.solo, self.fit, kept)
 
 
 def out_of_fold(proxies: list[Proxy], part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int,
@@ -486,6 +487,7 @@ class ProxySampler(HybridSampler):
         return rest if self.proxy_shapley is None else self.proxy_shapley + rest
 
     def _replicate(self, design: Design, units: list[Unit]) -> np.ndarray:
+        assert self._fitted is not None  # estimate() calls this only after finish() fitted a proxy
         fitted, index, enumerated = self._fitted
         multiplicity = enumerated.copy()
         for u in units:
