@@ -94,6 +94,9 @@ def test_the_mc_estimator_reports_its_sampler_and_cost():
     result = sampled_shapley_values(synthetic(8), tolerance=0.0, budget=60, n_boot=50)
     assert result.extras["sampler"] == "proxy" and result.extras["coalitions_used"] == 60
     assert result.extras["stop_reason"] == "budget" and len(result.extras["sampling_stderr"]) == 8
+    # the interval on the game's own items: t x the sampling stderr, never narrower than the stderr itself
+    halfwidth = result.extras["sampling_halfwidth"]
+    assert len(halfwidth) == 8 and all(h >= 1.96 * s for h, s in zip(halfwidth, result.extras["sampling_stderr"]))
 
 
 def test_auto_picks_exact_when_coalitions_are_free_in_generations_and_sampling_when_not():
