@@ -87,8 +87,7 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
                            {"sampler": est.sampler, "exact": est.exact, "stop_reason": est.stop_reason,
                             "coalitions_used": est.coalitions, "generations_used": est.generations,
                             "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist(),
-                            "sampling_halfwidth": [] if est.sampling_halfwidth is None
-                            else est.sampling_halfwidth.tolist(),
+                            "sampling_halfwidth": est.sampling_halfwidth.tolist(),
                             "budget": budget, "budget_default": by_default,
                             **({"interval_note": est.interval_note} if est.interval_note else {})})
 

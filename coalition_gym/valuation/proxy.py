@@ -353,7 +353,8 @@ class CrossFitted:
         """The vote-like family refitted with the fit's coalitions counted ``multiplicity`` times (a bootstrap
         replicate of the sampled units); the selection family (read off enumerated pairs, with its parts) and
         the blend weights stay."""
-        self.on_fit(), self.shapley()  # the kept families' parts, once
+        self.on_fit()  # computes (and caches) every family's parts, which the kept families then carry over
+        self.shapley()
         kept = {key: part for key, part in self._family_parts.items() if key[0] > 0}
         refitted: list[Proxy] = list(self.fit.proxies(multiplicity))
         return CrossFitted([refitted, *self.families[1:]], self.weights, self.folds, self.solo, self.fit, kept)

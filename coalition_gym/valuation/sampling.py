@@ -243,8 +243,10 @@ class Sampler(ABC):
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         """Called once sampling stopped, before the final estimate (default: nothing)."""
 
-    def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
-        """Per player, an error the bootstrap cannot see, added to each side of the interval (default: none)."""
+    def model_error(self, design: Design, value: Callable[[int], np.ndarray],
+                    estimate: np.ndarray) -> np.ndarray | None:
+        """Per player, an error the bootstrap cannot see, added to each side of the interval (default: none);
+        ``estimate`` is the final estimate (players x items)."""
         return None
 
     def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
@@ -480,7 +482,8 @@ class HybridSampler(KernelSampler):
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         self.calibrate(design, value)
 
-    def model_error(self, design: Design, value: Callable[[int], np.ndarray]) -> np.ndarray | None:
+    def model_error(self, design: Design, value: Callable[[int], np.ndarray],
+                    estimate: np.ndarray) -> np.ndarray | None:
         """While the design is thin the bootstrap cannot see the error of what it extrapolates (sizes no
         coalition was evaluated at), sees it coarsely where most sampled units are alone in their size (pooled),
         and has nothing to weigh the estimates by before any size has two units. Then the distance to the
@@ -491,8 +494,8 @@ class HybridSampler(KernelSampler):
         items covered 0.00 of the players at 2n on SLM-MUX with random tie-breaks over 9 members)."""
         if _calibratable(design) and not unseen_sizes(design) and not mostly_lone(design):
             return None
-        ours = self.estimate(design, value)  # against each plain estimate (the hybrid lies between them)
-        return np.max([np.abs(ours - plain).mean(axis=1) for plain in self.both(design, value)], axis=0)
+        # against each plain estimate (the hybrid lies between them)
+        return np.max([np.abs(estimate - plain).mean(axis=1) for plain in self.both(design, value)], axis=0)
 
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
@@ -587,6 +590,10 @@ class SampledShapley:
     ci_high: np.ndarray
     stderr: np.ndarray  # two-level bootstrap standard error
     sampling_stderr: np.ndarray  # from resampling the sampled units alone
+    # per player, the half-width of the 95% interval for the value on *these* items (the sampling error alone:
+    # Student-t at the bootstrap's degrees of freedom x sampling_stderr, plus model_error); ci_low / ci_high
+    # are for the value over the item population
+    sampling_halfwidth: np.ndarray
     exact: bool
     sampler: str
     coalitions: int
@@ -595,10 +602,6 @@ class SampledShapley:
     stop_reason: str
     interval_note: str = ""  # why there is no interval (ci and stderr NaN), when the budget cannot give one
     model_error: np.ndarray | None = None  # per player, what the interval was widened by (Sampler.model_error)
-    # per player, the half-width of the 95% interval for the value on *these* items (the sampling error alone:
-    # Student-t at the bootstrap's degrees of freedom x sampling_stderr, plus model_error); ci_low / ci_high
-    # are for the value over the item population
-    sampling_halfwidth: np.ndarray | None = None
 
 
 #: what ``auto`` picks, in words (``cgym estimators`` prints it)
@@ -706,22 +709,22 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     impl.finish(design, value)
     per_item = impl.estimate(design, value)
     low, high, se, s_se = _two_level_bootstrap(impl, design, value, per_item, seed, n_boot)
-    widen = impl.model_error(design, value)
+    widen = impl.model_error(design, value, per_item)
     if widen is not None:
         low, high, se = low - widen, high + widen, np.sqrt(se ** 2 + (widen / 1.96) ** 2)
     # the unit bootstrap's degrees of freedom: units minus groups (a t quantile, not 1.96, at small budgets); an
     # estimate exact but for float round-off (a selection game once its pairs are known) has no narrower interval
-    df = sum(len(group) - 1 for group in _bootstrap_groups(design))
-    halfwidth = t_quantile_975(df) * s_se + (0.0 if widen is None else widen) + ROUNDOFF
+    groups = _bootstrap_groups(design)
+    halfwidth = t_quantile_975(sum(len(g) - 1 for g in groups)) * s_se + (0.0 if widen is None else widen) + ROUNDOFF
     used, gens = spent()
     note = ""
-    if all(len(group) < 2 for group in _bootstrap_groups(design)):  # no sampling error measurable
+    if all(len(group) < 2 for group in groups):  # no sampling error measurable
         note = (f"no interval: {used} coalitions leave fewer than two sampled units to measure the sampling "
                 f"error from (sizes {sorted(design.complete)} whole, the rest extrapolated); raise the budget "
                 f"(2n = {2 * n} gives one)")
         low, high, se, s_se, halfwidth = (np.full(n, np.nan) for _ in range(5))
-    return SampledShapley(per_item, low, high, se, s_se, False, name, used, gens, rounds, reason, note, widen,
-                          halfwidth)
+    return SampledShapley(per_item, low, high, se, s_se, halfwidth, False, name, used, gens, rounds, reason, note,
+                          widen)
 
 
 def _coalition_budget(stop: StopRule) -> int | None:
@@ -748,8 +751,8 @@ def _exact(game: Game, value: Callable[[int], np.ndarray], n: int, seed: int, n_
     result = exact_shapley(game, n_boot=n_boot, seed=seed)
     used, gens = spent()
     zero = np.zeros(n)
-    return SampledShapley(result.per_item, result.ci_low, result.ci_high, result.stderr, zero, True, name, used,
-                          gens, 0, f"exact: {why}", sampling_halfwidth=zero)
+    return SampledShapley(result.per_item, result.ci_low, result.ci_high, result.stderr, zero, zero, True, name, used,
+                          gens, 0, f"exact: {why}")
 
 
 def _bootstrap_groups(design: Design) -> list[list[Unit]]:

@@ -99,9 +99,6 @@ def _paired(x: ArrayLike, y: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np
     return xa, ya
 
 
-# ----------------------------------------------------------------------------- correlations
-
-
 #: Student-t 97.5% quantiles for 1-4 degrees of freedom, where the series below is off by more than 1e-3
 _T975_SMALL = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764}
 _Z975 = 1.959963984540054
@@ -120,6 +117,9 @@ def t_quantile_975(df: float) -> float:
              (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
              (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160]
     return z + sum(g / df ** (k + 1) for k, g in enumerate(terms))
+
+
+# ----------------------------------------------------------------------------- correlations
 
 
 def rankdata(values: ArrayLike) -> NDArray[np.float64]:
