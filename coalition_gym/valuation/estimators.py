@@ -71,7 +71,7 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
     """Shapley values from sampled coalitions (``coalition_gym.valuation.sampling``): the default
     sampler, stopped at ``tolerance`` (the largest sampling stderr), a budget in coalitions and/or in
     generations, or ``max_rounds``; exact as soon as the budget covers every coalition. The interval
-    and stderr include the sampling error (two-level bootstrap)."""
+    and stderr include the sampling error (the grouped jackknife of the sampled units)."""
     budget, by_default = default_budget(len(game.players), budget, budget_generations)
     rules: list[StopRule] = [MaxRounds(max_rounds)]
     if tolerance and tolerance > 0:

@@ -39,11 +39,11 @@ calibrate on).
 proxy is fitted on the other folds' values, so no item's residual is fitted on its own values (the
 residual estimate keeps the sampling estimator's behaviour, not an overfitted one). It is not cross-fitted
 over coalitions, though: fitted on the sampled coalitions, it tracks the game better there than elsewhere.
-So the interval (the sampling module's two-level bootstrap: items, and sampled units within each size)
-refits the vote-like proxy on every replicate's coalitions (:class:`TypeFit` keeps the least squares as
-sufficient statistics, a refit is a few small matrix products); c, the kernel weight and the blend weights
-stay. Holding the fitted proxy fixed instead, the interval for the value on the game's own items covered
-0.44-0.61 of the players at 5n on the benchmark's games. A game the proxy represents exactly has zero
+So the interval (the sampling module's grouped jackknife over the sampled units) refits the vote-like proxy on
+every replicate's coalitions (:class:`TypeFit` keeps the least squares as sparse sufficient statistics, a refit
+is a few small matrix products); c, the kernel weight and the blend weights stay. Holding the fitted proxy
+fixed instead, the interval for the value on the game's own items covered 0.44-0.61 of the players at 5n on
+the benchmark's games. A game the proxy represents exactly has zero
 residual and is estimated exactly. Settings
 (``FOLDS``, ``RIDGE``, ``HIGH``) were fixed before any run and not tuned; the selection proxy was added
 after the benchmark's first run showed SLM-MUX and cascade behind RegressionMSR at 25n, and is judged on
@@ -54,9 +54,11 @@ from __future__ import annotations
 
 import functools
 import math
+import typing
 from typing import Callable
 
 import numpy as np
+from scipy import sparse
 
 from ..errors import ConfigError
 from .exact import shapley_weight
@@ -159,8 +161,8 @@ def _smooth_features(n: int) -> np.ndarray:
 
 class TypeFit:
     """The vote-like proxies' ridge least squares on a design's coalitions (one fit per item fold, on the other
-    folds' items), kept as per-fold sufficient statistics, so that a bootstrap replicate (the same coalitions,
-    each counted as often as the replicate's units drew it) refits in a few small matrix products.
+    folds' items), kept as per-fold sufficient statistics, so that a replicate of the sampled units (the same
+    coalitions, each counted as often as the replicate holds its unit) refits in a few small matrix products.
 
     ``masks``: the coalitions, ``values``: coalitions x items (v_t of each mask), ``solo``: items x n solo
     values, ``folds``: items -> fold."""
@@ -176,10 +178,12 @@ class TypeFit:
         self.smooth = _smooth_features(n).reshape(cells, -1)
         # per fold f and coalition c, over the fold's items: how many fall in each cell, and their values' sum;
         # kept (fold, cell) x coalition, so a refit's statistics are matrix products with the multiplicities
-        flat = ((folds[None, :] * cells + self.cell) * count + np.arange(count)[:, None]).ravel()
+        # (sparse: each coalition's items fall in at most items of the folds x cells rows)
+        row = (folds[None, :] * cells + self.cell).ravel()
+        column = np.repeat(np.arange(count), values.shape[1])
         shape = (n_folds * cells, count)
-        self.hits = np.bincount(flat, minlength=math.prod(shape)).reshape(shape).astype(float)
-        self.sums = np.bincount(flat, values.ravel(), minlength=math.prod(shape)).reshape(shape)
+        self.hits = sparse.csr_matrix((np.ones(row.size), (row, column)), shape=shape)  # duplicates summed
+        self.sums = sparse.csr_matrix((values.ravel(), (row, column)), shape=shape)
         self.fold_sizes = np.bincount(folds, minlength=n_folds).astype(float)
         self.fold_totals = values @ np.eye(n_folds)[folds]  # coalitions x folds: v summed over each fold's items
         self.penalty = np.concatenate([np.full(cells, ridge), np.full(self.smooth.shape[1] + n, 1e-6)])
@@ -218,6 +222,14 @@ class TypeFit:
         tables = (tot - np.einsum("fcd,fd->fc", cross, coef)) / diagonal + coef[:, :k] @ smooth.T
         tables[:, 0] = 0.0
         return [TypeProxy(n, table.reshape(n + 1, n + 1), c[k:]) for table, c in zip(tables, coef)]
+
+
+    def on_fit(self, proxies: list[TypeProxy]) -> np.ndarray:
+        """Each fold's proxy (of :meth:`proxies`) on its own items at the fit's coalitions (coalitions x items),
+        read off the cells the fit already knows: what ``TypeProxy.values`` gives, without recomputing them."""
+        tables = np.stack([p.table.ravel() for p in proxies])  # folds x cells
+        betas = np.stack([p.beta for p in proxies])  # folds x n
+        return tables[self.folds[None, :], self.cell] + (self.bits @ betas.T)[:, self.folds]
 
 
 class SelectionProxy:
@@ -304,7 +316,7 @@ Proxy = TypeProxy | SelectionProxy  # a proxy family's member: values, shapley a
 class CrossFitted:
     """The proxies of every item fold, as one proxy game over all items: a non-negative blend of the proxy
     families (vote-like and selection), the blend weights fitted on the families' out-of-fold values. ``fit``
-    (the vote-like family's least squares) lets a bootstrap replicate refit that family (:meth:`refit`)."""
+    (the vote-like family's least squares) lets a replicate of the sampled units refit that family (:meth:`refit`)."""
 
     def __init__(self, families: list[list[Proxy]], weights: np.ndarray, folds: np.ndarray, solo: np.ndarray,
                  fit: TypeFit, kept: dict[tuple[int, str], np.ndarray] | None = None):
@@ -338,6 +350,8 @@ class CrossFitted:
     def on_fit(self) -> np.ndarray:
         """h on the coalitions it was fitted on (``fit.bits``): coalitions x items."""
         bits = self.fit.bits
+        if (0, "on_fit") not in self._family_parts:  # the vote-like family, read off the fit's cells
+            self._family_parts[0, "on_fit"] = self.fit.on_fit(typing.cast(list[TypeProxy], self.families[0]))
         return self._blend(lambda proxy, solo: proxy.values(bits, solo), len(bits), "on_fit")
 
     def shapley(self) -> np.ndarray:
@@ -350,8 +364,8 @@ class CrossFitted:
         return self._blend(lambda proxy, solo: proxy.pair_values(solo, weight), n * (n - 1) // 2)
 
     def refit(self, multiplicity: np.ndarray) -> "CrossFitted":
-        """The vote-like family refitted with the fit's coalitions counted ``multiplicity`` times (a bootstrap
-        replicate of the sampled units); the selection family (read off enumerated pairs, with its parts) and
+        """The vote-like family refitted with the fit's coalitions counted ``multiplicity`` times (a replicate of
+        the sampled units); the selection family (read off enumerated pairs, with its parts) and
         the blend weights stay."""
         self.on_fit()  # computes (and caches) every family's parts, which the kept families then carry over
         self.shapley()
@@ -479,8 +493,8 @@ class ProxySampler(HybridSampler):
 
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
-        """The estimate; on a bootstrap replicate (``units``), with the vote-like proxy refitted on the
-        replicate's coalitions, so the interval sees the proxy's own sampling error (c, w and the blend
+        """The estimate; on a replicate of the sampled units (``units``: the jackknife's), with the vote-like proxy
+        refitted on the replicate's coalitions, so the interval sees the proxy's own sampling error (c, w and the blend
         weights stay)."""
         if units is not None and self._fitted is not None:
             return self._replicate(design, units)
@@ -490,10 +504,8 @@ class ProxySampler(HybridSampler):
     def _replicate(self, design: Design, units: list[Unit]) -> np.ndarray:
         assert self._fitted is not None  # estimate() calls this only after finish() fitted a proxy
         fitted, index, enumerated = self._fitted
-        multiplicity = enumerated.copy()
-        for u in units:
-            for m in u.masks:
-                multiplicity[index[m]] += 1.0
+        rows = np.fromiter(map(index.__getitem__, (m for u in units for m in u.masks)), dtype=np.int64)
+        multiplicity = enumerated + np.bincount(rows, minlength=len(enumerated))
         refitted, c, fit = fitted.refit(multiplicity), self.coefficient, fitted.fit
         residual = ValueTable(index, fit.bits, fit.values - c * refitted.on_fit())
         return c * refitted.shapley() + super().estimate(design, residual, units)

@@ -119,6 +119,19 @@ def t_quantile_975(df: float) -> float:
     return z + sum(g / df ** (k + 1) for k, g in enumerate(terms))
 
 
+def satterthwaite_df(components: ArrayLike, dfs: ArrayLike) -> NDArray[np.float64]:
+    """Welch-Satterthwaite degrees of freedom of a sum of independent variance estimates: ``components`` is
+    groups x k (each group's estimate, for k quantities), ``dfs`` each group's degrees of freedom. A sum carried
+    by one group has that group's few degrees of freedom, not the total; a sum that is exactly zero gets
+    infinitely many (nothing to be uncertain about)."""
+    d = np.asarray(dfs, dtype=float).reshape(-1, 1)
+    v = np.asarray(components, dtype=float).reshape(len(d), -1)
+    if np.any(d < 1):
+        raise ConfigError(f"every group's degrees of freedom must be at least 1, got {list(np.ravel(dfs))}")
+    total, spread = v.sum(axis=0), (v ** 2 / d).sum(axis=0)
+    return np.divide(total ** 2, spread, out=np.full(total.shape, np.inf), where=spread > 0)
+
+
 # ----------------------------------------------------------------------------- correlations
 
 

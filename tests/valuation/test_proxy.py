@@ -226,7 +226,7 @@ def test_a_refit_with_multiplicities_is_the_fit_on_the_repeated_coalitions():
 
 def test_the_sampling_interval_covers_the_value_on_these_items():
     """``sampling_halfwidth`` is the interval for the value on the game's own items (what exact Shapley on them
-    gives). Its bootstrap refits the proxy on every replicate: holding the fitted proxy fixed, as before, these
+    gives). Its jackknife refits the proxy on every replicate: holding the fitted proxy fixed, as before, these
     runs covered 0.57 of the players (the proxy's fit to the sampled coalitions went unseen)."""
     n = 10
     truth = exact_shapley(synthetic(n), n_boot=10).values
@@ -234,7 +234,7 @@ def test_the_sampling_interval_covers_the_value_on_these_items():
     for seed in range(12):
         result = sampled_shapley(synthetic(n), sampler="proxy", stop=Budget(coalitions=5 * n), seed=seed, n_boot=200)
         covered.append(np.mean(np.abs(result.per_item.mean(axis=1) - truth) <= result.sampling_halfwidth))
-    assert np.mean(covered) >= 0.85
+    assert np.mean(covered) >= 0.9
 
 
 @pytest.mark.parametrize("seed", [0, 4])

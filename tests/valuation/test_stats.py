@@ -15,6 +15,7 @@ from coalition_gym.valuation.stats import (
     pearson,
     rankdata,
     rescue_drag,
+    satterthwaite_df,
     spearman,
     summarise_settings,
     t_quantile_975,
@@ -404,3 +405,14 @@ def test_the_t_quantile_matches_the_table(df, quantile):
 
 def test_the_t_quantile_is_nan_without_degrees_of_freedom():
     assert math.isnan(t_quantile_975(0))
+
+
+def test_satterthwaite_degrees_of_freedom():
+    """Equal components add their degrees of freedom; a sum carried by one group has that group's; a zero sum
+    has nothing to be uncertain about; the formula matches its textbook value on an uneven pair."""
+    np.testing.assert_allclose(satterthwaite_df([[1.0], [1.0], [1.0]], [4, 4, 4]), [12.0])
+    np.testing.assert_allclose(satterthwaite_df([[2.0, 0.0], [0.0, 0.0]], [3, 9]), [3.0, np.inf])
+    v, d = np.array([1.0, 3.0]), np.array([2, 10])
+    np.testing.assert_allclose(satterthwaite_df(v[:, None], d), [16 / (1 / 2 + 9 / 10)])
+    with pytest.raises(ConfigError, match="at least 1"):
+        satterthwaite_df([[1.0], [1.0]], [0, 3])
