@@ -69,6 +69,7 @@ MAX_PLAYERS = 40
 FOLDS = 5  # item folds of the cross-fit
 RIDGE = 3.0  # shrinkage of the table cells towards the smooth features (in units of one item-coalition)
 HIGH = 0.5  # a player is of the high type on an item when its solo score is at least this
+ZERO_RESIDUAL = 1e-9  # a residual this small is the proxy fitting the coalition exactly (float round-off)
 
 
 def binomials(size: int) -> np.ndarray:
@@ -468,6 +469,44 @@ class ProxySampler(HybridSampler):
         c = self.coefficient
         self.proxy_shapley, self._residual = c * phi, ValueTable(index, fit.bits, fit.values - c * h)
         self._fitted = fitted, index, np.array([0.0 if m in sampled else 1.0 for m in fit.masks])
+
+    def model_error(self, design: Design, value: Callable[[int], np.ndarray],
+                    estimate: np.ndarray) -> np.ndarray | None:
+        """The hybrid's thin-design widening, plus what the coalitions not sampled can hide where the proxy fit
+        every sampled one exactly (:meth:`unseen_residual`)."""
+        thin, unseen = super().model_error(design, value, estimate), self.unseen_residual(design)
+        if unseen == 0.0:
+            return thin
+        return np.full(self.n, unseen) if thin is None else thin + unseen
+
+    def unseen_residual(self, design: Design) -> float:
+        """A bound (95%) on what the residual of the coalitions not sampled adds to any player's value, over the
+        sampled sizes where the residual ``v - c h`` is zero on every item of every sampled coalition (0.0 when
+        there are none). There the jackknife sees no error at all, yet a proxy can miss a few rare coalitions (a
+        selection proxy whose priorities are wrong where members tie). If a share q_s of the coalitions of size s
+        is missed, seeing none in m_s draws has probability (1 - q_s)^m_s; the shares where that is at least 5%
+        satisfy sum_s m_s q_s <= ln 20 (as -ln(1 - q) >= q). A missed coalition's residual, at most M, moves a
+        player's value by at most M q_s (1/s + 1/(n - s)) per size (a share q_s n / s of the size's coalitions
+        with the player, q_s n / (n - s) of those without, at Shapley weight 1/n a size), so by at most
+        ln 20 x M x max_s (1/s + 1/(n - s)) / m_s over those shares. M: the largest item-mean residual on any
+        coalition the proxy was fitted on, or one item's whole score (1/items) where all are zero (an assumption:
+        a missed coalition misses about one item). Measured: SLM-MUX over sim:random-12 at 25n and 50n, where the
+        proxy fit every sampled coalition in 14 and 6 of 20 runs, the interval on the items covered 0.30 and 0.69
+        of the players without this bound."""
+        if self._residual is None:
+            return 0.0
+        residual, n = self._residual, self.n
+        sampled: dict[int, list[int]] = {}
+        for u in design.units:
+            for m in u.masks:
+                if m.bit_count() not in design.complete:
+                    sampled.setdefault(m.bit_count(), []).append(residual.index[m])
+        exact = [s for s, rows in sampled.items() if np.abs(residual.values[rows]).max() <= ZERO_RESIDUAL]
+        if not exact:
+            return 0.0
+        items = residual.values.shape[1]
+        largest = max(float(np.abs(residual.values.mean(axis=1)).max()), 1.0 / items)
+        return math.log(20) * largest * max((1 / s + 1 / (n - s)) / len(sampled[s]) for s in exact)
 
     def _calibrate(self, design: Design, stacked: ValueTable, phi: np.ndarray, reps: int = 100
                    ) -> tuple[float, float]:

@@ -247,3 +247,32 @@ def test_the_hybrid_widens_a_thin_design_too(seed):
     assert result.model_error is not None
     assert np.mean((result.ci_low <= truth) & (truth <= result.ci_high)) >= 0.9
     assert np.mean(np.abs(result.per_item.mean(axis=1) - truth) <= result.sampling_halfwidth) >= 0.9
+
+
+def test_coalitions_the_proxy_misses_but_no_sample_shows_still_widen_the_interval():
+    """A selection game but for four coalitions of size 5, where one item's answer flips: most runs at 25n
+    sample none of them, the proxy fits every sampled coalition exactly and the jackknife sees no error at all.
+    The rule-of-three bound (``unseen_residual``) keeps the interval on the items honest there."""
+    n, items = 10, 40
+    base = selection_game(n, items=items)
+    players = list(base.players)
+    rng = np.random.default_rng(7)
+    missed = {frozenset(rng.choice(players, size=5, replace=False).tolist()) for _ in range(4)}
+
+    def value(coalition):
+        v = base._fn(coalition).copy()
+        if frozenset(coalition) in missed:
+            v[0] = 1.0 - v[0]
+        return v
+
+    truth = exact_shapley(FunctionGame(players, value, n_items=items), n_boot=10).values
+    blind, covered = 0, []
+    for seed in range(10):
+        result = sampled_shapley(FunctionGame(players, value, n_items=items), sampler="proxy",
+                                 stop=Budget(coalitions=25 * n), seed=seed, n_boot=50)
+        error = np.abs(result.per_item.mean(axis=1) - truth)
+        if result.sampling_stderr.max() < 1e-12:  # no sampled coalition showed a residual
+            blind += 1
+            assert error.max() > 1e-6  # yet the estimate is off: the missed coalitions weigh in
+        covered.append(np.mean(error <= result.sampling_halfwidth))
+    assert blind >= 3 and np.mean(covered) >= 0.9
