@@ -23,7 +23,8 @@ from ``benchmarks/.shapiq18``, built by ``bash ../shared/tools/shapiq18.sh bench
 .venv/bin/python`` (or the environment; skipped with a note when absent). Each row names its library and
 version. shapiq gets a budget of b + 1 evaluations because it spends one on the empty coalition, which ours
 get for free; the distinct non-empty coalitions it actually queried are recorded. One thread for everyone
-(``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared).
+(``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared), ours at the
+CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's jackknife does not depend on it).
 
     .venv/bin/python benchmarks/estimators.py [--quick] [--seeds 20] [--out benchmarks/results/estimators.json]
 """
@@ -48,6 +49,7 @@ from coalition_gym.envs.runner import episode_seed, run_programs, score_outcomes
 from coalition_gym.envs.system import System
 from coalition_gym.valuation.game import Game
 from coalition_gym.valuation.sampling import Budget, choose_sampler, sampled_shapley
+from coalition_gym.valuation.stats import N_BOOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import elapsed_seconds, machine_info, write_json  # noqa: E402
@@ -191,7 +193,7 @@ def run_ours(sampler: str, table: dict, truth: np.ndarray, budget: int,
     for the value on these items (``sampling_halfwidth``: the sampling error alone, as the truth holds the items
     fixed), coalitions and generations used."""
     game = TableGame(table)
-    result = sampled_shapley(game, sampler=sampler, stop=Budget(coalitions=budget), seed=seed, n_boot=200)
+    result = sampled_shapley(game, sampler=sampler, stop=Budget(coalitions=budget), seed=seed, n_boot=N_BOOT)
     estimate = result.per_item.mean(axis=1)
     cover = float(np.mean((result.ci_low <= truth) & (truth <= result.ci_high)))
     strict = float(np.mean(np.abs(estimate - truth) <= result.sampling_halfwidth))
