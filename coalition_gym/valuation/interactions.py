@@ -15,12 +15,14 @@ items for every pair). Up to :data:`~coalition_gym.valuation.exact.EXACT_LIMIT` 
 from all 2^n coalitions (the ones exact Shapley needs: no extra cost); above it they are estimated from
 sampled coalitions (the stratified design of :mod:`.sampling`, stopped by the same rules and budgets as
 ``--estimator mc``), each index's strata ``(size, i in S, j in S)`` estimated by the mean of the sampled
-coalitions in them, with a two-level bootstrap (items and sampled units). Sampled interactions are
-regression-adjusted like ``--sampler proxy`` (:mod:`.proxy`): the cross-fitted per-item proxy's interactions
-are exact in closed form, only the residual's are sampled. Measured (exact coalition tables of
-benchmarks/estimators.py, sampled estimator forced at n = 8 and 10, 10 seeds, 3n-25n): mean absolute error of
-the Shapley interactions 0.73-0.85x the plain estimate's on majority vote (n = 10) and debate, 0.83-0.94x on
-SLM-MUX, coverage no lower (``SampledSettings(proxy=False)`` gives the plain one).
+coalitions in them; their interval is the item bootstrap with the sampling error (the grouped jackknife of
+:mod:`.sampling`, t at its Satterthwaite degrees of freedom) added in quadrature. Sampled interactions are
+regression-adjusted like ``--sampler proxy`` (:mod:`.proxy`): the cross-fitted per-item proxy's interactions are
+exact in closed form, only the residual's are sampled, and the jackknife refits the proxy on every replicate.
+Measured (exact coalition tables of benchmarks/estimators.py, sampled estimator forced at n = 8 and 10, 10
+seeds, 3n-25n): mean absolute error of the Shapley interactions 0.73-0.85x the plain estimate's on majority vote
+(n = 10) and debate, 0.83-0.94x on SLM-MUX, coverage no lower (``SampledSettings(proxy=False)`` gives the plain
+one).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 
 from .exact import EXACT_LIMIT, ValuationResult, exact_shapley, result_of
 from .game import Game
-from .proxy import cross_fitted
+from .proxy import CrossFitted, ReplicateCounts, cross_fitted
 from .sampling import (
     Budget,
     Design,
@@ -42,9 +44,15 @@ from .sampling import (
     StopRule,
     StratifiedSampler,
     Tolerance,
+    Unit,
+    ValueTable,
+    _bootstrap_groups,
     _combination,
     _resample_units,
     default_budget,
+    grouped_jackknife,
+    interval_over_items,
+    t_spread,
 )
 from .stats import bootstrap_mean
 
@@ -165,6 +173,12 @@ def stratified_pair_values(design: Design, value: Callable[[int], np.ndarray], i
                            units: list | None = None) -> np.ndarray:
     """Per-item pair interactions from a stratified design: each (size, i in T, j in T) stratum's mean
     v(T) over the design's coalitions in it (enumerated sizes: all of them)."""
+    return stratified_pairs(design, value, (index,), units)[0]
+
+
+def stratified_pairs(design: Design, value: Callable[[int], np.ndarray], indices: tuple[str, ...],
+                     units: list | None = None) -> list[np.ndarray]:
+    """:func:`stratified_pair_values` of several indices (pairs x items each) from one pass over the strata."""
     n = design.n
     full = value((1 << n) - 1)
     by_size: dict[int, list[int]] = {0: [0], n: [(1 << n) - 1]}
@@ -172,7 +186,7 @@ def stratified_pair_values(design: Design, value: Callable[[int], np.ndarray], i
         by_size[s] = [_combination(r, n, s) for r in range(math.comb(n, s))]
     for u in design.units if units is None else units:
         for m in u.masks:
-            s = bin(m).count("1")
+            s = m.bit_count()
             if s not in design.complete:
                 by_size.setdefault(s, []).append(m)
     # per size: the mean v(T) over the design's T of that size with (i in T, j in T) as given, all pairs at once
@@ -181,21 +195,29 @@ def stratified_pair_values(design: Design, value: Callable[[int], np.ndarray], i
         if not ms:
             continue
         vals = np.stack([value(m) for m in ms])  # coalitions x items
-        inside = np.array([[(m >> k) & 1 for k in range(n)] for m in ms], dtype=float)
-        for has_i, a in ((True, inside), (False, 1 - inside)):
-            for has_j, b in ((True, inside), (False, 1 - inside)):
-                count = a.T @ b
-                total = np.einsum("ti,tj,tk->ijk", a, b, vals)
-                overall = np.broadcast_to(vals.mean(axis=0), total.shape)
-                means[s, has_i, has_j] = np.where(count[:, :, None] > 0,
-                                                  total / np.maximum(count, 1)[:, :, None], overall)
+        x = np.array([[(m >> k) & 1 for k in range(n)] for m in ms], dtype=float)
+        # sums of v(T) over T with i and j, then by inclusion-exclusion with i only, j only, neither
+        both = ((x[:, :, None] * x[:, None, :]).reshape(len(ms), -1).T @ vals).reshape(n, n, -1)
+        with_i, everything = x.T @ vals, vals.sum(axis=0)
+        both_count = x.T @ x
+        with_count = x.sum(axis=0)
+        totals = {(True, True): (both, both_count),
+                  (True, False): (with_i[:, None] - both, with_count[:, None] - both_count),
+                  (False, True): (with_i[None, :] - both, with_count[None, :] - both_count),
+                  (False, False): (everything - with_i[:, None] - with_i[None, :] + both,
+                                   len(ms) - with_count[:, None] - with_count[None, :] + both_count)}
+        overall = vals.mean(axis=0)
+        for (has_i, has_j), (total, count) in totals.items():
+            means[s, has_i, has_j] = np.where(count[:, :, None] > 0.5, total / np.maximum(count, 1)[:, :, None],
+                                              overall)
     zero = np.zeros((n, n, full.shape[0]))
-    weights = size_weights(index, n)
-    matrix = np.zeros_like(zero)
-    for s in range(n - 1):
-        matrix += weights[s] * (means.get((s + 2, True, True), zero) - means.get((s + 1, True, False), zero)
-                                - means.get((s + 1, False, True), zero) + means.get((s, False, False), zero))
-    return np.stack([matrix[i, j] for i, j in _pair_list(n)])
+    synergy = [means.get((s + 2, True, True), zero) - means.get((s + 1, True, False), zero)
+               - means.get((s + 1, False, True), zero) + means.get((s, False, False), zero) for s in range(n - 1)]
+    out = []
+    for index in indices:
+        matrix = sum((w * d for w, d in zip(size_weights(index, n), synergy)), zero)
+        out.append(np.stack([matrix[i, j] for i, j in _pair_list(n)]))
+    return out
 
 
 @dataclass(frozen=True)
@@ -240,7 +262,7 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
         return game.coalitions_evaluated - start[0], game.generations - start[1]
 
     game.evaluate([names((1 << n) - 1)])
-    design, rounds, reason, step = Design(n), 0, "no new coalitions", 2 * n
+    design, rounds, reason, step, se = Design(n), 0, "no new coalitions", 2 * n, math.inf
     while True:
         used, _ = spent()
         room = max(4 * step, 2 * used) if settings.budget is None else settings.budget - used
@@ -263,26 +285,25 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
             result = exact_interactions(game, n_boot=n_boot, seed=seed)
             result.details.update(stop_reason="exact: every coalition was sampled")
             return result
-        se = _sampling_stderr(design, value, rng)
+        if settings.tolerance and settings.tolerance > 0:  # a small bootstrap per round: only a tolerance needs it
+            se = _sampling_stderr(design, value, rng)
         used, gens = spent()
         progress = Progress(used, gens, rounds, se)
         if stop.done(progress):
             reason = next(r for r, rule in _named_rules(settings) if rule.done(progress))
             break
     used, gens = spent()
-    fitted = cross_fitted(n, design, value) if settings.proxy else None
-    exact_part: dict[str, np.ndarray | float] = {index: 0.0 for index in INDICES}
-    if fitted is not None:  # regression adjustment: the proxy's interactions exactly, the residual's sampled
-        per_coalition = np.array([math.comb(n - 2, s) for s in range(n - 1)], dtype=float)
-        exact_part = {index: fitted.pair_values(size_weights(index, n) / per_coalition) for index in INDICES}
-    residuals: dict[int, np.ndarray] = {}
-
-    def residual(mask: int) -> np.ndarray:
-        if mask not in residuals:
-            residuals[mask] = value(mask) if fitted is None else value(mask) - fitted.value(mask)
-        return residuals[mask]
-    matrices = {index: _bootstrapped(design, residual, index, players, (seed, n_boot), exact_part[index])
-                for index in INDICES}
+    estimate = _pair_estimate(design, value, cross_fitted(n, design, value) if settings.proxy else None)
+    per_item = estimate(None)  # both indices' pairs stacked
+    pairs = len(per_item) // len(INDICES)
+    variance, df = grouped_jackknife(estimate, _bootstrap_groups(design), len(per_item),
+                                     np.random.default_rng(seed + 1))
+    spread = t_spread(variance, df)
+    matrices = {}
+    for k, index in enumerate(INDICES):
+        part = slice(k * pairs, (k + 1) * pairs)
+        bounds = interval_over_items(per_item[part], spread[part], np.sqrt(variance[part]), n_boot, seed)
+        matrices[index] = pair_matrix(index, players, per_item[part], bounds)
     shapley = impl.estimate(design, value)
     _, vse, vlo, vhi = bootstrap_mean(shapley, n_boot=n_boot, seed=seed)
     values = ValuationResult("shapley", players, shapley.mean(axis=1), vse, vlo, vhi, shapley,
@@ -290,7 +311,27 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
                              {"sampled": True})
     return Interactions(matrices["shapley"], matrices["banzhaf"], values, False,
                         {"coalitions": used, "generations": gens, "rounds": rounds, "stop_reason": reason,
-                         "sampling_stderr": se})
+                         "sampling_stderr": float(np.sqrt(variance[:pairs].max()))})
+
+
+def _pair_estimate(design: Design, value: Callable[[int], np.ndarray], fitted: CrossFitted | None
+                   ) -> Callable[[list[Unit] | None], np.ndarray]:
+    """Both indices' per-item pair values (the Shapley pairs, then the Banzhaf ones) from the design's sampled units
+    (None) or a replicate of them. With a proxy: its interactions exactly plus the residual's, sampled, the
+    vote-like proxy refitted on a replicate's coalitions (so the interval sees the proxy's own sampling error)."""
+    n = design.n
+    per_coalition = np.array([math.comb(n - 2, s) for s in range(n - 1)], dtype=float)
+    if fitted is None:
+        return lambda units: np.vstack(stratified_pairs(design, value, INDICES, units))
+    counts, fit = ReplicateCounts(fitted.fit, design), fitted.fit
+
+    def estimate(units: list[Unit] | None) -> np.ndarray:
+        proxy = fitted if units is None else fitted.refit(counts(units))
+        residual = ValueTable(counts.index, fit.bits, fit.values - proxy.on_fit())
+        sampled = stratified_pairs(design, residual, INDICES, units)
+        return np.vstack([proxy.pair_values(size_weights(index, n) / per_coalition) + part
+                          for index, part in zip(INDICES, sampled)])
+    return estimate
 
 
 def _named_rules(settings: SampledSettings) -> list[tuple[str, StopRule]]:
@@ -311,24 +352,6 @@ def _sampling_stderr(design: Design, value: Callable[[int], np.ndarray], rng: np
     return float(draws.std(axis=0, ddof=1).max())
 
 
-def _bootstrapped(design: Design, value: Callable[[int], np.ndarray], index: str, players: tuple[str, ...],
-                  seed_boot: tuple[int, int], exact_part: np.ndarray | float = 0.0) -> PairMatrix:
-    """Two-level bootstrap: items and, within each sampled size, the sampled units (``exact_part``: a per-item
-    part known exactly, the proxy's interactions when ``value`` is the residual)."""
-    seed, n_boot = seed_boot
-    rng = np.random.default_rng(seed + 1)
-    per_item = stratified_pair_values(design, value, index) + exact_part
-    items = per_item.shape[1]
-    draws = []
-    for _ in range(max(50, min(n_boot, 200))):  # every replicate re-solves the estimate
-        estimate = stratified_pair_values(design, value, index, _resample_units(design, rng)) + exact_part \
-            if design.units else per_item
-        draws.append(estimate[:, rng.integers(items, size=items)].mean(axis=1))
-    d = np.stack(draws)
-    bounds = (np.percentile(d, 2.5, axis=0), np.percentile(d, 97.5, axis=0), d.std(axis=0, ddof=1))
-    return pair_matrix(index, players, per_item, bounds)
-
-
 # -- the estimator ------------------------------------------------------------------------------------------------
 
 
@@ -343,7 +366,7 @@ def interactions(game: Game, settings: SampledSettings | None = None, n_boot: in
     small = settings is None or settings.budget is None or settings.budget >= 2 ** n - 1
     if n <= EXACT_LIMIT and small and (settings is None or settings.budget_generations is None):
         return exact_interactions(game, n_boot=n_boot, seed=seed)
-    return sampled_interactions(game, settings or SampledSettings(), n_boot=min(n_boot, 400), seed=seed)
+    return sampled_interactions(game, settings or SampledSettings(), n_boot=n_boot, seed=seed)
 
 
 def interaction_estimator(game: Game, n_boot: int = 2000, seed: int = 0, tolerance: float = 0.005,

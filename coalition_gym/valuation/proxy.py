@@ -375,6 +375,21 @@ class CrossFitted:
         return CrossFitted([refitted, *self.families[1:]], self.weights, self.folds, self.solo, self.fit, kept)
 
 
+class ReplicateCounts:
+    """How often each of a fit's coalitions (``fit.masks``) is in a replicate of the design's sampled units: the
+    enumerated ones always once, a sampled one as often as the replicate holds its unit (for :meth:`CrossFitted.
+    refit`); ``index`` maps a coalition to its row."""
+
+    def __init__(self, fit: TypeFit, design: Design):
+        self.index = {m: k for k, m in enumerate(fit.masks)}
+        sampled = {m for u in design.units for m in u.masks}
+        self.enumerated = np.array([0.0 if m in sampled else 1.0 for m in fit.masks])
+
+    def __call__(self, units: list[Unit]) -> np.ndarray:
+        rows = np.fromiter(map(self.index.__getitem__, (m for u in units for m in u.masks)), dtype=np.int64)
+        return self.enumerated + np.bincount(rows, minlength=len(self.enumerated))
+
+
 def out_of_fold(proxies: list[Proxy], part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int,
                 solo: np.ndarray, folds: np.ndarray) -> np.ndarray:
     """rows x items: ``part(proxy, solo of its fold's items)`` of each fold's proxy (fitted without those items)."""
@@ -445,8 +460,8 @@ class ProxySampler(HybridSampler):
         self.coefficient = 0.0  # c: how much of the proxy is subtracted; set by finish()
         self.proxy_shapley: np.ndarray | None = None  # c * phi(h), players x items
         self._residual: ValueTable | None = None  # v - c h on the design's coalitions
-        # h; its coalitions' rows; how often each of those is in every replicate (the enumerated ones: once)
-        self._fitted: tuple[CrossFitted, dict[int, int], np.ndarray] | None = None
+        # h, and how often each of its coalitions is in a replicate of the sampled units
+        self._fitted: tuple[CrossFitted, ReplicateCounts] | None = None
 
     def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
         """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share
@@ -458,8 +473,8 @@ class ProxySampler(HybridSampler):
         if fitted is None:  # no proxy: the plain hybrid
             self.calibrate(design, value)
             return
-        fit, sampled = fitted.fit, {m for u in design.units for m in u.masks}
-        index = {m: k for k, m in enumerate(fit.masks)}
+        fit, counts = fitted.fit, ReplicateCounts(fitted.fit, design)
+        index = counts.index
         h, phi = fitted.on_fit(), fitted.shapley()
         if _calibratable(design):  # v and h side by side: one table and one solve for both
             self.weight, self.coefficient = self._calibrate(design, ValueTable(index, fit.bits,
@@ -468,7 +483,7 @@ class ProxySampler(HybridSampler):
             self.coefficient = 1.0
         c = self.coefficient
         self.proxy_shapley, self._residual = c * phi, ValueTable(index, fit.bits, fit.values - c * h)
-        self._fitted = fitted, index, np.array([0.0 if m in sampled else 1.0 for m in fit.masks])
+        self._fitted = fitted, counts
 
     def model_error(self, design: Design, value: Callable[[int], np.ndarray],
                     estimate: np.ndarray) -> np.ndarray | None:
@@ -542,13 +557,11 @@ class ProxySampler(HybridSampler):
 
     def _replicate(self, design: Design, units: list[Unit]) -> np.ndarray:
         assert self._fitted is not None  # estimate() calls this only after finish() fitted a proxy
-        fitted, index, enumerated = self._fitted
-        rows = np.fromiter(map(index.__getitem__, (m for u in units for m in u.masks)), dtype=np.int64)
-        multiplicity = enumerated + np.bincount(rows, minlength=len(enumerated))
-        refitted, c, fit = fitted.refit(multiplicity), self.coefficient, fitted.fit
-        residual = ValueTable(index, fit.bits, fit.values - c * refitted.on_fit())
+        fitted, counts = self._fitted
+        refitted, c, fit = fitted.refit(counts(units)), self.coefficient, fitted.fit
+        residual = ValueTable(counts.index, fit.bits, fit.values - c * refitted.on_fit())
         return c * refitted.shapley() + super().estimate(design, residual, units)
 
 
-__all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "SelectionProxy", "TypeFit", "TypeProxy", "cross_fitted",
-           "pair_priorities"]
+__all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "ReplicateCounts", "SelectionProxy", "TypeFit", "TypeProxy",
+           "cross_fitted", "pair_priorities"]

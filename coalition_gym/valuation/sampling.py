@@ -718,13 +718,10 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     impl.finish(design, value)
     per_item = impl.estimate(design, value)
     groups = _bootstrap_groups(design)
-    variance, df = _grouped_jackknife(impl, design, value, groups, np.random.default_rng(seed + 1))
-    s_se, spread = np.sqrt(variance), np.array([t_quantile_975(d) for d in df]) * np.sqrt(variance)
-    # over the item population: the item bootstrap of the estimate (percentile, its skew kept) with the sampling
-    # error added in quadrature; on these items: the sampling error alone
-    mean, item_se, item_low, item_high = bootstrap_mean(per_item, n_boot=max(n_boot, 2), seed=seed)
-    low, high = mean - np.hypot(mean - item_low, spread), mean + np.hypot(item_high - mean, spread)
-    se = np.hypot(item_se, s_se)
+    variance, df = grouped_jackknife(lambda units: impl.estimate(design, value, units), groups, n,
+                                     np.random.default_rng(seed + 1))
+    s_se, spread = np.sqrt(variance), t_spread(variance, df)
+    low, high, se = interval_over_items(per_item, spread, s_se, n_boot, seed)
     widen = impl.model_error(design, value, per_item)
     if widen is not None:
         low, high, se = low - widen, high + widen, np.sqrt(se ** 2 + (widen / 1.96) ** 2)
@@ -824,16 +821,17 @@ def _sampling_stderr(impl: Sampler, design: Design, value: Callable[[int], np.nd
     return draws.std(axis=0, ddof=1)
 
 
-def _grouped_jackknife(impl: Sampler, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
-                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The sampling variance of each player's item-mean estimate and its degrees of freedom. Within each group of
-    m >= 2 units (the other groups kept whole), a delete-a-block jackknife over min(m, :data:`JACKKNIFE_BLOCKS`)
-    random blocks gives the group's variance component, with blocks - 1 degrees of freedom (unbiased for an
-    estimate linear in the units; the delete-one jackknife errs large, not small, otherwise: Efron & Stein 1981).
-    The groups are sampled independently, so the components add, and the sum's degrees of freedom are
-    Satterthwaite's: with two to five units per size, one or two sizes can carry most of the variance, and t must
-    then be taken at their few degrees of freedom, not at the total (measured: the unit bootstrap with t at units
-    minus groups covered 0.84-0.93 at 5n on the benchmark's games). Costs at most blocks x groups re-solves."""
+def grouped_jackknife(estimate: Callable[[list[Unit]], np.ndarray], groups: list[list[Unit]], rows: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The sampling variance of each row of an estimate's item means, and its degrees of freedom. ``estimate``
+    re-solves from a replicate of the sampled units (``rows`` x items). Within each group of m >= 2 units (the other
+    groups kept whole), a delete-a-block jackknife over min(m, :data:`JACKKNIFE_BLOCKS`) random blocks gives the
+    group's variance component, with blocks - 1 degrees of freedom (unbiased for an estimate linear in the units;
+    the delete-one jackknife errs large, not small, otherwise: Efron & Stein 1981). The groups are sampled
+    independently, so the components add, and the sum's degrees of freedom are Satterthwaite's: with two to five
+    units per size, one or two sizes can carry most of the variance, and t must then be taken at their few
+    degrees of freedom, not at the total (measured: the unit bootstrap with t at units minus groups covered
+    0.84-0.93 at 5n on the benchmark's games). Costs at most blocks x groups re-solves."""
     components, dfs = [], []
     for g, units in enumerate(groups):
         if len(units) < 2:
@@ -841,10 +839,24 @@ def _grouped_jackknife(impl: Sampler, design: Design, value: Callable[[int], np.
         blocks = min(len(units), JACKKNIFE_BLOCKS)
         block_of = rng.permutation(len(units)) % blocks
         others = [u for h, rest in enumerate(groups) if h != g for u in rest]
-        estimates = np.stack([impl.estimate(design, value, others + [u for u, k in zip(units, block_of) if k != b])
-                              .mean(axis=1) for b in range(blocks)])
+        estimates = np.stack([estimate(others + [u for u, k in zip(units, block_of) if k != b]).mean(axis=1)
+                              for b in range(blocks)])
         components.append((blocks - 1) / blocks * ((estimates - estimates.mean(axis=0)) ** 2).sum(axis=0))
         dfs.append(blocks - 1)
     if not components:
-        return np.zeros(impl.n), np.full(impl.n, np.inf)
+        return np.zeros(rows), np.full(rows, np.inf)
     return np.sum(components, axis=0), satterthwaite_df(np.array(components), dfs)
+
+
+def t_spread(variance: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """The half-width of a 95% interval for the sampling error alone: Student's t at ``df`` x the standard error."""
+    return np.array([t_quantile_975(d) for d in df]) * np.sqrt(variance)
+
+
+def interval_over_items(per_item: np.ndarray, spread: np.ndarray, sampling_se: np.ndarray, n_boot: int,
+                        seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, stderr) of each row's value over the item population: the item bootstrap of the estimate
+    (percentile: its skew kept) with the sampling error's half-width ``spread`` added in quadrature."""
+    mean, item_se, item_low, item_high = bootstrap_mean(per_item, n_boot=max(n_boot, 2), seed=seed)
+    low, high = mean - np.hypot(mean - item_low, spread), mean + np.hypot(item_high - mean, spread)
+    return low, high, np.hypot(item_se, sampling_se)

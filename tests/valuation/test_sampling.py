@@ -130,25 +130,22 @@ def test_the_intervals_bootstrap_draws_one_unit_fewer_per_group():
 
 
 class UnitMean:
-    """A stand-in sampler whose estimate is, per group of units (by stratum), the mean of its units' numbers,
-    summed over groups: linear in the units, so the delete-one jackknife gives the textbook variance."""
-
-    n = 1
+    """A stand-in estimate: per group of units (by stratum), the mean of its units' numbers, summed over groups;
+    linear in the units, so the delete-one jackknife gives the textbook variance."""
 
     def __init__(self, number: dict[int, float]):
         self.number, self.calls = number, 0
 
-    def estimate(self, design, value, units=None):
+    def estimate(self, units):
         self.calls += 1
         by_stratum: dict[int, list[float]] = {}
-        for u in design.units if units is None else units:
+        for u in units:
             by_stratum.setdefault(u.stratum, []).append(self.number[u.masks[0]])
         return np.array([[sum(np.mean(v) for v in by_stratum.values())]])
 
 
 def test_the_sampling_variance_is_a_grouped_jackknife_with_satterthwaite_degrees_of_freedom():
-    from coalition_gym.valuation.sampling import (JACKKNIFE_BLOCKS, Design, Unit, _bootstrap_groups,
-                                                  _grouped_jackknife)
+    from coalition_gym.valuation.sampling import JACKKNIFE_BLOCKS, Design, Unit, _bootstrap_groups, grouped_jackknife
 
     rng = np.random.default_rng(0)
     flat = rng.normal(size=4)  # group 2: four units
@@ -156,7 +153,7 @@ def test_the_sampling_variance_is_a_grouped_jackknife_with_satterthwaite_degrees
     units = [Unit(2, [1 << k]) for k in range(4)] + [Unit(3, [1 << (4 + k)]) for k in range(6)]
     number = {1 << k: float(x) for k, x in enumerate(np.concatenate([flat, spread]))}
     design = Design(10, set(), units)
-    variance, df = _grouped_jackknife(UnitMean(number), design, None, _bootstrap_groups(design), rng)
+    variance, df = grouped_jackknife(UnitMean(number).estimate, _bootstrap_groups(design), 1, rng)
     parts = np.array([flat.var(ddof=1) / 4, spread.var(ddof=1) / 6])  # each group mean's textbook variance
     np.testing.assert_allclose(variance, [parts.sum()])
     np.testing.assert_allclose(df, [parts.sum() ** 2 / (parts[0] ** 2 / 3 + parts[1] ** 2 / 5)])
@@ -164,5 +161,5 @@ def test_the_sampling_variance_is_a_grouped_jackknife_with_satterthwaite_degrees
     # a group larger than the block count costs one re-solve per block, and keeps blocks - 1 degrees of freedom
     big = Design(10, set(), [Unit(2, [k]) for k in range(1, 3 * JACKKNIFE_BLOCKS + 1)])
     sampler = UnitMean({k: float(x) for k, x in enumerate(rng.normal(size=3 * JACKKNIFE_BLOCKS + 1))})
-    _, df = _grouped_jackknife(sampler, big, None, _bootstrap_groups(big), rng)
+    _, df = grouped_jackknife(sampler.estimate, _bootstrap_groups(big), 1, rng)
     assert sampler.calls == JACKKNIFE_BLOCKS and df[0] == JACKKNIFE_BLOCKS - 1
