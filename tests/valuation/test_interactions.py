@@ -173,3 +173,24 @@ def test_best_team_is_the_best_evaluated_coalition_and_says_when_it_differs():
     fresh.evaluate([frozenset("ab")])
     partial = best_team(fresh, 2, found.values)
     assert not partial["exact"] and "evaluated" in best_team_sentence(partial)
+
+
+def test_sampled_intervals_cover_at_small_budgets_and_report_the_jackknifes_stderr():
+    """The sampled interactions' interval: the item bootstrap plus the grouped jackknife's sampling error (the proxy
+    refitted on every replicate), at 3n and 5n on a game with saturation and pairwise synergy."""
+    from test_sampling import synthetic
+
+    n = 10
+    truth = exact_interactions(synthetic(n), n_boot=10)
+    pairs = np.triu_indices(n, 1)
+    covered = []
+    for budget in (3 * n, 5 * n):
+        for seed in range(3):
+            found = sampled_interactions(synthetic(n), SampledSettings(tolerance=0, budget=budget), seed=seed,
+                                         n_boot=200)
+            spread = (found.shapley.ci_high - found.shapley.ci_low)[pairs]
+            assert np.all(spread > 0) and found.details["sampling_stderr"] > 0
+            for index in ("shapley", "banzhaf"):
+                got, exact = getattr(found, index), getattr(truth, index).value
+                covered.append(np.mean((got.ci_low[pairs] <= exact[pairs]) & (exact[pairs] <= got.ci_high[pairs])))
+    assert np.mean(covered) >= 0.9
