@@ -158,8 +158,26 @@ def test_the_sampling_variance_is_a_grouped_jackknife_with_satterthwaite_degrees
     np.testing.assert_allclose(variance, [parts.sum()])
     np.testing.assert_allclose(df, [parts.sum() ** 2 / (parts[0] ** 2 / 3 + parts[1] ** 2 / 5)])
     assert 5 <= df[0] < 5.1  # about the six units' five, not the eight of units minus groups
-    # a group larger than the block count costs one re-solve per block, and keeps blocks - 1 degrees of freedom
+    # a group larger than the block count costs one re-solve per block (and one for the full estimate), and keeps
+    # blocks - 1 degrees of freedom
     big = Design(10, set(), [Unit(2, [k]) for k in range(1, 3 * JACKKNIFE_BLOCKS + 1)])
     sampler = UnitMean({k: float(x) for k, x in enumerate(rng.normal(size=3 * JACKKNIFE_BLOCKS + 1))})
     _, df = grouped_jackknife(sampler.estimate, _bootstrap_groups(big), 1, rng)
-    assert sampler.calls == JACKKNIFE_BLOCKS and df[0] == JACKKNIFE_BLOCKS - 1
+    assert sampler.calls == JACKKNIFE_BLOCKS + 1 and df[0] == JACKKNIFE_BLOCKS - 1
+
+
+def test_the_jackknife_measures_its_replicates_from_the_full_estimate():
+    """An estimate that falls back to one value whenever a unit is missing (as a stratum left empty falls back to
+    its size's mean): every replicate agrees with every other, none with the full estimate. Their spread about
+    their own mean is zero; about the full estimate it is what deleting a unit does."""
+    from coalition_gym.valuation.sampling import Design, Unit, _bootstrap_groups, grouped_jackknife
+
+    units = [Unit(2, [1]), Unit(2, [2]), Unit(2, [4])]
+
+    def estimate(replicate):
+        return np.array([[1.0 if len(replicate) == len(units) else 0.0]])
+
+    variance, df = grouped_jackknife(estimate, _bootstrap_groups(Design(8, set(), units)), 1,
+                                     np.random.default_rng(0))
+    np.testing.assert_allclose(variance, [2 / 3 * 3 * 1.0])
+    assert df[0] == 2
