@@ -224,7 +224,6 @@ class TypeFit:
         tables[:, 0] = 0.0
         return [TypeProxy(n, table.reshape(n + 1, n + 1), c[k:]) for table, c in zip(tables, coef)]
 
-
     def on_fit(self, proxies: list[TypeProxy]) -> np.ndarray:
         """Each fold's proxy (of :meth:`proxies`) on its own items at the fit's coalitions (coalitions x items),
         read off the cells the fit already knows: what ``TypeProxy.values`` gives, without recomputing them."""
