@@ -37,6 +37,7 @@ from .exact import EXACT_LIMIT, ValuationResult, exact_shapley, result_of
 from .game import Game
 from .proxy import CrossFitted, ReplicateCounts, cross_fitted
 from .sampling import (
+    ROUNDOFF,
     Budget,
     Design,
     MaxRounds,
@@ -295,20 +296,26 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
     used, gens = spent()
     estimate = _pair_estimate(design, value, cross_fitted(n, design, value) if settings.proxy else None)
     per_item = estimate(None)  # both indices' pairs stacked
-    pairs = len(per_item) // len(INDICES)
-    variance, df = grouped_jackknife(estimate, _bootstrap_groups(design), len(per_item),
-                                     np.random.default_rng(seed + 1))
+    pairs, groups = len(per_item) // len(INDICES), _bootstrap_groups(design)
+    variance, df = grouped_jackknife(estimate, groups, len(per_item), np.random.default_rng(seed + 1))
     spread = t_spread(variance, df)
     matrices = {}
     for k, index in enumerate(INDICES):
         part = slice(k * pairs, (k + 1) * pairs)
         bounds = interval_over_items(per_item[part], spread[part], np.sqrt(variance[part]), n_boot, seed)
         matrices[index] = pair_matrix(index, players, per_item[part], bounds)
+    # the players' Shapley values from the same coalitions (the leaderboard's mc column when no mc was asked
+    # for), with the same interval and the stop details mc reports
     shapley = impl.estimate(design, value)
-    _, vse, vlo, vhi = bootstrap_mean(shapley, n_boot=n_boot, seed=seed)
+    s_variance, s_df = grouped_jackknife(lambda units: impl.estimate(design, value, units), groups, n,
+                                         np.random.default_rng(seed + 2))
+    s_spread = t_spread(s_variance, s_df)
+    vlo, vhi, vse = interval_over_items(shapley, s_spread, np.sqrt(s_variance), n_boot, seed)
     values = ValuationResult("shapley", players, shapley.mean(axis=1), vse, vlo, vhi, shapley,
                              game.coalitions_evaluated,
-                             {"sampled": True})
+                             {"sampled": True, "stop_reason": reason, "coalitions_used": used,
+                              "budget": settings.budget, "sampling_stderr": np.sqrt(s_variance).tolist(),
+                              "sampling_halfwidth": (s_spread + ROUNDOFF).tolist()})
     return Interactions(matrices["shapley"], matrices["banzhaf"], values, False,
                         {"coalitions": used, "generations": gens, "rounds": rounds, "stop_reason": reason,
                          "sampling_stderr": float(np.sqrt(variance[:pairs].max()))})

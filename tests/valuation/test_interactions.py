@@ -177,8 +177,13 @@ def test_best_team_is_the_best_evaluated_coalition_and_says_when_it_differs():
 
 def test_sampled_intervals_cover_at_small_budgets_and_report_the_jackknifes_stderr():
     """The sampled interactions' interval: the item bootstrap plus the grouped jackknife's sampling error (the proxy
-    refitted on every replicate), at 3n and 5n on a game with saturation and pairwise synergy."""
+    refitted on every replicate), at 3n and 5n on a game with saturation and pairwise synergy. Before, the Shapley
+    values that come along had the items' interval only, and ``cgym eval --estimator interactions`` above 12
+    members printed "mc: stopped at  after None coalitions; largest sampling stderr nan"."""
     from test_sampling import synthetic
+
+    from coalition_gym.valuation.estimators import stop_sentence
+    from coalition_gym.valuation.stats import bootstrap_mean
 
     n = 10
     truth = exact_interactions(synthetic(n), n_boot=10)
@@ -190,6 +195,12 @@ def test_sampled_intervals_cover_at_small_budgets_and_report_the_jackknifes_stde
                                          n_boot=200)
             spread = (found.shapley.ci_high - found.shapley.ci_low)[pairs]
             assert np.all(spread > 0) and found.details["sampling_stderr"] > 0
+            # the players' Shapley values that come along (the leaderboard's mc column) say how sampling stopped,
+            # and their interval holds the sampling error too, not the items' alone
+            values = found.values
+            assert stop_sentence(values.extras).startswith(f"stopped at its budget of {budget} coalitions")
+            items_only = bootstrap_mean(values.per_item, n_boot=200, seed=seed)
+            assert np.all(values.ci_high - values.ci_low > items_only.ci_high - items_only.ci_low)
             for index in ("shapley", "banzhaf"):
                 got, exact = getattr(found, index), getattr(truth, index).value
                 covered.append(np.mean((got.ci_low[pairs] <= exact[pairs]) & (exact[pairs] <= got.ci_high[pairs])))
