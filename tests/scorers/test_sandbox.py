@@ -238,9 +238,11 @@ def test_one_shot_launcher_gives_the_same_verdicts(monkeypatch):
 def test_one_memory_cap_holds_for_the_program_and_its_children():
     if BEST != "namespace":
         pytest.skip("the cgroup memory cap needs root")
-    probe = ("import os\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
-             "        block = b'\\x01' * (200 << 20)\n        os._exit(0)\n    kids.append(pid)\n"
-             "__report__([os.waitpid(k, 0)[1] for k in kids])\n")
+    # each child holds its block a second, so the four overlap however the machine schedules them (without the
+    # pause a loaded machine ran them one after another and killed only one: a flaky CI run on 2026-12-02)
+    probe = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+             "        block = b'\\x01' * (200 << 20)\n        time.sleep(1)\n        os._exit(0)\n"
+             "    kids.append(pid)\n__report__([os.waitpid(k, 0)[1] for k in kids])\n")
     result = run_program(probe, Limits(wall_seconds=20, cpu_seconds=20, memory_bytes=320 << 20))
     if not result.memory_cap.startswith("cgroup"):
         pytest.skip(f"no writable memory cgroup here: {result.memory_cap}")
