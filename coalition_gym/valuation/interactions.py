@@ -297,7 +297,8 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
     estimate = _pair_estimate(design, value, cross_fitted(n, design, value) if settings.proxy else None)
     per_item = estimate(None)  # both indices' pairs stacked
     pairs, groups = len(per_item) // len(INDICES), _bootstrap_groups(design)
-    variance, df = grouped_jackknife(estimate, groups, len(per_item), np.random.default_rng(seed + 1))
+    variance, df = grouped_jackknife(estimate, groups, len(per_item), np.random.default_rng(seed + 1),
+                                     per_item.mean(axis=1))
     spread = t_spread(variance, df)
     matrices = {}
     for k, index in enumerate(INDICES):
@@ -308,7 +309,7 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
     # for), with the same interval and the stop details mc reports
     shapley = impl.estimate(design, value)
     s_variance, s_df = grouped_jackknife(lambda units: impl.estimate(design, value, units), groups, n,
-                                         np.random.default_rng(seed + 2))
+                                         np.random.default_rng(seed + 2), shapley.mean(axis=1))
     s_spread = t_spread(s_variance, s_df)
     vlo, vhi, vse = interval_over_items(shapley, s_spread, np.sqrt(s_variance), n_boot, seed)
     values = ValuationResult("shapley", players, shapley.mean(axis=1), vse, vlo, vhi, shapley,

@@ -249,8 +249,7 @@ class Sampler(ABC):
     def model_error(self, design: Design, value: Callable[[int], np.ndarray],
                     estimate: np.ndarray) -> np.ndarray | None:
         """Per player, an error the resampling of units cannot see, added to each side of the interval (default:
-        none);
-        ``estimate`` is the final estimate (players x items)."""
+        none); ``estimate`` is the final estimate (players x items)."""
         return None
 
     def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
@@ -719,7 +718,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     per_item = impl.estimate(design, value)
     groups = _bootstrap_groups(design)
     variance, df = grouped_jackknife(lambda units: impl.estimate(design, value, units), groups, n,
-                                     np.random.default_rng(seed + 1))
+                                     np.random.default_rng(seed + 1), per_item.mean(axis=1))
     s_se, spread = np.sqrt(variance), t_spread(variance, df)
     low, high, se = interval_over_items(per_item, spread, s_se, n_boot, seed)
     widen = impl.model_error(design, value, per_item)
@@ -822,7 +821,7 @@ def _sampling_stderr(impl: Sampler, design: Design, value: Callable[[int], np.nd
 
 
 def grouped_jackknife(estimate: Callable[[list[Unit]], np.ndarray], groups: list[list[Unit]], rows: int,
-                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                      rng: np.random.Generator, full: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The sampling variance of each row of an estimate's item means, and its degrees of freedom. ``estimate``
     re-solves from a replicate of the sampled units (``rows`` x items). Within each group of m >= 2 units (the
     other groups kept whole), a delete-a-block jackknife over min(m, :data:`JACKKNIFE_BLOCKS`) random blocks gives
@@ -836,11 +835,13 @@ def grouped_jackknife(estimate: Callable[[list[Unit]], np.ndarray], groups: list
     replication variance: never smaller). The two agree for a smooth estimate; they part where deleting a block
     empties a stratum of the estimate (a size's coalitions with or without a player) and every replicate falls
     back alike, far from the full estimate but close to each other: at 3n and 4n on the tests' synthetic and
-    selection games the centred form covered 0.80-0.92 of the players on the items, this 0.91-0.99. Costs at
-    most blocks x groups re-solves, and one for the full estimate."""
+    selection games the centred form covered 0.80-0.92 of the players on the items, this 0.91-0.99. ``full``: the
+    full estimate's item means, when the caller has them (else one more re-solve). Costs at most blocks x groups
+    re-solves."""
     if not any(len(units) >= 2 for units in groups):
         return np.zeros(rows), np.full(rows, np.inf)
-    full = estimate([u for units in groups for u in units]).mean(axis=1)
+    if full is None:
+        full = estimate([u for units in groups for u in units]).mean(axis=1)
     components, dfs = [], []
     for g, units in enumerate(groups):
         if len(units) < 2:
