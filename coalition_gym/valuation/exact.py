@@ -77,6 +77,17 @@ def shapley_weight(size: int, n: int) -> float:
     return math.factorial(size) * math.factorial(n - size - 1) / math.factorial(n)
 
 
+def shapley_map(bits: np.ndarray) -> np.ndarray:
+    """Each coalition's coefficient in each player's Shapley value (players x coalitions; ``bits``: coalitions x n
+    membership): ``phi_i = sum_S map[i, S] v(S)`` over every coalition, v(empty) = 0, where S enters with the
+    weight of its size minus one when it holds i (``v(S)`` in ``v(S) - v(S - i)``) and minus the weight of its
+    size when it does not (``v(S)`` in ``v(S + i) - v(S)``)."""
+    n = bits.shape[1]
+    weight = np.array([shapley_weight(s, n) for s in range(n)] + [0.0])
+    size = bits.sum(axis=1).astype(int)
+    return np.where(bits.T > 0, weight[np.maximum(size - 1, 0)][None, :], -weight[size][None, :])
+
+
 def exact_shapley(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
     return result_of("shapley", game, _weighted_marginals(game, shapley_weight), n_boot, seed)
 
@@ -85,4 +96,5 @@ def exact_banzhaf(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationRes
     return result_of("banzhaf", game, _weighted_marginals(game, lambda s, n: 1.0 / 2 ** (n - 1)), n_boot, seed)
 
 
-__all__ = ["EXACT_LIMIT", "ValuationResult", "result_of", "shapley_weight", "exact_shapley", "exact_banzhaf"]
+__all__ = ["EXACT_LIMIT", "ValuationResult", "result_of", "shapley_map", "shapley_weight", "exact_shapley",
+           "exact_banzhaf"]

@@ -61,8 +61,19 @@ import numpy as np
 from scipy import sparse
 
 from ..errors import ConfigError
-from .exact import shapley_weight
-from .sampling import Design, HybridSampler, Unit, ValueTable, _bits, _calibratable, _resample_units, register_sampler
+from .exact import shapley_map, shapley_weight
+from .sampling import (
+    Design,
+    HybridSampler,
+    Unit,
+    ValueTable,
+    _bits,
+    _calibratable,
+    _resample_units,
+    jackknife_replicates,
+    jackknife_variance,
+    register_sampler,
+)
 
 #: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3): refused above this
 MAX_PLAYERS = 40
@@ -461,6 +472,8 @@ class ProxySampler(HybridSampler):
         self._residual: ValueTable | None = None  # v - c h on the design's coalitions
         # h, and how often each of its coalitions is in a replicate of the sampled units
         self._fitted: tuple[CrossFitted, ReplicateCounts] | None = None
+        self._shapley_map = np.zeros((n, 0))  # each fitted coalition's coefficient in phi (exact.shapley_map)
+        self.shrink = 1.0  # kappa: the share of the difference estimate's correction kept; set by settle()
 
     def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
         """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share
@@ -482,7 +495,7 @@ class ProxySampler(HybridSampler):
             self.coefficient = 1.0
         c = self.coefficient
         self.proxy_shapley, self._residual = c * phi, ValueTable(index, fit.bits, fit.values - c * h)
-        self._fitted = fitted, counts
+        self._fitted, self._shapley_map = (fitted, counts), shapley_map(fit.bits)
 
     def model_error(self, design: Design, value: Callable[[int], np.ndarray],
                     estimate: np.ndarray) -> np.ndarray | None:
@@ -553,20 +566,66 @@ class ProxySampler(HybridSampler):
 
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
-        """The estimate; on a replicate of the sampled units (``units``: the jackknife's), with the vote-like proxy
-        refitted on the replicate's coalitions, so the interval sees the proxy's own sampling error (c, w and the blend
-        weights stay)."""
-        if units is not None and self._fitted is not None:
-            return self._replicate(design, units)
-        rest = super().estimate(design, value if self._residual is None else self._residual, units)
-        return rest if self.proxy_shapley is None else self.proxy_shapley + rest
+        """The difference estimate ``c phi(h) + H(v - c h)``; on a replicate of the sampled units (``units``: the
+        jackknife's), with the vote-like proxy refitted on the replicate's coalitions, so the interval sees the
+        proxy's own sampling error (c, w and the blend weights stay). The final estimate is :meth:`settle`'s."""
+        if self._fitted is None:
+            return super().estimate(design, value, units)
+        return self._parts(design, units)[0]
 
-    def _replicate(self, design: Design, units: list[Unit]) -> np.ndarray:
-        assert self._fitted is not None  # estimate() calls this only after finish() fitted a proxy
+    def _parts(self, design: Design, units: list[Unit] | None) -> tuple[np.ndarray, np.ndarray]:
+        """(difference estimate, prediction estimate), players x items, on the design's sampled units (None) or a
+        replicate of them (the vote-like proxy refitted on its coalitions). The prediction is
+        ``phi(h) + sum over the known coalitions S of map[i, S] (v(S) - h(S))``: the known coalitions' values
+        exactly and h's elsewhere (no coalition's residual is extrapolated)."""
+        assert self._fitted is not None  # called only after finish() fitted a proxy
         fitted, counts = self._fitted
-        refitted, c, fit = fitted.refit(counts(units)), self.coefficient, fitted.fit
-        residual = ValueTable(counts.index, fit.bits, fit.values - c * refitted.on_fit())
-        return c * refitted.shapley() + super().estimate(design, residual, units)
+        fit, c = fitted.fit, self.coefficient
+        proxy = fitted if units is None else fitted.refit(counts(units))
+        h, phi = proxy.on_fit(), proxy.shapley()
+        residual = ValueTable(counts.index, fit.bits, fit.values - c * h)
+        difference = c * phi + super().estimate(design, residual, units)
+        known = 1.0 if units is None else (counts(units) > 0)[:, None]
+        return difference, phi + self._shapley_map @ (known * (fit.values - h))
+
+    def settle(self, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The final estimate: the prediction estimate plus a share kappa of the difference estimate's correction
+        to it, ``P + kappa (D - P)``, with kappa chosen from the jackknife (one pass over both).
+
+        The difference estimate D (the control variate) extrapolates the sampled coalitions' residuals to the
+        coalitions not sampled: unbiased, but where the residual is noise (a proxy that tracks the game up to
+        per-coalition idiosyncrasies, as random tie-breaks make) the extrapolated noise is all it adds. The
+        prediction estimate P takes the known coalitions' values exactly and h's elsewhere: no extrapolated noise,
+        but biased where h misses systematically. D - P estimates that bias b; shrinking it by
+        ``kappa = max(0, 1 - sum_i var(D_i - P_i) / sum_i (D_i - P_i)^2)`` (positive-part James-Stein, pooled
+        over the players; var from the jackknife) keeps the correction where it stands out of its own noise and
+        drops it where it does not. The interval: the jackknife of ``P + kappa (D - P)`` plus the bias left,
+        ``(1 - kappa)^2 ((D_i - P_i)^2 + var_i)``, in quadrature. As E (D - P)^2 = b^2 + var, that overstates b^2
+        by 2 var on average, on purpose: one draw of D - P sizes b poorly, and with the unbiased
+        ``(D_i - P_i)^2 - var_i`` the interval for the value on the items covered 0.84 and 0.89 of the players at
+        10n on mixture-of-agents and LLM-Blender over sim:random-8 (0.97 and 1.00 this way; both still narrower
+        than the difference estimate's interval, 0.0110 and 0.0093 against 0.0118 and 0.0097 on average)."""
+        if self._fitted is None:
+            return super().settle(design, value, groups, rng)
+        n = self.n
+
+        def parts(units: list[Unit] | None) -> np.ndarray:  # 2n x items: P, then D - P
+            difference, prediction = self._parts(design, units)
+            return np.vstack([prediction, difference - prediction])
+
+        stacked = parts(None)
+        means = stacked.mean(axis=1)
+        replicates = jackknife_replicates(parts, groups, rng)
+        correction, correction_var = means[n:], jackknife_variance([r[:, n:] for r in replicates], means[n:], n)[0]
+        spread = float((correction ** 2).sum())
+        self.shrink = max(0.0, 1.0 - float(correction_var.sum()) / spread) if spread > 0 else 1.0
+        kappa = self.shrink
+        per_item = stacked[:n] + kappa * stacked[n:]
+        variance, df = jackknife_variance([r[:, :n] + kappa * r[:, n:] for r in replicates],
+                                          per_item.mean(axis=1), n)
+        bias = (1 - kappa) ** 2 * (correction ** 2 + correction_var)
+        return per_item, variance + bias, df
 
 
 __all__ = ["MAX_PLAYERS", "CrossFitted", "ProxySampler", "ReplicateCounts", "SelectionProxy", "TypeFit", "TypeProxy",

@@ -252,6 +252,15 @@ class Sampler(ABC):
         none); ``estimate`` is the final estimate (players x items)."""
         return None
 
+    def settle(self, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The final estimate (players x items), its sampling variance and degrees of freedom (called after
+        :meth:`finish`; default: the estimate and the grouped jackknife of it)."""
+        per_item = self.estimate(design, value)
+        variance, df = grouped_jackknife(lambda units: self.estimate(design, value, units), groups, self.n, rng,
+                                         per_item.mean(axis=1))
+        return per_item, variance, df
+
     def _fill(self, design: Design, budget: int, next_size: Callable[[list[Unit]], int | None],
               exhausted: Callable[[int], None], paired: Callable[[int, int], bool]) -> list[Unit | int]:
         """Draw units until ``budget`` coalitions are used: ``next_size(drawn)`` names the size to draw
@@ -715,10 +724,8 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
             reason = _which(stop, Progress(used, gens, rounds, float(np.max(sampling_se))))
             break
     impl.finish(design, value)
-    per_item = impl.estimate(design, value)
     groups = _bootstrap_groups(design)
-    variance, df = grouped_jackknife(lambda units: impl.estimate(design, value, units), groups, n,
-                                     np.random.default_rng(seed + 1), per_item.mean(axis=1))
+    per_item, variance, df = impl.settle(design, value, groups, np.random.default_rng(seed + 1))
     s_se, spread = np.sqrt(variance), t_spread(variance, df)
     low, high, se = interval_over_items(per_item, spread, s_se, n_boot, seed)
     widen = impl.model_error(design, value, per_item)
@@ -838,22 +845,35 @@ def grouped_jackknife(estimate: Callable[[list[Unit]], np.ndarray], groups: list
     selection games the centred form covered 0.80-0.92 of the players on the items, this 0.91-0.99. ``full``: the
     full estimate's item means, when the caller has them (else one more re-solve). Costs at most blocks x groups
     re-solves."""
-    if not any(len(units) >= 2 for units in groups):
-        return np.zeros(rows), np.full(rows, np.inf)
-    if full is None:
+    if full is None and any(len(units) >= 2 for units in groups):
         full = estimate([u for units in groups for u in units]).mean(axis=1)
-    components, dfs = [], []
+    return jackknife_variance(jackknife_replicates(estimate, groups, rng), full, rows)
+
+
+def jackknife_replicates(estimate: Callable[[list[Unit]], np.ndarray], groups: list[list[Unit]],
+                         rng: np.random.Generator) -> list[np.ndarray]:
+    """The delete-a-block replicates of :func:`grouped_jackknife`: per group of two units or more, blocks x rows
+    (each replicate's item means)."""
+    out = []
     for g, units in enumerate(groups):
         if len(units) < 2:
             continue
         blocks = min(len(units), JACKKNIFE_BLOCKS)
         block_of = rng.permutation(len(units)) % blocks
         others = [u for h, rest in enumerate(groups) if h != g for u in rest]
-        estimates = np.stack([estimate(others + [u for u, k in zip(units, block_of) if k != b]).mean(axis=1)
-                              for b in range(blocks)])
-        components.append((blocks - 1) / blocks * ((estimates - full) ** 2).sum(axis=0))
-        dfs.append(blocks - 1)
-    return np.sum(components, axis=0), satterthwaite_df(np.array(components), dfs)
+        out.append(np.stack([estimate(others + [u for u, k in zip(units, block_of) if k != b]).mean(axis=1)
+                             for b in range(blocks)]))
+    return out
+
+
+def jackknife_variance(replicates: list[np.ndarray], full: np.ndarray | None, rows: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's variance from the groups' replicates (:func:`jackknife_replicates`) about the full estimate's item
+    means, and its Satterthwaite degrees of freedom; (0, inf) without replicates."""
+    if not replicates or full is None:
+        return np.zeros(rows), np.full(rows, np.inf)
+    components = [(len(r) - 1) / len(r) * ((r - full) ** 2).sum(axis=0) for r in replicates]
+    return np.sum(components, axis=0), satterthwaite_df(np.array(components), [len(r) - 1 for r in replicates])
 
 
 def t_spread(variance: np.ndarray, df: np.ndarray) -> np.ndarray:

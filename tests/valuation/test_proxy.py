@@ -10,7 +10,9 @@ from test_sampling import synthetic
 
 from coalition_gym.errors import ConfigError
 from coalition_gym.valuation import FunctionGame, exact_shapley
-from coalition_gym.valuation.proxy import MAX_PLAYERS, SelectionProxy, TypeFit, TypeProxy, pair_priorities
+from coalition_gym.valuation import sampling
+from coalition_gym.valuation.proxy import (MAX_PLAYERS, ProxySampler, SelectionProxy, TypeFit, TypeProxy,
+                                          pair_priorities)
 from coalition_gym.valuation.sampling import Budget, sampled_shapley
 
 
@@ -70,6 +72,28 @@ def tied_selection_game(n: int, items: int = 40, seed: int = 0) -> FunctionGame:
         return out
 
     return FunctionGame(players, value, n_items=items)
+
+
+def noisy_typed_game(n: int, items: int = 40, scale: float = 0.15) -> FunctionGame:
+    """The typed game plus noise drawn per coalition and item (fixed by the coalition, as a random tie-break's draw
+    is): the proxy tracks it up to per-coalition idiosyncrasies no model can predict."""
+    base = typed_game(n, items)
+
+    def value(coalition):
+        if not coalition:
+            return np.zeros(items)
+        draw = np.random.default_rng(zlib.crc32(",".join(sorted(coalition)).encode()))
+        return base._fn(coalition) + draw.normal(scale=scale, size=items)
+
+    return FunctionGame(list(base.players), value, n_items=items)
+
+
+def steep_typed_game(n: int, items: int = 40) -> FunctionGame:
+    """The typed game plus a bonus for one player that grows with the coalition's size, which the proxy's constant
+    player effects cannot follow: it misses systematically."""
+    base = typed_game(n, items)
+    return FunctionGame(list(base.players),
+                        lambda c: base._fn(c) + (0.4 * (len(c) / n) ** 3 if "p0" in c else 0.0), n_items=items)
 
 
 def random_proxy(seed: int, n: int = 6, items: int = 5, kind: str = "type") -> tuple[object, np.ndarray]:
@@ -276,3 +300,54 @@ def test_coalitions_the_proxy_misses_but_no_sample_shows_still_widen_the_interva
             assert error.max() > 1e-6  # yet the estimate is off: the missed coalitions weigh in
         covered.append(np.mean(error <= result.sampling_halfwidth))
     assert blind >= 3 and np.mean(covered) >= 0.9
+
+
+class _RecordingProxy(ProxySampler):
+    """The proxy sampler, recording its shrinkage kappa and its difference estimate at settle()."""
+
+    seen: list[tuple[float, np.ndarray]] = []
+
+    def settle(self, design, value, groups, rng):
+        out = super().settle(design, value, groups, rng)
+        self.seen.append((self.shrink, self.estimate(design, value).mean(axis=1)))
+        return out
+
+
+def _shrinkage_runs(monkeypatch, make, n, multiple, seeds=10):
+    """kappa, the final estimate's and the difference estimate's mean absolute errors over seeded runs."""
+    monkeypatch.setitem(sampling.SAMPLER_CLASSES, "proxy", _RecordingProxy)
+    monkeypatch.setattr(_RecordingProxy, "seen", [])
+    truth = exact_shapley(make(), n_boot=10).values
+    final = [np.abs(sampled_shapley(make(), sampler="proxy", stop=Budget(coalitions=multiple * n), seed=s,
+                                    n_boot=20).per_item.mean(axis=1) - truth).mean() for s in range(seeds)]
+    kappa = np.array([k for k, _ in _RecordingProxy.seen])
+    difference = [np.abs(d - truth).mean() for _, d in _RecordingProxy.seen]
+    return kappa, float(np.mean(final)), float(np.mean(difference))
+
+
+def test_where_the_residual_is_noise_the_prediction_estimate_drops_the_extrapolated_noise(monkeypatch):
+    """settle() shrinks the difference estimate's correction to the prediction estimate by kappa: on a game the
+    proxy tracks up to per-coalition noise the correction is mostly noise, kappa is small, and the final estimate
+    beats the difference estimate (measured: 0.0019 against 0.0029 mean absolute error over these 10 runs)."""
+    kappa, final, difference = _shrinkage_runs(monkeypatch, lambda: noisy_typed_game(8), 8, 10)
+    assert kappa.mean() < 0.3, kappa
+    assert final < 0.8 * difference, (final, difference)
+
+
+def test_where_the_proxy_misses_systematically_the_correction_is_kept(monkeypatch):
+    """The steep game's proxy misses the same way on the coalitions not sampled: the correction stands out of its
+    jackknife noise and most of it is kept (measured: kappa 0.57-0.91 in 9 of these 10 runs at 5n)."""
+    kappa, _, _ = _shrinkage_runs(monkeypatch, lambda: steep_typed_game(8), 8, 5)
+    assert kappa.mean() > 0.5, kappa
+
+
+def test_the_interval_holds_with_the_shrunk_estimate():
+    """The shrunk estimate's interval adds the bias left, ``(1 - kappa)^2 ((D - P)^2 + var)``: without it these runs
+    (the synthetic game at 10n, where kappa is small but the proxy's miss is not noise) covered the value on the
+    items for 0.84 of the players, with it 1.00."""
+    n = 8
+    truth = exact_shapley(synthetic(n), n_boot=10).values
+    covered = [np.mean(np.abs(r.per_item.mean(axis=1) - truth) <= r.sampling_halfwidth)
+               for r in (sampled_shapley(synthetic(n), sampler="proxy", stop=Budget(coalitions=10 * n), seed=s,
+                                         n_boot=20) for s in range(20))]
+    assert np.mean(covered) >= 0.95, covered

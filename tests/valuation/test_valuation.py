@@ -70,6 +70,19 @@ def test_shapley_weights_sum_to_one():
     assert total == pytest.approx(1.0)
 
 
+def test_the_shapley_map_gives_the_exact_value_as_a_sum_over_coalitions():
+    from coalition_gym.valuation.exact import shapley_map
+
+    n, items = 5, 3
+    rng = np.random.default_rng(2)
+    table = rng.random((1 << n, items))
+    table[0] = 0.0
+    players = [f"p{k}" for k in range(n)]
+    game = FunctionGame(players, lambda c: table[sum(1 << players.index(p) for p in c)], n_items=items)
+    bits = np.array([[m >> k & 1 for k in range(n)] for m in range(1, 1 << n)], dtype=float)
+    np.testing.assert_allclose(shapley_map(bits) @ table[1:], exact_shapley(game, n_boot=10).per_item, atol=1e-12)
+
+
 def demo_game(protocol="majority_vote", pool="sim:demo", items=60, **kw):
     task = make("rg/basic_arithmetic", size=items)
     return CoalitionGame(System(make_protocol(protocol, **kw), task, load_pool(pool), items=task.items()))
