@@ -11,7 +11,14 @@ threshold 0.67 over ``sim:random-10``, prompt routing over ``sim:random-8``); SL
 was behind at 25n, where its pairs were not all known, and the proxy sampler's enumeration of the pairs came
 after that: those three count as seen, and four games added then (SLM-MUX over ``sim:random-12``, cascade
 over ``sim:random-12``, SLM-MUX with random tie-breaks over ``sim:random-9``, debate over ``sim:random-10``)
-are the held-out check of the final design. Every coalition is run
+were the held-out check of that design. The prediction estimate (the proxy sampler's final estimate,
+``P + kappa (D - P)``: ``coalition_gym/valuation/proxy.py``, ``shrunk_to_prediction``) came after the run of
+all fifteen, prompted by SLM-MUX with random tie-breaks over 9 members, and its interval's bias term was chosen
+on mixture-of-agents and LLM-Blender over 8: every game above counts as seen for it. Its held-out check is
+``--games fresh`` (``FRESH_GAMES``): nine games on pools of the ``sim:random-N`` recipe drawn with seed 1
+(``bench:random-N-s1``, n = 9-11: five protocols, SLM-MUX with random tie-breaks at three sizes), built after
+its design was fixed, with ours (``proxy``) against its difference estimate alone (``proxy-difference``, the
+default before it) and shapiq's. Every coalition is run
 once, up front, recording its per-item scores and the cache keys of every generation it asks for, so
 an estimate's cost in generations is the number of distinct keys of the coalitions it evaluated (what
 a shared generation cache would have generated). Exact Shapley on the same table is the truth.
@@ -26,7 +33,7 @@ get for free; the distinct non-empty coalitions it actually queried are recorded
 (``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared), ours at the
 CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's jackknife does not depend on it).
 
-    .venv/bin/python benchmarks/estimators.py [--quick] [--seeds 20] [--out benchmarks/results/estimators.json]
+    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh] [--seeds 20] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -44,11 +51,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread each, ours and shapi
 import numpy as np  # noqa: E402
 
 from coalition_gym import load_pool, make_protocol, make_task
+from coalition_gym.agents import pools
 from coalition_gym.agents.cache import ask_key
+from coalition_gym.agents.simulated import random_profiles
 from coalition_gym.envs.runner import episode_seed, run_programs, score_outcomes
 from coalition_gym.envs.system import System
+from coalition_gym.errors import ConfigError
 from coalition_gym.valuation.game import Game
-from coalition_gym.valuation.sampling import Budget, choose_sampler, sampled_shapley
+from coalition_gym.valuation.proxy import ProxySampler
+from coalition_gym.valuation.sampling import Budget, Sampler, choose_sampler, register_sampler, sampled_shapley
 from coalition_gym.valuation.stats import N_BOOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,6 +83,41 @@ GAMES = [("majority_vote", "sim:random-8", {}, "calibration"), ("majority_vote",
          # added with the pairs' enumeration, unseen until the run that reports them
          ("slm_mux", "sim:random-12", {}, FRESH), ("cascade", "sim:random-12", {}, FRESH),
          ("slm_mux", "sim:random-9", {"tie_break": "random"}, FRESH), ("debate", "sim:random-10", {"rounds": 2}, FRESH)]
+
+# held out for the prediction estimate: pools drawn with seed 1 (bench:random-N-s1), built after its design
+HELD_OUT = "held out (added after the prediction estimate)"
+FRESH_GAMES = [("slm_mux", "bench:random-9-s1", {"tie_break": "random"}, HELD_OUT),
+               ("majority_vote", "bench:random-10-s1", {}, HELD_OUT), ("cascade", "bench:random-9-s1", {}, HELD_OUT),
+               ("slm_mux", "bench:random-10-s1", {"tie_break": "random"}, HELD_OUT),
+               ("debate", "bench:random-9-s1", {"rounds": 2}, HELD_OUT),
+               ("llm_blender", "bench:random-9-s1", {}, HELD_OUT),
+               ("mixture_of_agents", "bench:random-10-s1", {}, HELD_OUT),
+               ("slm_mux", "bench:random-11-s1", {"tie_break": "random"}, HELD_OUT),
+               ("slm_mux", "bench:random-10-s1", {}, HELD_OUT)]
+# ours per game set: the default first, then the previous default (the table's last column)
+OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference")}
+
+
+def _seeded_random_pool(name: str) -> pools.Pool:
+    """``bench:random-N-sS``: the sim:random-N recipe (agents.simulated.random_profiles) drawn with seed S."""
+    size, seed = name[len("bench:random-"):].split("-s")
+    return pools._simulated_pool(random_profiles(int(size), seed=int(seed)), name)
+
+
+def _check_seeded_random(name: str) -> None:
+    size, _, seed = name[len("bench:random-"):].partition("-s")
+    if not (size.isdigit() and seed.isdigit()):
+        raise ConfigError(f"pool {name!r}: bench:random-N-sS takes a size N and a seed S")
+
+
+class DifferenceEstimate(ProxySampler):
+    """The proxy sampler's difference estimate ``c phi(h) + H(v - c h)`` with its plain jackknife (kappa = 1): its
+    final estimate before the prediction estimate."""
+
+    name = "proxy-difference"
+
+    def settle(self, design, value, groups, rng):
+        return Sampler.settle(self, design, value, groups, rng)
 
 
 class KeyRecorder:
@@ -205,10 +251,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="n = 8 and 10 only, 5 seeds")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--items", type=int, default=40)
-    parser.add_argument("--out", default="benchmarks/results/estimators.json")
+    parser.add_argument("--games", choices=sorted(OURS_OF), default="benchmark",
+                        help="the benchmark's games (GAMES) or the prediction estimate's held-out ones (FRESH_GAMES)")
+    parser.add_argument("--out", help="default: benchmarks/results/estimators.json (estimators_fresh.json)")
     args = parser.parse_args()
+    out = args.out or f"benchmarks/results/estimators{'_fresh' if args.games == 'fresh' else ''}.json"
     seeds = 5 if args.quick else args.seeds
-    games = GAMES[:2] if args.quick else GAMES
+    games = GAMES if args.games == "benchmark" else FRESH_GAMES
+    games = games[:2] if args.quick else games
+    ours = OURS_OF[args.games]
+    if args.games == "fresh":
+        pools.register_pool("bench:random-N-sS", _seeded_random_pool, "sim:random-N drawn with seed S",
+                            prefix="bench:random-", check=_check_seeded_random)
+        register_sampler(DifferenceEstimate)
     makers, shapiq_note = load_shapiq()
     print(f"# {shapiq_note}", flush=True)
     rows, tables = [], {}
@@ -226,7 +281,7 @@ def main() -> None:
               f"generations (the full coalition alone: {tables[game_name]['full_coalition_generations']})", flush=True)
         for mult in MULTIPLES:
             budget = min(mult * n, 2 ** n - 1)
-            estimators: dict = {f"ours {name}": name for name in OURS}
+            estimators: dict = {f"ours {name}": name for name in ours}
             estimators.update(makers or {})
             for label, impl in estimators.items():
                 errors, maxes, covers, stricts, costs, gens, secs, cpus = [], [], [], [], [], [], [], []
@@ -269,14 +324,14 @@ def main() -> None:
                 print(f"{game_name:32s} b={budget:5d} {label:38s} mae={mae} cov={cov} "
                       f"coal={row['coalitions_used'] or 0:.0f} gens={row['generations_used'] or 0:.0f} "
                       f"s={row['seconds'] or 0:.3f} cpu={row['cpu_seconds'] or 0:.3f} {note}", flush=True)
-    summary = summarise(rows)
-    print("\n" + table_markdown(rows, tables, summary))
-    write_json(args.out, {"machine": machine_info(), "threads": os.environ.get("OMP_NUM_THREADS"),
+    summary = summarise(rows, ours[1])
+    print("\n" + table_markdown(rows, tables, summary, ours[1]))
+    write_json(out, {"machine": machine_info(), "threads": os.environ.get("OMP_NUM_THREADS"),
                           "shapiq": shapiq_note, "seeds": seeds, "items": args.items,
                           "games": tables, "rows": rows, "summary": summary,
                           "default_rule": "choose_sampler(n, budget) in coalition_gym/valuation/sampling.py",
-                          "total_seconds": elapsed_seconds()})
-    Path(args.out).with_suffix(".md").write_text(table_markdown(rows, tables, summary) + "\n")
+                          "previous_default": ours[1], "total_seconds": elapsed_seconds()})
+    Path(out).with_suffix(".md").write_text(table_markdown(rows, tables, summary, ours[1]) + "\n")
 
 
 def ratio_ci(ours: list[float], theirs: list[float], reps: int = 2000) -> tuple[float, float]:
@@ -289,16 +344,17 @@ def ratio_ci(ours: list[float], theirs: list[float], reps: int = 2000) -> tuple[
     return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
 
 
-def summarise(rows: list[dict]) -> list[dict]:
+def summarise(rows: list[dict], previous_name: str = "hybrid") -> list[dict]:
     """Per game and budget: our default's error, coverage and time, the best shapiq approximator's error, the
-    ratio (with a paired bootstrap CI over seeds) and whether ours lead."""
+    ratio (with a paired bootstrap CI over seeds), whether ours lead, and the previous default's error (``hybrid``:
+    the key keeps its name whichever sampler ``previous_name`` is)."""
     out = []
     for key in dict.fromkeys((r["game"], r["budget"]) for r in rows):
         group = [r for r in rows if (r["game"], r["budget"]) == key and r["mae"] is not None]
         ours = [r for r in group if r["estimator"].startswith("ours ")]
         theirs = [r for r in group if r["estimator"].startswith("shapiq ")]
         default = next(r for r in ours if r["estimator"] == f"ours {choose_sampler(r['n'], r['budget'])}")
-        previous = next((r for r in ours if r["estimator"] == "ours hybrid"), None)
+        previous = next((r for r in ours if r["estimator"] == f"ours {previous_name}"), None)
         best = min(theirs, key=lambda r: r["mae"]) if theirs else None
         ratio = default["mae"] / best["mae"] if best and best["mae"] > 1e-12 else None
         low, high = ratio_ci(default["errors"], best["errors"]) if ratio is not None else (None, None)
@@ -316,10 +372,10 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
-def table_markdown(rows: list[dict], tables: dict, summary: list[dict]) -> str:
+def table_markdown(rows: list[dict], tables: dict, summary: list[dict], previous_name: str = "hybrid") -> str:
     lines = ["| game | budget | ours (default) | coverage (over items) | coverage (on these items) | "
              "wall s / estimate (CPU s) | best shapiq approximator | ours / best [95% CI] | "
-             "hybrid (previous default) |",
+             f"{previous_name} (a previous default) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         if s["exact_budget"]:

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from test_proxy import noisy_typed_game
 
 from coalition_gym.valuation.estimators import ESTIMATORS, valued_estimators
 from coalition_gym.valuation.game import FunctionGame
@@ -205,3 +206,41 @@ def test_sampled_intervals_cover_at_small_budgets_and_report_the_jackknifes_stde
                 got, exact = getattr(found, index), getattr(truth, index).value
                 covered.append(np.mean((got.ci_low[pairs] <= exact[pairs]) & (exact[pairs] <= got.ci_high[pairs])))
     assert np.mean(covered) >= 0.9
+
+
+def test_the_pair_map_gives_both_indices_as_sums_over_coalitions():
+    from coalition_gym.valuation.interactions import exact_pair_values, pair_map
+
+    n, items = 5, 3
+    table = np.random.default_rng(1).random((1 << n, items))
+    table[0] = 0.0
+    bits = np.array([[m >> k & 1 for k in range(n)] for m in range(1, 1 << n)], dtype=float)
+    for index in ("shapley", "banzhaf"):
+        np.testing.assert_allclose(pair_map(bits, index) @ table[1:], exact_pair_values(table, n, index), atol=1e-12)
+
+
+def test_the_prediction_estimate_of_the_pairs_is_exact_once_every_coalition_is_known():
+    """_pair_parts' prediction takes the known coalitions' values exactly (the proxy fills in only the others):
+    with every size enumerated it is the exact value whatever the proxy, as is the difference estimate."""
+    from coalition_gym.valuation.interactions import INDICES, _pair_parts
+    from coalition_gym.valuation.proxy import cross_fitted
+    from coalition_gym.valuation.sampling import Design
+
+    n = 6
+    game = noisy_typed_game(n)
+    value = {m: game._fn([game.players[k] for k in range(n) if m >> k & 1]) for m in range(1 << n)}
+    design = Design(n, set(range(1, n)))
+    difference, prediction = _pair_parts(design, cross_fitted(n, design, value.__getitem__))(None)
+    exact = exact_interactions(noisy_typed_game(n), n_boot=10)
+    truth = np.vstack([getattr(exact, index).per_item for index in INDICES])
+    np.testing.assert_allclose(prediction, truth, atol=1e-12)
+    np.testing.assert_allclose(difference, truth, atol=1e-9)
+
+
+def test_sampled_pairs_drop_the_extrapolated_noise_where_the_residual_is_noise():
+    """On a game the proxy tracks up to per-coalition noise, the share kappa of the difference estimate's correction
+    kept is small (measured: 0 in 8 of these 10 runs at 10n) and is reported per index."""
+    shrink = [sampled_interactions(noisy_typed_game(8), SampledSettings(tolerance=0, budget=80), seed=s,
+                                   n_boot=20).details["shrink"] for s in range(10)]
+    assert set(shrink[0]) == {"shapley", "banzhaf"}
+    assert np.mean([k["shapley"] for k in shrink]) < 0.3, shrink
