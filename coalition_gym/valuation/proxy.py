@@ -472,7 +472,8 @@ class ProxySampler(HybridSampler):
     name = "proxy"
     description = ("regression-adjusted: exact Shapley of a per-item proxy (solo types + player effects, "
                    "cross-fitted over items; blended with a selection proxy read off the pairs, which it "
-                   "enumerates once the budget's share covers them) plus the hybrid estimate of the residual")
+                   "enumerates once the budget's share covers them) plus the evaluated coalitions' residuals "
+                   "exactly and a James-Stein share of the hybrid's extrapolation of them to the rest")
 
     def __init__(self, n: int, rng: np.random.Generator):
         if n > MAX_PLAYERS:

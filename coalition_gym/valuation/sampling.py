@@ -11,7 +11,9 @@ twice costs nothing and tells nothing new):
 
 - ``proxy`` (the default, :mod:`.proxy`, registered there): regression adjustment. A per-item proxy game
   (fitted on the sampled coalitions, cross-fitted over items) whose Shapley value is exact in closed form,
-  plus the ``hybrid`` estimate of the residual, with the proxy's coefficient estimated as a control variate.
+  plus the residual: the evaluated coalitions' exactly, the others' extrapolated by the ``hybrid`` estimate
+  (the proxy's coefficient estimated as a control variate) only as far as that extrapolation stands out of its
+  own jackknife noise (:func:`.proxy.shrunk_to_prediction`).
 - ``hybrid``: the ``kernel`` design below, estimated both ways (kernel regression and
   the stratified estimate on the same coalitions) and combined with the variance-minimising weight.
 
@@ -621,7 +623,8 @@ class SampledShapley:
 AUTO_RULE = ("proxy from n = 2 (hybrid for a lone player): the lowest error at every budget 2n-50n on the "
              "calibration games of benchmarks/estimators.py, about half the hybrid's, intervals covering from 2n; "
              "on selection protocols (SLM-MUX, cascade) exact or nearly once the pairs are enumerated (10n for "
-             "n = 8, 25n for n = 10-12); level with shapiq's RegressionMSR on SLM-MUX with random tie-breaks")
+             "n = 8, 25n for n = 10-12); ahead of shapiq 1.8's best approximator at every budget of every game "
+             "(0.94x at the closest: SLM-MUX with random tie-breaks, 9 members, 25n)")
 
 
 def choose_sampler(n: int, budget: int | None) -> str:
