@@ -16,7 +16,7 @@ were the held-out check of that design. The prediction estimate (the proxy sampl
 all fifteen, prompted by SLM-MUX with random tie-breaks over 9 members, and its interval's bias term was chosen
 on mixture-of-agents and LLM-Blender over 8: every game above counts as seen for it. Its held-out check is
 ``--games fresh`` (``FRESH_GAMES``): nine games on pools of the ``sim:random-N`` recipe drawn with seed 1
-(``bench:random-N-s1``, n = 9-11: five protocols, SLM-MUX with random tie-breaks at three sizes), built after
+(``bench:random-N-s1``, n = 8-11: six protocols, SLM-MUX with random tie-breaks at three sizes), built after
 its design was fixed, with ours (``proxy``) against its difference estimate alone (``proxy-difference``, the
 default before it) and shapiq's. Every coalition is run
 once, up front, recording its per-item scores and the cache keys of every generation it asks for, so
@@ -93,7 +93,7 @@ FRESH_GAMES = [("slm_mux", "bench:random-9-s1", {"tie_break": "random"}, HELD_OU
                ("llm_blender", "bench:random-9-s1", {}, HELD_OUT),
                ("mixture_of_agents", "bench:random-10-s1", {}, HELD_OUT),
                ("slm_mux", "bench:random-11-s1", {"tie_break": "random"}, HELD_OUT),
-               ("slm_mux", "bench:random-10-s1", {}, HELD_OUT)]
+               ("slm_mux", "bench:random-8-s1", {}, HELD_OUT)]
 # ours per game set: the default first, then the previous default (the table's last column)
 OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference")}
 
@@ -260,6 +260,9 @@ def main() -> None:
     games = GAMES if args.games == "benchmark" else FRESH_GAMES
     games = games[:2] if args.quick else games
     ours = OURS_OF[args.games]
+    names = [f"{protocol} {pool}" for protocol, pool, _, _ in games]
+    if len(set(names)) < len(names):  # rows and summaries are keyed by this name
+        raise SystemExit(f"two games share a name: {names}")
     if args.games == "fresh":
         pools.register_pool("bench:random-N-sS", _seeded_random_pool, "sim:random-N drawn with seed S",
                             prefix="bench:random-", check=_check_seeded_random)
