@@ -42,10 +42,10 @@ is all it adds. The prediction estimate ``P = phi(h) + sum over the evaluated S 
 (:func:`.exact.shapley_map`) takes the evaluated coalitions' values exactly and h's for the rest. The final
 estimate is ``P + kappa (D - P)``, kappa a positive-part James-Stein share chosen from the jackknife
 (:func:`shrunk_to_prediction`): kappa near 0 where D - P is within its own noise, near 1 where the proxy misses
-systematically. On nine games of pools and protocols none of these settings was chosen on (sim pools of seed 1,
-n = 9-11, five protocols, SLM-MUX with random tie-breaks at three sizes; 20 seeds), its mean absolute error was
-0.82-0.90x D's at 5n, 0.89-1.00x at 10n and 0.89-1.08x at 25n-50n (the largest ratios where both are below
-0.001).
+systematically. On nine games it was not designed on (benchmarks/estimators.py ``--games fresh``: sim pools drawn
+with seed 1, n = 8-11, six protocols, SLM-MUX with random tie-breaks at three sizes; 20 seeds) its mean absolute
+error was 0.81-0.94x D's at 5n, 0.89-0.95x at 10n, 0.90-1.02x at 25n and 0.94-1.15x at 50n (the ratios above 1 at
+errors of 0.0003-0.0024).
 
 **Honesty.** The proxy is *cross-fitted over items*: the items are split into folds and each fold's
 proxy is fitted on the other folds' values, so no item's residual is fitted on its own values (the
