@@ -88,7 +88,7 @@ def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | N
                             "coalitions_used": est.coalitions, "generations_used": est.generations,
                             "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist(),
                             "sampling_halfwidth": est.sampling_halfwidth.tolist(),
-                            "budget": budget, "budget_default": by_default,
+                            "budget": budget, "budget_default": by_default, "shrink": est.shrink,
                             **({"interval_note": est.interval_note} if est.interval_note else {})})
 
 

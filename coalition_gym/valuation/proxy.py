@@ -486,7 +486,6 @@ class ProxySampler(HybridSampler):
         # h, and how often each of its coalitions is in a replicate of the sampled units
         self._fitted: tuple[CrossFitted, ReplicateCounts] | None = None
         self._shapley_map = np.zeros((n, 0))  # each fitted coalition's coefficient in phi (exact.shapley_map)
-        self.shrink = 1.0  # kappa: the share of the difference estimate's correction kept; set by settle()
 
     def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
         """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share

@@ -208,6 +208,7 @@ class Sampler(ABC):
     name = "sampler"
     description = ""  # one line, for listings (`cgym estimators`)
     min_coalitions = 1
+    shrink: float | None = None  # set by a settle() that shrinks one estimate towards another (the proxy sampler)
 
     def __init__(self, n: int, rng: np.random.Generator):
         self.n, self.rng = n, rng
@@ -617,6 +618,9 @@ class SampledShapley:
     stop_reason: str
     interval_note: str = ""  # why there is no interval (ci and stderr NaN), when the budget cannot give one
     model_error: np.ndarray | None = None  # per player, what the interval was widened by (Sampler.model_error)
+    # the share kappa of the difference estimate's extrapolation the final estimate kept (Sampler.shrink: the proxy
+    # sampler's, when it fitted a proxy; None for the others)
+    shrink: float | None = None
 
 
 #: what ``auto`` picks, in words (``cgym estimators`` prints it)
@@ -744,7 +748,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
                 f"(2n = {2 * n} gives one)")
         low, high, se, s_se, halfwidth = (np.full(n, np.nan) for _ in range(5))
     return SampledShapley(per_item, low, high, se, s_se, halfwidth, False, name, used, gens, rounds, reason, note,
-                          widen)
+                          widen, impl.shrink)
 
 
 def _coalition_budget(stop: StopRule) -> int | None:

@@ -351,3 +351,15 @@ def test_the_interval_holds_with_the_shrunk_estimate():
                for r in (sampled_shapley(synthetic(n), sampler="proxy", stop=Budget(coalitions=10 * n), seed=s,
                                          n_boot=20) for s in range(20))]
     assert np.mean(covered) >= 0.95, covered
+
+
+def test_the_share_kept_is_reported_with_the_estimate():
+    """kappa reaches the result (``SampledShapley.shrink``) and ``summary.json["mc"]["shrink"]`` (the estimate's
+    extras); samplers without a prediction estimate report None."""
+    from coalition_gym.valuation.estimators import sampled_shapley_values
+
+    proxy = sampled_shapley_values(noisy_typed_game(8), tolerance=0, budget=80, n_boot=20)
+    hybrid = sampled_shapley_values(noisy_typed_game(8), tolerance=0, budget=80, sampler="hybrid", n_boot=20)
+    assert 0.0 <= proxy.extras["shrink"] <= 1.0 and hybrid.extras["shrink"] is None
+    result = sampled_shapley(noisy_typed_game(8), sampler="proxy", stop=Budget(coalitions=80), seed=0, n_boot=20)
+    assert result.shrink == proxy.extras["shrink"]
