@@ -335,9 +335,7 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
         matrices[index] = pair_matrix(index, players, per_item[part], bounds)
     # the players' Shapley values from the same coalitions (the leaderboard's mc column when no mc was asked
     # for), with the same interval and the stop details mc reports
-    shapley = impl.estimate(design, value)
-    s_variance, s_df = grouped_jackknife(lambda units: impl.estimate(design, value, units), groups, n,
-                                         np.random.default_rng(seed + 2), shapley.mean(axis=1))
+    shapley, s_variance, s_df = impl.settle(design, value, groups, np.random.default_rng(seed + 2))
     s_spread = t_spread(s_variance, s_df)
     vlo, vhi, vse = interval_over_items(shapley, s_spread, np.sqrt(s_variance), n_boot, seed)
     values = ValuationResult("shapley", players, shapley.mean(axis=1), vse, vlo, vhi, shapley,
@@ -364,10 +362,11 @@ def _pair_parts(design: Design, fitted: CrossFitted) -> Callable[[list[Unit] | N
     maps = np.vstack([pair_map(fit.bits, index) for index in INDICES])
 
     def parts(units: list[Unit] | None) -> tuple[np.ndarray, np.ndarray]:
-        proxy = fitted if units is None else fitted.refit(counts(units))
+        multiplicity = None if units is None else counts(units)
+        proxy = fitted if multiplicity is None else fitted.refit(multiplicity)
         residual = ValueTable(counts.index, fit.bits, fit.values - proxy.on_fit())
         exact = np.vstack([proxy.pair_values(size_weights(index, n) / per_coalition) for index in INDICES])
-        known = 1.0 if units is None else (counts(units) > 0)[:, None]
+        known = 1.0 if multiplicity is None else (multiplicity > 0)[:, None]
         return (exact + np.vstack(stratified_pairs(design, residual, INDICES, units)),
                 exact + maps @ (known * residual.values))
     return parts

@@ -593,11 +593,12 @@ class ProxySampler(HybridSampler):
         assert self._fitted is not None  # called only after finish() fitted a proxy
         fitted, counts = self._fitted
         fit, c = fitted.fit, self.coefficient
-        proxy = fitted if units is None else fitted.refit(counts(units))
+        multiplicity = None if units is None else counts(units)
+        proxy = fitted if multiplicity is None else fitted.refit(multiplicity)
         h, phi = proxy.on_fit(), proxy.shapley()
         residual = ValueTable(counts.index, fit.bits, fit.values - c * h)
         difference = c * phi + super().estimate(design, residual, units)
-        known = 1.0 if units is None else (counts(units) > 0)[:, None]
+        known = 1.0 if multiplicity is None else (multiplicity > 0)[:, None]
         return difference, phi + self._shapley_map @ (known * (fit.values - h))
 
     def settle(self, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
@@ -642,14 +643,11 @@ def shrunk_to_prediction(parts: Callable[[list[Unit] | None], tuple[np.ndarray, 
     replicates = jackknife_replicates(stacked, groups, rng)
     correction = means[rows:]
     correction_var = jackknife_variance([r[:, rows:] for r in replicates], correction, rows)[0]
-    kappa = np.ones(len(pooled))
+    kappa, per_row = np.ones(len(pooled)), np.ones(rows)
     for k, part in enumerate(pooled):
         spread = float((correction[part] ** 2).sum())
         if spread > 0:
-            kappa[k] = max(0.0, 1.0 - float(correction_var[part].sum()) / spread)
-    per_row = np.ones(rows)
-    for k, part in enumerate(pooled):
-        per_row[part] = kappa[k]
+            kappa[k] = per_row[part] = max(0.0, 1.0 - float(correction_var[part].sum()) / spread)
     per_item = full[:rows] + per_row[:, None] * full[rows:]
     variance, df = jackknife_variance([r[:, :rows] + per_row * r[:, rows:] for r in replicates],
                                       per_item.mean(axis=1), rows)
