@@ -193,7 +193,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..reports.tables import FIELDS, correlation_sentence
     from ..training.collaborative import TrainedCoalitionGame
     from ..training.recipes import recipe_names
-    from ..valuation.estimators import fit_to_pool, stop_sentence
+    from ..valuation.estimators import EXACT_LIMIT, exact_limit_options, fit_to_pool, stop_sentence
+    from ..valuation.exact import enumeration_cost
     from ..valuation.sampling import check_sampler
 
     estimators = parse_estimators(args.estimator)
@@ -208,9 +209,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           f"{', '.join(members)})")
     spec = SystemSpec(args.protocol, args.task, pool, members, args.split, {"size": args.items, "seed": args.task_seed},
                       _settings(args.set), n_items=args.items)
-    estimators, fitted = fit_to_pool(estimators, len(members), args.estimator == "all")  # before any work
-    if fitted:
+    estimators, fitted = fit_to_pool(estimators, len(members), args.estimator == "all", args.exact_limit)
+    if fitted:  # refused or left out before any work
         print(fitted)
+    if len(members) > EXACT_LIMIT and any(exact_limit_options(e, args.exact_limit) for e in estimators):
+        print(f"exact enumeration of {len(members)} members: {enumeration_cost(len(members))} x {args.items} items")
     cache = _open_cache(args.cache, pool.name)
     mc = {"tolerance": args.mc_tolerance, "budget": args.mc_budget, "budget_generations": args.mc_budget_generations,
           "sampler": args.sampler}
@@ -220,7 +223,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                                 train_dir=Path(args.cache) / "trained" if args.cache else None),
                               cache=cache, executor=executor)
         report = evaluate(game, estimators, EvalOptions(n_boot=args.bootstrap, mc=mc, requested=args.estimator,
-                                                        split=args.split, best_team=args.best_team),
+                                                        split=args.split, best_team=args.best_team,
+                                                        exact_limit=args.exact_limit),
                           record=args.record)
         if args.save_trained:
             assert isinstance(game, TrainedCoalitionGame)  # checked above: a coalition-training recipe

@@ -242,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "pool.yaml (use it as --pool DIR/pool.yaml)")
     p.add_argument("--seed", type=int, default=0, help="episode, bootstrap and permutation seed")
     _option(p, "--bootstrap", EvalOptions, "n_boot")
+    _option(p, "--exact-limit", EvalOptions, "exact_limit",
+            help="the most members exact Shapley, Banzhaf and interactions enumerate all 2^n coalitions for "
+                 "(default 12; above it they are refused, or sampled); the number of coalitions is said first")
     p.add_argument("--best-team", type=_number_at_least(1), default=None, metavar="K",
                    help="also report the coalition of K members with the highest value among those evaluated "
                         "(exact when all are), next to the K members with the highest Shapley values")

@@ -25,6 +25,7 @@ from ..valuation.estimators import (
     ESTIMATORS,
     EXACT_LIMIT,
     ValuationResult,
+    exact_limit_options,
     fit_to_pool,
     primary_estimator,
     valued_estimators,
@@ -63,7 +64,8 @@ def parse_estimators(spec: str) -> list[str]:
 
 
 def choose_shapley_estimator(game: CoalitionGame, budget_generations: int | None = None,
-                             budget: int | None = None, probe: int | None = None, seed: int = 0) -> dict[str, Any]:
+                             budget: int | None = None, probe: int | None = None, seed: int = 0,
+                             exact_limit: int = EXACT_LIMIT) -> dict[str, Any]:
     """``auto``: exact Shapley when all 2^n coalitions are cheap in generations, else the sampling
     estimator. The full coalition and the singletons (which every report needs) are run first, then a
     probe of random other coalitions measures what one more coalition costs given what is cached
@@ -71,8 +73,8 @@ def choose_shapley_estimator(game: CoalitionGame, budget_generations: int | None
     budget when one is given; else within the coalition budget; else free, or no more coalitions than
     the sampling estimator's usual reach (10n)."""
     n = len(game.players)
-    if n > EXACT_LIMIT:
-        return {"chose": "mc", "why": f"n={n} > {EXACT_LIMIT}: exact enumeration is refused"}
+    if n > exact_limit:
+        return {"chose": "mc", "why": f"n={n} > {exact_limit} (the exact limit): exact enumeration is refused"}
     players = frozenset(game.players)
     game.evaluate([players] + [frozenset({p}) for p in game.players])
     rng = np.random.default_rng(seed)
@@ -158,6 +160,7 @@ class EvalOptions:
     requested: str | None = None
     split: str | None = None
     best_team: int | None = None  # K: report the best coalition of K members next to the top K by Shapley
+    exact_limit: int = setting(EXACT_LIMIT, ge=1, doc="the most members exact estimators enumerate 2^n coalitions for")
 
 
     def __post_init__(self) -> None:
@@ -176,7 +179,8 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
     seed, n_boot, mc = game.seed, options.n_boot, dict(options.mc or {})
     auto = None
     try:  # before any generation: what cannot take this many players is refused or (in "all") left out
-        estimators, _ = fit_to_pool(estimators, len(game.players), set(valued_estimators()) <= set(estimators))
+        estimators, _ = fit_to_pool(estimators, len(game.players), set(valued_estimators()) <= set(estimators),
+                                    options.exact_limit)
     except ConfigError:
         game.close()
         raise
@@ -188,15 +192,16 @@ def evaluate(game: CoalitionGame, estimators: Sequence[str], options: EvalOption
     try:
         if "auto" in estimators:
             auto = choose_shapley_estimator(game, options.budget_generations or mc.get("budget_generations"),
-                                            budget=mc.get("budget"), seed=seed)
+                                            budget=mc.get("budget"), seed=seed, exact_limit=options.exact_limit)
             estimators = list(dict.fromkeys(auto["chose"] if e == "auto" else e for e in estimators))
-        known = _known_coalitions(game, estimators)
+        known = _known_coalitions(game, estimators, options.exact_limit)
         if isinstance(game, CoalitionGame):  # a fixed total: a true share and an ETA
-            game.plan(_planned(game, estimators, known, mc))
+            game.plan(_planned(game, estimators, known, mc, options.exact_limit))
         game.evaluate(known)  # one batch
         results = {}
         for name in estimators:
             kwargs = dict(mc) if name in ("mc", "interactions") else {}  # the same stop rules and budgets
+            kwargs.update(exact_limit_options(name, options.exact_limit))
             results[name] = ESTIMATORS[name](game, n_boot=n_boot, seed=seed, **kwargs)
         solo = ESTIMATORS["solo"](game, n_boot=n_boot, seed=seed)
         results = _with_interaction_shapley(results)
@@ -231,10 +236,11 @@ def _with_interaction_shapley(results: dict[str, ValuationResult]) -> dict[str, 
     return {name: results[name] for name in sorted(results, key=list(ESTIMATORS).index)}
 
 
-def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[frozenset]:
+def _known_coalitions(game: CoalitionGame, estimators: Sequence[str], exact_limit: int = EXACT_LIMIT
+                      ) -> list[frozenset]:
     """The coalitions the exact estimators will ask for (Monte Carlo's depend on its draws)."""
     players = frozenset(game.players)
-    if {"shapley", "banzhaf", "interactions"} & set(estimators) and len(players) <= EXACT_LIMIT:  # above it they refuse
+    if {"shapley", "banzhaf", "interactions"} & set(estimators) and len(players) <= exact_limit:  # above it they refuse
         return [frozenset(c) for k in range(1, len(players) + 1) for c in itertools.combinations(game.players, k)]
     wanted = [players] + ([players - {p} for p in players] if "loo" in estimators else [])
     if game.solo_game() is game:
@@ -243,12 +249,12 @@ def _known_coalitions(game: CoalitionGame, estimators: Sequence[str]) -> list[fr
 
 
 def _planned(game: CoalitionGame, estimators: Sequence[str], known: Sequence[frozenset],
-             mc: Mapping[str, Any]) -> int:
+             mc: Mapping[str, Any], exact_limit: int = EXACT_LIMIT) -> int:
     """How many coalitions the estimators will run at most: the known ones plus a sampling estimator's budget
     (given or default), never more than every coalition (the bound when sampling has no budget: up to
     the exact limit its tolerance usually stops it sooner, so the bar's ETA is then an upper bound)."""
     n = len(game.players)
-    sampled = "mc" in estimators or ("interactions" in estimators and n > EXACT_LIMIT)
+    sampled = "mc" in estimators or ("interactions" in estimators and n > exact_limit)
     budget, _ = default_budget(n, mc.get("budget"), mc.get("budget_generations"))
     extra = (2 ** n if budget is None else budget) if sampled else 0
     return min(len(set(known)) + extra, 2 ** n - 1)

@@ -28,7 +28,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from .exact import EXACT_LIMIT, ValuationResult, exact_banzhaf, exact_shapley, result_of, shapley_weight
+from .exact import (
+    EXACT_LIMIT,
+    ValuationResult,
+    check_exact_limit,
+    exact_banzhaf,
+    exact_shapley,
+    result_of,
+    shapley_weight,
+)
 from .game import Game
 from .interactions import interaction_estimator
 from .sampling import DEFAULT_BUDGET_PER_PLAYER, Budget, MaxRounds, StopRule, Tolerance, default_budget, sampled_shapley
@@ -103,7 +111,10 @@ class Estimator:
     rank: float  # which estimate ranks a leaderboard: the lowest rank among those computed
     in_all: bool = True  # part of `--estimator all` (solo is always computed, so it is not)
     description: str = ""  # one line, for listings (`cgym estimators`)
-    max_players: int | None = None  # the most players it takes (exact ones enumerate all 2^n coalitions)
+    max_players: int | None = None  # the most players it takes, whatever the exact limit
+    # what it does above the exact limit (``exact_limit=``, which it then takes): "refused" (exact Shapley,
+    # Banzhaf: they enumerate all 2^n coalitions), "sampled" (interactions); None: the limit is not its concern
+    above_exact_limit: str | None = None
 
     def __call__(self, game: Game, **options: Any) -> ValuationResult:
         return self.estimate(game, **options)
@@ -115,7 +126,7 @@ ESTIMATORS: dict[str, Estimator] = {}
 
 def register_estimator(name: str, estimate: Callable[..., ValuationResult], *, field: str | None = None,
                        rank: float = 100.0, in_all: bool = True, description: str = "",
-                       max_players: int | None = None) -> Estimator:
+                       max_players: int | None = None, above_exact_limit: str | None = None) -> Estimator:
     """Make ``estimate(game, n_boot=2000, seed=0) -> ValuationResult`` usable by ``name``: ``cgym eval
     --estimator name`` (and ``all`` unless ``in_all=False``), :func:`~coalition_gym.evaluate`, the
     leaderboard tables (column and summary field ``field``, default the name). ``rank`` orders which
@@ -129,41 +140,63 @@ def register_estimator(name: str, estimate: Callable[..., ValuationResult], *, f
     taken = next((e.name for e in ESTIMATORS.values() if e.field == field), None)
     if taken is not None:
         raise ConfigError(f"estimator {name!r}: field {field!r} is taken by estimator {taken!r}")
+    if above_exact_limit not in (None, "refused", "sampled"):
+        raise ConfigError(f"estimator {name!r}: above_exact_limit is None, 'refused' or 'sampled', "
+                          f"got {above_exact_limit!r}")
     description = description or (estimate.__doc__ or "").strip().split("\n")[0]
-    ESTIMATORS[name] = record = Estimator(name, estimate, field, float(rank), in_all, description, max_players)
+    ESTIMATORS[name] = record = Estimator(name, estimate, field, float(rank), in_all, description, max_players,
+                                          above_exact_limit)
     return record
 
 
 register_estimator("loo", leave_one_out, rank=3, description="leave-one-out: v(N) - v(N minus i); n + 1 coalitions")
-register_estimator("shapley", exact_shapley, rank=0, description="exact Shapley values, all 2^n coalitions",
-                   max_players=EXACT_LIMIT)
-register_estimator("banzhaf", exact_banzhaf, rank=2, description="exact Banzhaf values, all 2^n coalitions",
-                   max_players=EXACT_LIMIT)
+register_estimator("shapley", exact_shapley, rank=0, description="exact Shapley values, all 2^n coalitions "
+                   f"(up to --exact-limit members, default {EXACT_LIMIT})", above_exact_limit="refused")
+register_estimator("banzhaf", exact_banzhaf, rank=2, description="exact Banzhaf values, all 2^n coalitions "
+                   f"(up to --exact-limit members, default {EXACT_LIMIT})", above_exact_limit="refused")
 register_estimator("mc", sampled_shapley_values, field="mc_shapley", rank=1,
                    description="Shapley values from sampled coalitions (--sampler), stopped at a tolerance or budget")
 register_estimator("solo", solo, rank=math.inf, in_all=False, description="v({i}): each model alone")
 register_estimator("interactions", interaction_estimator, field="interaction", rank=50,
                    description="pairwise Shapley and Banzhaf interactions of every pair (column: mean Shapley "
-                               "interaction with the others); exact up to n = 12, else sampled like mc")
+                               "interaction with the others); exact up to --exact-limit members, else sampled like mc",
+                   above_exact_limit="sampled")
 
 
-def fit_to_pool(names: Sequence[str], n: int, every: bool) -> tuple[list[str], str]:
+def exact_limit_options(name: str, exact_limit: int) -> dict[str, int]:
+    """The ``exact_limit=`` option for estimator ``name`` when it takes one (and the limit is not the default)."""
+    takes = name in ESTIMATORS and ESTIMATORS[name].above_exact_limit is not None
+    return {"exact_limit": exact_limit} if takes and exact_limit != EXACT_LIMIT else {}
+
+
+def _player_limit(name: str, exact_limit: int) -> int | None:
+    record = ESTIMATORS.get(name)
+    if record is None:
+        return None
+    limits = [record.max_players, exact_limit if record.above_exact_limit == "refused" else None]
+    return min((limit for limit in limits if limit is not None), default=None)
+
+
+def fit_to_pool(names: Sequence[str], n: int, every: bool, exact_limit: int = EXACT_LIMIT) -> tuple[list[str], str]:
     """The estimators of ``names`` that take ``n`` players, and a one-line note of what was left out. Asked for
     by name (``every`` False), one that cannot take ``n`` players is refused before any work; as part of
-    ``all`` (``every``), it is left out (the sampling estimator stands in for exact Shapley)."""
-    too_many = [name for name in names if name in ESTIMATORS and (ESTIMATORS[name].max_players or n) < n]
+    ``all`` (``every``), it is left out (the sampling estimator stands in for exact Shapley). Exact ones take
+    up to ``exact_limit`` players."""
+    too_many = [name for name in names if (_player_limit(name, exact_limit) or n) < n]
     if not too_many:
         return list(names), ""
     if not every:
-        limit = ESTIMATORS[too_many[0]].max_players
-        raise ConfigError(f"--estimator {too_many[0]} evaluates all 2^n coalitions; n={n} > {limit} is refused "
-                          "before any work. Use mc (sampled Shapley, a default budget of "
+        name = too_many[0]
+        if ESTIMATORS[name].above_exact_limit == "refused":
+            check_exact_limit(n, exact_limit)  # the refusal names --exact-limit (passes when max_players binds)
+        raise ConfigError(f"--estimator {name} takes at most {_player_limit(name, exact_limit)} players; n={n} is "
+                          f"refused before any work. Use mc (sampled Shapley, a default budget of "
                           f"{DEFAULT_BUDGET_PER_PLAYER}n coalitions), loo, interactions or auto")
     kept = [name for name in names if name not in too_many]
     if "mc" not in kept:
         kept.append("mc")
-    return kept, (f"n={n} members > {EXACT_LIMIT}: all = {', '.join(kept)} ({', '.join(too_many)} would evaluate "
-                  f"all 2^{n} coalitions and are left out)")
+    return kept, (f"n={n} members > the exact limit {exact_limit}: all = {', '.join(kept)} ({', '.join(too_many)} "
+                  f"would evaluate all 2^{n} coalitions and are left out; --exact-limit {n} keeps them)")
 
 
 def valued_estimators() -> list[str]:
@@ -178,6 +211,6 @@ def primary_estimator(computed: Iterable[str]) -> str:
 
 
 # the exact estimators and the result type live in .exact (sampling imports them); re-exported here
-__all__ = ["EXACT_LIMIT", "ESTIMATORS", "Estimator", "ValuationResult", "exact_banzhaf", "exact_shapley",
-           "leave_one_out", "primary_estimator", "register_estimator", "sampled_shapley_values", "shapley_weight",
-           "solo", "valued_estimators"]
+__all__ = ["EXACT_LIMIT", "ESTIMATORS", "Estimator", "ValuationResult", "exact_banzhaf", "exact_limit_options",
+           "exact_shapley", "fit_to_pool", "leave_one_out", "primary_estimator", "register_estimator",
+           "sampled_shapley_values", "shapley_weight", "solo", "valued_estimators"]

@@ -16,7 +16,20 @@ from ..errors import ConfigError
 from .game import Game
 from .stats import bootstrap_mean
 
-EXACT_LIMIT = 12
+EXACT_LIMIT = 12  # the default most players the exact estimators enumerate; a setting (exact_limit, --exact-limit)
+
+
+def enumeration_cost(n: int) -> str:
+    """What enumerating every coalition of ``n`` players costs, in words (said before the work)."""
+    return f"2^{n} - 1 = {2 ** n - 1} coalitions"
+
+
+def check_exact_limit(n: int, exact_limit: int = EXACT_LIMIT) -> None:
+    """Refuse exact enumeration of ``n`` players above ``exact_limit``, naming the setting that raises it."""
+    if n > exact_limit:
+        raise ConfigError(f"exact estimators evaluate all 2^n coalitions; n={n} > {exact_limit} (the exact limit) is "
+                          f"refused ({enumeration_cost(n)}). Raise it with --exact-limit {n} (exact_limit={n}) "
+                          "if they are affordable, or use the sampling estimator 'mc' (Monte Carlo Shapley) or 'loo'.")
 
 
 @dataclass
@@ -48,28 +61,26 @@ def result_of(name: str, game: Game, per_item: np.ndarray, n_boot: int, seed: in
                            game.coalitions_evaluated, extras)
 
 
-def _all_masks(game: Game) -> np.ndarray:
+def _all_masks(game: Game, exact_limit: int = EXACT_LIMIT) -> np.ndarray:
     """Per-item values of all 2^n coalitions, indexed by bitmask (bit k = players[k])."""
     n = len(game.players)
-    if n > EXACT_LIMIT:
-        raise ConfigError(f"exact estimators evaluate all 2^n coalitions; n={n} > {EXACT_LIMIT} is refused. "
-                          "Use the sampling estimator 'mc' (Monte Carlo Shapley) or 'loo'.")
+    check_exact_limit(n, exact_limit)
     coalitions = [frozenset(p for k, p in enumerate(game.players) if m >> k & 1) for m in range(1 << n)]
     game.evaluate(coalitions)
     return np.stack([game.per_item(c) for c in coalitions])
 
 
-def _weighted_marginals(game: Game, weight: Callable[[int, int], float]) -> np.ndarray:
+def _weighted_marginals(game: Game, weight: Callable[[int, int], float], exact_limit: int) -> np.ndarray:
     n = len(game.players)
-    values = _all_masks(game)
+    values = _all_masks(game, exact_limit)
     masks = np.arange(1 << n)
     sizes = np.array([bin(m).count("1") for m in masks])
+    by_size = np.array([weight(s, n) for s in range(n)])
     per_item = np.zeros((n, game.n_items))
     for k in range(n):
         bit = 1 << k
         without = masks[(masks & bit) == 0]
-        w = np.array([weight(int(s), n) for s in sizes[without]])
-        per_item[k] = (w[:, None] * (values[without | bit] - values[without])).sum(axis=0)
+        per_item[k] = by_size[sizes[without]] @ (values[without | bit] - values[without])
     return per_item
 
 
@@ -88,13 +99,16 @@ def shapley_map(bits: np.ndarray) -> np.ndarray:
     return np.where(bits.T > 0, weight[np.maximum(size - 1, 0)][None, :], -weight[size][None, :])
 
 
-def exact_shapley(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
-    return result_of("shapley", game, _weighted_marginals(game, shapley_weight), n_boot, seed)
+def exact_shapley(game: Game, n_boot: int = 2000, seed: int = 0, exact_limit: int = EXACT_LIMIT) -> ValuationResult:
+    """Exact Shapley values from all 2^n coalitions; refused above ``exact_limit`` players."""
+    return result_of("shapley", game, _weighted_marginals(game, shapley_weight, exact_limit), n_boot, seed)
 
 
-def exact_banzhaf(game: Game, n_boot: int = 2000, seed: int = 0) -> ValuationResult:
-    return result_of("banzhaf", game, _weighted_marginals(game, lambda s, n: 1.0 / 2 ** (n - 1)), n_boot, seed)
+def exact_banzhaf(game: Game, n_boot: int = 2000, seed: int = 0, exact_limit: int = EXACT_LIMIT) -> ValuationResult:
+    """Exact Banzhaf values from all 2^n coalitions; refused above ``exact_limit`` players."""
+    per_item = _weighted_marginals(game, lambda s, n: 1.0 / 2 ** (n - 1), exact_limit)
+    return result_of("banzhaf", game, per_item, n_boot, seed)
 
 
-__all__ = ["EXACT_LIMIT", "ValuationResult", "result_of", "shapley_map", "shapley_weight", "exact_shapley",
+__all__ = ["EXACT_LIMIT", "check_exact_limit", "enumeration_cost", "ValuationResult", "result_of", "shapley_map", "shapley_weight", "exact_shapley",
            "exact_banzhaf"]

@@ -11,7 +11,8 @@ average it over S subset of N minus {i, j} (s = |S|):
 - the **Banzhaf interaction index**, uniform weight ``1 / 2^(n-2)`` (shapiq's ``BII`` of order 2).
 
 Both are linear in v, so each has a per-item value and a bootstrap CI over items (the same resampled
-items for every pair). Up to :data:`~coalition_gym.valuation.exact.EXACT_LIMIT` players they are exact,
+items for every pair). Up to the exact limit (``exact_limit=``, default
+:data:`~coalition_gym.valuation.exact.EXACT_LIMIT`) players they are exact,
 from all 2^n coalitions (the ones exact Shapley needs: no extra cost); above it they are estimated from
 sampled coalitions (the stratified design of :mod:`.sampling`, stopped by the same rules and budgets as
 ``--estimator mc``), each index's strata ``(size, i in S, j in S)`` estimated by the mean of the sampled
@@ -393,28 +394,30 @@ def _sampling_stderr(design: Design, value: Callable[[int], np.ndarray], rng: np
 # -- the estimator ------------------------------------------------------------------------------------------------
 
 
-def interactions(game: Game, settings: SampledSettings | None = None, n_boot: int = 2000, seed: int = 0
-                 ) -> Interactions:
-    """Exact when n <= EXACT_LIMIT and no budget is given that is smaller than 2^n - 1; else sampled."""
+def interactions(game: Game, settings: SampledSettings | None = None, n_boot: int = 2000, seed: int = 0,
+                 exact_limit: int = EXACT_LIMIT) -> Interactions:
+    """Exact when n <= ``exact_limit`` and no budget is given that is smaller than 2^n - 1; else sampled."""
     n = len(game.players)
     if n < 2:
         from ..errors import ConfigError
 
         raise ConfigError(f"pairwise interactions need at least 2 players, got {n}")
     small = settings is None or settings.budget is None or settings.budget >= 2 ** n - 1
-    if n <= EXACT_LIMIT and small and (settings is None or settings.budget_generations is None):
+    if n <= exact_limit and small and (settings is None or settings.budget_generations is None):
         return exact_interactions(game, n_boot=n_boot, seed=seed)
     return sampled_interactions(game, settings or SampledSettings(), n_boot=n_boot, seed=seed)
 
 
 def interaction_estimator(game: Game, n_boot: int = 2000, seed: int = 0, tolerance: float = 0.005,
                           budget: int | None = None, budget_generations: int | None = None,
-                          sampler: str = "auto") -> ValuationResult:
-    """Pairwise Shapley and Banzhaf interactions (column: each model's mean Shapley interaction)."""
+                          sampler: str = "auto", exact_limit: int = EXACT_LIMIT) -> ValuationResult:
+    """Pairwise Shapley and Banzhaf interactions (column: each model's mean Shapley interaction); exact up to
+    ``exact_limit`` players."""
     del sampler  # the interactions' sampled design is the stratified one, whatever --sampler says
-    budget, _ = default_budget(len(game.players), budget, budget_generations)  # above EXACT_LIMIT only, as mc
+    if len(game.players) > exact_limit:  # sampled: the default budget above the default limit, as mc
+        budget, _ = default_budget(len(game.players), budget, budget_generations)
     settings = SampledSettings(tolerance, budget, budget_generations)
-    found = interactions(game, settings, n_boot=n_boot, seed=seed)
+    found = interactions(game, settings, n_boot=n_boot, seed=seed, exact_limit=exact_limit)
     n = len(game.players)
     per_pair = found.shapley.per_item
     per_item = np.zeros((n, game.n_items))

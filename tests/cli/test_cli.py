@@ -103,7 +103,12 @@ def test_eval_bad_input(capsys, tmp_path):
     assert "unknown estimator 'shapely'" in capsys.readouterr().err
     assert main(["eval", "--pool", "sim:random-13", "--estimator", "shapley", "--items", "2",
                  "--out", str(tmp_path)]) == 2
-    assert "n=13 > 12" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "n=13 > 12" in err and "--exact-limit 13" in err
+    assert main(["eval", "--pool", "sim:random-8", "--estimator", "banzhaf", "--exact-limit", "7", "--items", "2",
+                 "--out", str(tmp_path)]) == 2
+    assert "n=8 > 7" in capsys.readouterr().err
+    assert main(["eval", "--exact-limit", "0", "--out", str(tmp_path)]) == 2
     assert main(["eval", "--members", "atlas,atlas", "--out", str(tmp_path)]) == 2
     assert "twice" in capsys.readouterr().err
     assert main(["eval", "--items", "0", "--out", str(tmp_path)]) == 2
@@ -179,12 +184,14 @@ def test_estimators_are_fitted_to_the_pool_before_any_generation(tmp_path, monke
     code = main(["eval", "--pool", "sim:random-16", "--protocol", "majority_vote", "--items", "10",
                  "--estimator", "loo,shapley", "--out", str(tmp_path / "refused")])
     err = capsys.readouterr().err
-    assert code == 2 and "--estimator shapley evaluates all 2^n coalitions; n=16 > 12 is refused before any work" in err
+    assert code == 2 and "n=16 > 12 (the exact limit) is refused (2^16 - 1 = 65535 coalitions)" in err
+    assert "--exact-limit 16" in err
     assert calls == [] and not (tmp_path / "refused" / "summary.json").exists()
     code = main(["eval", "--pool", "sim:random-13", "--protocol", "majority_vote", "--items", "10",
                  "--bootstrap", "50", "--out", str(tmp_path / "all")])
     out = capsys.readouterr().out
-    assert code == 0 and "n=13 members > 12: all = loo, mc, interactions (shapley, banzhaf would evaluate" in out
+    assert code == 0 and "n=13 members > the exact limit 12: all = loo, mc, interactions (shapley, banzhaf would " \
+        "evaluate" in out
     assert "mc: stopped at its budget of 325 coalitions (the default, 25n" in out and "largest sampling stderr" in out
     assert "mc_shapley" in (tmp_path / "all" / "summary.json").read_text()  # the files were written
 
@@ -234,3 +241,13 @@ def test_the_eval_progress_bar_has_a_fixed_total_from_the_start(monkeypatch):
     unshared = CoalitionGame(small, progress=True, share_generations=False)  # every Ask generates
     evaluate(unshared, ["loo"], EvalOptions(n_boot=50))
     assert postfix[-1] == f"{unshared.generations} generations"
+
+
+@pytest.mark.slow
+def test_eval_with_a_raised_exact_limit_says_the_cost_then_enumerates(tmp_path, capsys):
+    assert main(["eval", "--pool", "sim:random-13", "--protocol", "majority_vote", "--estimator", "shapley",
+                 "--exact-limit", "13", "--items", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("2^13 - 1 = 8191 coalitions") < out.index("full coalition")  # said before the work
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["primary_estimator"] == "shapley" and summary["cost"]["coalitions_evaluated"] == 2 ** 13 - 1

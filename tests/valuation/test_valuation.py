@@ -144,11 +144,33 @@ def test_permutation_sampling_stops_on_tolerance_and_budget():
 
 def test_exact_estimators_refuse_more_than_twelve_players():
     game = FunctionGame([f"p{k}" for k in range(13)], lambda s: float(len(s)))
-    with pytest.raises(ConfigError, match="n=13 > 12.*mc"):
+    with pytest.raises(ConfigError, match=r"n=13 > 12.*8191 coalitions.*--exact-limit 13.*mc"):
         exact_shapley(game)
     with pytest.raises(ConfigError, match="n=13"):
         exact_banzhaf(game)
+    assert game.coalitions_evaluated == 0  # refused before any work
     assert leave_one_out(game).values == pytest.approx([1.0] * 13)
+
+
+def test_the_exact_limit_is_a_setting():
+    weights = np.arange(1, 14) / 10
+    game = FunctionGame([f"p{k}" for k in range(13)], lambda s: sum(weights[int(p[1:])] for p in s) ** 2)
+    found = exact_shapley(game, n_boot=10, exact_limit=13)
+    # v = (sum w)^2: phi_i = w_i^2 + w_i (W - w_i) (each pair's cross term split evenly)
+    close(found, weights ** 2 + weights * (weights.sum() - weights))
+    assert game.coalitions_evaluated == 2 ** 13 - 1
+    with pytest.raises(ConfigError, match="n=13 > 11.*--exact-limit 13"):
+        exact_banzhaf(game, exact_limit=11)
+
+
+def test_fit_to_pool_takes_the_exact_limit():
+    from coalition_gym.valuation.estimators import fit_to_pool
+
+    assert fit_to_pool(["shapley", "loo"], 14, False, exact_limit=14) == (["shapley", "loo"], "")
+    with pytest.raises(ConfigError, match="--exact-limit 14"):
+        fit_to_pool(["shapley"], 14, False)
+    kept, note = fit_to_pool(["shapley", "banzhaf", "loo"], 14, True)
+    assert kept == ["loo", "mc"] and "--exact-limit 14" in note
 
 
 def test_solo_is_the_singleton_value_and_bad_games():
