@@ -39,6 +39,7 @@ class SeatedEpisode:
         self._queues: dict[str, deque[int]] = {s: deque() for s in self.seats}
         self._backend_slots: list[int] = []  # wave positions waiting for backend replies
         self.seat_calls: list[tuple[Ask, Sample]] = []  # every seat Ask and the reply it got
+        self.member_calls: list[tuple[Ask, Sample]] = []  # every other Ask and its reply (for replays)
         self.cost = EpisodeCost()
         self._advance(None)
 
@@ -78,11 +79,17 @@ class SeatedEpisode:
         slots, self._backend_slots = self._backend_slots, []
         for k, reply in zip(slots, replies):
             if isinstance(reply, BaseException):
-                self.program.close()
-                self.outcome = ProgramFailed(redact(f"{type(reply).__name__}: {reply}"))
+                self.fail(f"{type(reply).__name__}: {reply}")
                 return
             self._answers[k] = reply
+            self.member_calls.append((self._wave[k], reply))
         self._complete_wave_if_ready()
+
+    def fail(self, reason: str) -> None:
+        """End the episode as failed (a seat that could not answer); recorded like a failed program."""
+        if not self.done:
+            self.program.close()
+            self.outcome = ProgramFailed(redact(reason))
 
     def _complete_wave_if_ready(self) -> None:
         if not self.done and not self._backend_slots and not any(self._queues.values()):

@@ -3,14 +3,20 @@
 Built on OpenEnv's own server (``openenv.core.env_server``: ``Environment``, ``Action``/``Observation``/``State``,
 ``create_fastapi_app``): its HTTP routes (``/health``, ``/schema``, ``/metadata``, ``/reset``, ``/step``,
 ``/state``) and its WebSocket sessions (``/ws``: one session, one environment instance per connection), so
-OpenEnv's clients (``GenericEnvClient`` included) drive it unchanged. Each session is a
-:class:`~coalition_gym.envs.gym_env.CollaborationEnv` over one System that every session shares (built,
-checked and prepared once: frozen members' dev scores, a router's learned state), so an episode over the wire
-is the in-process environment's episode: ``reset(seed=s)`` draws the item and episode seed
-``CollaborationEnv.reset(seed=s)`` draws (or takes ``item_id`` / ``episode_seed``), the observation's
-``prompt`` is the policy seat's prompt, ``step({"text": ...})`` seats the reply and returns the next prompt
-the protocol writes for the seat or the end: ``done``, ``reward`` the system's score, and in ``details``
-the system's and the seat's answers and scores, the transcript (every member's reply and answer) and cost.
+OpenEnv's clients (``GenericEnvClient`` included) drive it unchanged. Each session plays episodes of one
+:class:`~coalition_gym.training.seat_driver.SeatDriver` that every session shares (the System built, checked and
+prepared once: frozen members' dev scores, a router's learned state), so an episode over the wire is the
+in-process environment's episode: ``reset(seed=s)`` draws the item and episode seed
+``CollaborationEnv.reset(seed=s)`` draws (or takes ``item_id`` / ``episode_seed``; ``credit=true`` adds the
+members' leave-one-out credit to the end), the observation's ``prompt`` is the policy seat's prompt,
+``step({"text": ...})`` seats the reply and returns the next prompt the protocol writes for the seat or the end:
+``done``, ``reward`` the system's score, and in ``details`` the episode's
+:class:`~coalition_gym.training.seat_driver.SeatRecord` (the system's and the seat's answers and scores, the
+seat's replies, the transcript with every member's reply and answer, cost).
+
+Sessions are batched like ``make_vec``: the frozen members' requests of all open sessions go to each backend in
+one call per wave (:class:`~coalition_gym.envs.batcher.WaveBatcher`, waiting at most ``batch_wait_ms`` for the
+other sessions), and a session's step returns as soon as the protocol next asks its seat, or ends.
 
 What a client can and cannot do:
 
@@ -28,12 +34,12 @@ What a client can and cannot do:
 - It binds to 127.0.0.1 unless told otherwise; on any other host it requires a token (``Authorization:
   Bearer TOKEN`` on every request but ``/health``) and refuses to start without one.
 
-Episodes run one at a time per server (a lock around each reset and step: backends such as a local HF model
-are not re-entrant); scale out with more servers (``benchmarks/served_envs.py``).
+The server's load (sessions open, episodes, steps, calls and Asks per backend) is ``Served.load()``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hmac
 import json
@@ -42,21 +48,27 @@ import re
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+from gymnasium.utils import seeding
 
 from openenv.core.env_server import Action, Environment, Observation, State
 from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 from pydantic import Field
 
-from ..envs.gym_env import CollaborationEnv
+from ..agents.base import render_plain
+from ..envs.seated import messages_info
 from ..envs.system import SystemSpec
 from ..errors import ActionError, ConfigError, EpisodeStateError, UnknownNameError
 from ..result_files import redact, register_secret
+from ..training.seat_driver import SeatDriver, SeatRecord, SeatRun
 from ..version import __version__
 from .serve_options import ServeError, ServeOptions
 
-RESET_OPTIONS = ("seed", "episode_id", "item_id", "episode_seed")
+RESET_OPTIONS = ("seed", "episode_id", "item_id", "episode_seed", "credit")
 
 
 # -- the wire types (what /schema publishes) ---------------------------------------------------------------
@@ -147,21 +159,33 @@ def local_paths(system: Any) -> list[str]:
 # -- the environment ------------------------------------------------------------------------------------------
 
 class Served:
-    """What every session shares: the seated, prepared System (through a template environment), the options,
-    the lock episodes run under and the scrubber."""
+    """What every session shares: the seat driver over the prepared System (its members' Asks batched across
+    sessions), the options, the scrubber and the load counters."""
 
     def __init__(self, spec: SystemSpec, options: ServeOptions):
         self.options = options
-        self.template = CollaborationEnv(spec, policy_name=options.policy_name, policy_style=options.policy_style,
-                                         max_action_chars=options.max_action_chars)
-        self.system = self.template.system
+        self.driver = SeatDriver(spec, policy_name=options.policy_name, policy_style=options.policy_style,
+                                 batched=True, wait_s=options.batch_wait_ms / 1000.0)
+        self.system = self.driver.system
         self.env_id = options.env_id or f"coalition_gym/{self.system.protocol.name}"
-        self.lock = threading.Lock()
         self.scrub = Scrubber(local_paths(self.system), options.token)
+        self._counts = {"sessions_open": 0, "sessions": 0, "episodes": 0, "steps": 0, "failed": 0}
+        self._count_lock = threading.Lock()
 
-    def session_env(self) -> CollaborationEnv:
-        return CollaborationEnv(self.system, policy_name=self.template.policy_name,
-                                policy_style=self.options.policy_style, max_action_chars=self.options.max_action_chars)
+    def count(self, **changes: int) -> None:
+        with self._count_lock:
+            for key, change in changes.items():
+                self._counts[key] += change
+
+    def load(self) -> dict[str, Any]:
+        """Sessions open, totals (sessions, episodes, steps, failed episodes, waves) and per backend its calls,
+        the Asks they carried and their seconds (mean batch size = asks / calls)."""
+        with self._count_lock:
+            out: dict[str, Any] = dict(self._counts)
+        batcher = self.driver.batcher
+        out["waves"] = batcher.waves if batcher is not None else 0
+        out["backends"] = {name: dict(row) for name, row in self.driver.stats.per_backend.items()}
+        return out
 
 
 def _status_of(exc: BaseException) -> int:
@@ -177,70 +201,49 @@ def _status_of(exc: BaseException) -> int:
 
 
 class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
-    """One OpenEnv session: a :class:`CollaborationEnv` over the shared System (see the module doc)."""
+    """One OpenEnv session: episodes of the shared :class:`SeatDriver`, one at a time (see the module doc).
+    OpenEnv awaits :meth:`reset_async` / :meth:`step_async` on its event loop: a session waiting for its
+    members' wave holds no thread."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, served: Served):
         super().__init__()
         self._served = served
-        self._env: CollaborationEnv | None = served.session_env()
         self._state = SeatState(env_id=served.env_id)
+        self._run: SeatRun | None = None
+        self._rng: np.random.Generator | None = None
+        self._credit = False
+        self._closed = False
+        served.count(sessions_open=1, sessions=1)
 
-    def _checked_env(self) -> CollaborationEnv:
-        if self._env is None:
-            raise ServeError(410, "this session was closed (idle longer than the server's idle timeout); "
-                                  "reconnect and reset")
-        return self._env
-
-    def _guarded(self, work: Callable[[CollaborationEnv], SeatObservation]) -> SeatObservation:
-        """Run ``work`` under the server's lock; any failure becomes a one-line, scrubbed :class:`ServeError`."""
-        try:
-            with self._served.lock:
-                return work(self._checked_env())
-        except ServeError as exc:
-            raise ServeError(exc.status, self._served.scrub.error(exc)) from None
-        except Exception as exc:
-            status = _status_of(exc)
-            prefix = "" if status < 500 else f"internal error ({type(exc).__name__}): "
-            raise ServeError(status, prefix + self._served.scrub.error(exc)) from None
-
+    # -- OpenEnv's calls ---------------------------------------------------------------------------------------
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> SeatObservation:
-        unknown = sorted(set(kwargs) - set(RESET_OPTIONS))
-        if unknown:
-            raise ServeError(400, f"unknown reset option {unknown[0]!r}; use {', '.join(RESET_OPTIONS)}")
-        options = {k: kwargs[k] for k in ("item_id", "episode_seed") if kwargs.get(k) is not None}
-        if "item_id" in options and not isinstance(options["item_id"], str):
-            raise ServeError(422, f"item_id must be a string, not {type(options['item_id']).__name__}")
-        if "episode_seed" in options and (not isinstance(options["episode_seed"], int)
-                                          or isinstance(options["episode_seed"], bool)):
-            raise ServeError(422, f"episode_seed must be an integer, not {type(options['episode_seed']).__name__}")
-        if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
-            raise ServeError(422, "episode_id must be a string of at most 255 characters")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-            raise ServeError(422, f"seed must be an integer >= 0, not {seed!r}"[:200])
+        with self._errors():
+            run = self._begin(seed, episode_id, kwargs)
+            self._served.driver.advance([run])
+            return self._observation(run)
 
-        def start(env: CollaborationEnv) -> SeatObservation:
-            prompt, info = env.reset(seed=seed, options=options)
-            self._state = SeatState(env_id=self._served.env_id, episode_id=episode_id, step_count=0,
-                                    item_id=info["item_id"], episode_seed=env.episode_seed)
-            return self._observation(env, prompt, info)
-
-        return self._guarded(start)
+    async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
+                          **kwargs: Any) -> SeatObservation:
+        with self._errors():
+            run = self._begin(seed, episode_id, kwargs)
+            await self._served.driver.advance_async(run)
+            return self._observation(run)
 
     def step(self, action: SeatAction, timeout_s: Optional[float] = None, **kwargs: Any) -> SeatObservation:
-        if not isinstance(action, SeatAction):
-            raise ServeError(422, f"an action is {{'text': str}}, not {type(action).__name__}")
+        with self._errors():
+            run = self._give(action)
+            self._served.driver.advance([run])
+            return self._after_step(run, self._served.driver.record(run, self._credit) if run.done else None)
 
-        def advance(env: CollaborationEnv) -> SeatObservation:
-            prompt, reward, terminated, _, info = env.step(action.text)
-            self._state.step_count += 1
-            if terminated:
-                self._state.done = True
-                return self._final(env, reward, info)
-            return self._observation(env, prompt, info)
-
-        return self._guarded(advance)
+    async def step_async(self, action: SeatAction, timeout_s: Optional[float] = None,
+                         **kwargs: Any) -> SeatObservation:
+        with self._errors():
+            run = self._give(action)
+            await self._served.driver.advance_async(run)
+            record = await asyncio.to_thread(self._served.driver.record, run, self._credit) if run.done else None
+            return self._after_step(run, record)
 
     @property
     def state(self) -> SeatState:
@@ -251,32 +254,115 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
         return EnvironmentMetadata(
             name=self._served.env_id, version=__version__,
             description=self._served.scrub.text(
-                f"coalition-gym {system.protocol.name}: the policy seat {self._served.template.policy_name!r} "
+                f"coalition-gym {system.protocol.name}: the policy seat {self._served.driver.policy_name!r} "
                 f"plays with frozen members {list(system.frozen)} on task {system.task.name!r} "
                 f"({len(system.items)} items); reward: the system's score"))
 
     def close(self) -> None:
-        self._env = None  # the episode's state goes with it; a later request says the session is closed
+        if not self._closed:  # the episode's state goes with it; a later request says the session is closed
+            self._closed = True
+            if self._run is not None:
+                self._served.driver.close(self._run)
+            self._served.count(sessions_open=-1)
+
+    # -- the episode -------------------------------------------------------------------------------------------
+    def _begin(self, seed: Any, episode_id: Any, kwargs: dict[str, Any]) -> SeatRun:
+        """Check the reset's options, draw the item and episode seed as ``CollaborationEnv.reset`` does (the
+        session's generator, reseeded by ``seed``) and begin the episode."""
+        self._check_open()
+        options = reset_options(seed, episode_id, kwargs)
+        if seed is not None or self._rng is None:
+            self._rng, _ = seeding.np_random(seed)
+        item, episode_seed = self._served.system.draw(self._rng, options)
+        if self._run is not None and not self._run.done:
+            self._served.driver.close(self._run)  # the unfinished episode is abandoned
+        self._run = self._served.driver.begin(item, episode_seed)
+        self._credit = bool(kwargs.get("credit", False))
+        self._state = SeatState(env_id=self._served.env_id, episode_id=episode_id, step_count=0, item_id=item.id,
+                                episode_seed=episode_seed)
+        return self._run
+
+    def _give(self, action: Any) -> SeatRun:
+        self._check_open()
+        if not isinstance(action, SeatAction):
+            raise ServeError(422, f"an action is {{'text': str}}, not {type(action).__name__}")
+        if self._run is None:
+            raise EpisodeStateError("step() before reset(): call reset() to start an episode")
+        if self._run.done:
+            if self._state.done:
+                raise EpisodeStateError("step() after the episode ended: call reset() to start a new one")
+            return self._run  # the protocol ended without asking the seat: this step reads the end
+        limit = self._served.options.max_action_chars
+        if len(action.text) > limit:
+            raise ActionError(f"action of {len(action.text)} characters exceeds max_action_chars={limit}")
+        self._served.driver.give(self._run, action.text)
+        return self._run
+
+    def _after_step(self, run: SeatRun, record: SeatRecord | None) -> SeatObservation:
+        self._state.step_count += 1
+        self._served.count(steps=1)
+        if record is None:
+            return self._observation(run)
+        self._state.done = True
+        self._served.count(episodes=1, failed=int(record.error is not None))
+        return self._final(record)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ServeError(410, "this session was closed (idle longer than the server's idle timeout); "
+                                  "reconnect and reset")
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Any failure becomes a one-line, scrubbed :class:`ServeError` with its HTTP status."""
+        try:
+            yield
+        except ServeError as exc:
+            raise ServeError(exc.status, self._served.scrub.error(exc)) from None
+        except Exception as exc:
+            status = _status_of(exc)
+            prefix = "" if status < 500 else f"internal error ({type(exc).__name__}): "
+            raise ServeError(status, prefix + self._served.scrub.error(exc)) from None
 
     # -- observations -------------------------------------------------------------------------------------
-    def _observation(self, env: CollaborationEnv, prompt: str, info: dict[str, Any]) -> SeatObservation:
-        ask = env.pending_ask
+    def _observation(self, run: SeatRun) -> SeatObservation:
+        ask = self._served.driver.pending(run)
         scrub = self._served.scrub
-        return SeatObservation(prompt=scrub.text(prompt), messages=scrub.data(info.get("messages", [])),
-                               role=info.get("role"), round=info.get("round"), item_id=str(info.get("item_id", "")),
-                               policy_asked=bool(info.get("policy_asked")), done=False,
-                               reward=None if self._state.step_count == 0 else 0.0,
-                               max_new_tokens=None if ask is None else int(ask.params.max_new_tokens))
+        common = {"item_id": run.item.id, "done": False, "reward": None if self._state.step_count == 0 else 0.0}
+        if ask is None:  # the protocol ended without asking the seat
+            return SeatObservation(policy_asked=False, **common)
+        return SeatObservation(prompt=scrub.text(render_plain(ask.messages)),
+                               messages=scrub.data(messages_info(ask)), role=ask.role, round=ask.round,
+                               policy_asked=True, max_new_tokens=int(ask.params.max_new_tokens), **common)
 
-    def _final(self, env: CollaborationEnv, reward: float, info: dict[str, Any]) -> SeatObservation:
-        keep = ("item_id", "system_answer", "system_score", "parsed", "policy_answer", "policy_score", "error",
-                "transcript", "details", "cost")
-        metadata = self._served.scrub.data({k: info.get(k) for k in keep})
+    def _final(self, record: SeatRecord) -> SeatObservation:
+        scrub = self._served.scrub
+        metadata = scrub.data(record.as_dict())
         if metadata.get("error"):
-            metadata["error"] = self._served.scrub.text(str(metadata["error"]), error=True)
+            metadata["error"] = scrub.text(str(metadata["error"]), error=True)
         metadata["members"] = members_summary(metadata.get("transcript") or [])
-        return SeatObservation(item_id=str(info.get("item_id", "")), done=True, reward=float(reward),
-                               details=metadata, metadata=metadata)
+        return SeatObservation(item_id=record.item_id, done=True, reward=record.system_score, details=metadata,
+                               metadata=metadata)
+
+
+def reset_options(seed: Any, episode_id: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A reset's checked options (``item_id``, ``episode_seed``); a bad one is a :class:`ServeError`."""
+    unknown = sorted(set(kwargs) - set(RESET_OPTIONS))
+    if unknown:
+        raise ServeError(400, f"unknown reset option {unknown[0]!r}; use {', '.join(RESET_OPTIONS)}")
+    options = {k: kwargs[k] for k in ("item_id", "episode_seed") if kwargs.get(k) is not None}
+    if "item_id" in options and not isinstance(options["item_id"], str):
+        raise ServeError(422, f"item_id must be a string, not {type(options['item_id']).__name__}")
+    if "episode_seed" in options and (not isinstance(options["episode_seed"], int)
+                                      or isinstance(options["episode_seed"], bool)):
+        raise ServeError(422, f"episode_seed must be an integer, not {type(options['episode_seed']).__name__}")
+    if not isinstance(kwargs.get("credit", False), bool):
+        raise ServeError(422, f"credit must be true or false, not {kwargs['credit']!r}"[:200])
+    if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
+        raise ServeError(422, "episode_id must be a string of at most 255 characters")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise ServeError(422, f"seed must be an integer >= 0, not {seed!r}"[:200])
+    return options
 
 
 def members_summary(transcript: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

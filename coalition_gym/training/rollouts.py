@@ -226,7 +226,7 @@ class _Tap(Generator):
         return samples
 
 
-class _Replay(Generator):
+class Replayed(Generator):
     """The counterfactuals' side: a reply of the real executions where one matches, else ``fallback`` (a
     CachedGenerator: what it really generates is counted by its ``misses``)."""
 
@@ -387,7 +387,7 @@ def _counterfactuals(system: System, planned: tuple[list[EpisodeContext], list[i
     if not unique:
         return
     keys = list(unique)
-    backends = _bound(system, seated, cache, lambda gen, seat: _Replay(
+    backends = _bound(system, seated, cache, lambda gen, seat: Replayed(
         CachedGenerator(_Unrecorded(gen), cache) if seat else gen, store, cost))
     programs = [tag_policy_asks(protocol.start(unique[k][0]), seats, unique[k][1], executions[unique[k][1]])
                 for k in keys]

@@ -5,6 +5,7 @@ tokens). Servers start on 127.0.0.1 on free ports and stop at the end."""
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -100,13 +101,26 @@ def test_reset_takes_an_item_and_an_episode_seed(server):
     assert first.observation["prompt"] == prompt
 
 
-def test_64_concurrent_sessions_each_equal_their_own_in_process_replay(server):
-    """64 clients at once, each its own seed and replies: no session sees another's episode."""
+def test_64_concurrent_sessions_in_a_random_order_each_equal_their_own_in_process_replay(server):
+    """64 clients at once, each its own seed and replies, stepping in a random order (random pauses): no session
+    sees another's episode, and the members' requests of different sessions went out in shared waves."""
     sessions = 64
+    before = server.app.app.state.served.load()
 
     def one(k: int) -> dict:
+        pauses = random.Random(k)
         with ServedEnv(server.url) as env:
-            return play_served(env, seed=1000 + k, session=k)
+            result = env.reset(seed=1000 + k)
+            prompts, call = [result.observation["prompt"]], 0
+            while not result.done:
+                time.sleep(pauses.uniform(0, 0.02))
+                result = env.step(reply_for(k, call))
+                call += 1
+                if not result.done:
+                    prompts.append(result.observation["prompt"])
+            meta = result.observation["details"]
+            return {"prompts": prompts, "reward": result.reward, "transcript": meta["transcript"],
+                    "item_id": meta["item_id"], "system_answer": meta["system_answer"]}
 
     with ThreadPoolExecutor(max_workers=sessions) as pool:
         served = list(pool.map(one, range(sessions)))
@@ -114,6 +128,13 @@ def test_64_concurrent_sessions_each_equal_their_own_in_process_replay(server):
     mismatched = [k for k in range(sessions) if served[k] != expected[k]]
     assert mismatched == []
     assert len({s["item_id"] for s in served}) > 10  # the sessions really played different episodes
+    after = server.app.app.state.served.load()
+    assert after["episodes"] - before["episodes"] == sessions
+    calls = sum(row["calls"] for row in after["backends"].values()) - sum(
+        row["calls"] for row in before["backends"].values())
+    asks = sum(row["asks"] for row in after["backends"].values()) - sum(
+        row["asks"] for row in before["backends"].values())
+    assert asks > calls  # batched: some call carried more than one session's request
 
 
 def test_bad_requests_get_a_4xx_with_one_line_of_json_and_the_server_goes_on(server):
@@ -276,7 +297,42 @@ def test_cgym_serve_debate_with_the_shipped_zoo_answers_openenv_client():
             assert len(result.observation["details"]["members"]) >= 3
 
 
-def test_serve_threads_share_one_system_and_one_lock(server):
-    served = server.app.app.state.served
-    assert isinstance(served.lock, type(threading.Lock()))
-    assert served.system is served.session_env().system  # built, checked and prepared once
+class NotReentrant(Generator):
+    """A backend that fails if two calls overlap (as a local model's forward pass must not), and notes the
+    threads it is called from."""
+
+    identity = "not-reentrant"
+
+    def __init__(self):
+        self.busy = threading.Lock()
+        self.threads: set[str] = set()
+        self.sizes: list[int] = []
+
+    def generate(self, asks):
+        if not self.busy.acquire(blocking=False):
+            raise BackendError("two calls overlapped")
+        try:
+            self.threads.add(threading.current_thread().name)
+            self.sizes.append(len(asks))
+            time.sleep(0.002)
+            return [Sample(text=f"Answer: {len(a.messages[-1].content) % 5}") for a in asks]
+        finally:
+            self.busy.release()
+
+
+def test_a_backend_that_is_not_reentrant_is_called_one_wave_at_a_time_by_the_batcher():
+    backend = NotReentrant()
+    spec = SystemSpec("majority_vote", task="zoo:arith", collaborators={"a": backend, "b": backend},
+                      task_kwargs={"size": 40})
+    with ThreadServer(spec, ServeOptions(port=free_port(), max_sessions=40)) as running:
+        def one(k: int) -> float:
+            with ServedEnv(running.url) as env:
+                env.reset(seed=k)
+                return env.step("Answer: 1").reward
+
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            rewards = list(pool.map(one, range(32)))
+    assert all(r in (0.0, 1.0) for r in rewards)  # no episode failed on an overlapping call
+    dev_threads = {t for t in backend.threads if not t.startswith("cgym-batcher")}
+    assert len(dev_threads) <= 1  # the dev-score measurement at build time; every episode's call: the batcher's
+    assert max(backend.sizes) > 2  # and a wave carried several sessions' requests
