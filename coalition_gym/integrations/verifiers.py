@@ -11,13 +11,16 @@ pool's backends. The same environment loads by plugin id, the way ``vf-eval`` an
 
 Tasks are the items of the split; a task's prompt is the policy's first prompt (the item's question in the
 policy's prompt style, from :meth:`~coalition_gym.types.Item.for_policy`: no gold answer, no scorer data), its
-id the item id. An episode drives a :class:`~coalition_gym.integrations.seat_service.SeatService` episode: each
-time the protocol asks the policy (every round of a debate, feedback or Mixture-of-Agents), the environment runs
-the policy agent once on that prompt (a fresh conversation, as the in-process seat gets it) and hands its reply
-back. Each policy turn's trace then carries the reward ``system_score`` (the system's score, the same for every
-turn of the episode) and the metrics ``policy_score`` (its own answer's score), ``parsed`` and
-``credit_loo/<member>`` (leave-one-out credit, see ``seat_service``). Scoring happens inside the environment: the
+id the item id. An episode is a :class:`~coalition_gym.training.seat_driver.SeatDriver` episode (the driver every
+wire shares): each time the protocol asks the policy (every round of a debate, feedback or Mixture-of-Agents), the
+environment runs the policy agent once on that prompt (a fresh conversation, as the in-process seat gets it) and
+hands its reply back. Each policy turn's trace then carries the reward ``system_score`` (the system's score, the
+same for every turn of the episode) and the metrics ``policy_score`` (its own answer's score), ``parsed`` and
+``credit_loo/<member>`` (leave-one-out credit, see ``seat_driver``). Scoring happens inside the environment: the
 gold answer never reaches the policy, its prompts or the tasks' data.
+
+Concurrent rollouts (``vf-eval -c N``, prime-rl's batches) share waves: the driver is batched, so the frozen
+members' requests of all running episodes go to each backend in one call per wave, as a server's sessions do.
 
 The policy's sampling is verifiers' (the run's ``sampling``: verifiers imposes it on every model call), not the
 protocol's; the episode seeds follow the project's rule, so with the same model in the seat and the same
@@ -48,7 +51,9 @@ from ..envs.system import SystemSpec
 from ..errors import ConfigError
 from ..tasks import DEFAULT_TASK
 from ..tasks.base import SPLITS
-from .seat_service import SeatScores, SeatService, messages_of
+from ..envs.runner import episode_seed
+from ..envs.seated import messages_info
+from ..training.seat_driver import SeatDriver, SeatRecord
 
 #: the plugin id verifiers resolves (the ``coalition_gym_verifiers`` package re-exports this module's classes)
 PLUGIN_ID = "coalition-gym-verifiers"
@@ -89,16 +94,16 @@ class CoalitionTask(vf.Task):
 
 
 class CoalitionTaskset(vf.Taskset[CoalitionTask, CoalitionTasksetConfig]):
-    """The split's items as tasks; builds the system (and its :class:`SeatService`) once."""
+    """The split's items as tasks; builds the system (and its batched :class:`SeatDriver`) once."""
 
     def __init__(self, config: CoalitionTasksetConfig) -> None:
         super().__init__(config)
-        self.service = SeatService(config.spec(), policy_name=config.policy_name, policy_style=config.policy_style,
-                                   seed=config.seed, credit=config.credit)
+        self.driver = SeatDriver(config.spec(), policy_name=config.policy_name, policy_style=config.policy_style,
+                                 batched=True)
 
     def load(self):
-        for item in self.service.items:
-            yield CoalitionTask(vf.TaskData(id=item.id, prompt=self.service.first_prompt(item)), self.config.task)
+        for item in self.driver.items:
+            yield CoalitionTask(vf.TaskData(id=item.id, prompt=self.driver.first_prompt(item)), self.config.task)
 
 
 class SeatHarnessConfig(vf.HarnessConfig):
@@ -138,39 +143,46 @@ class CoalitionEnv(vf.Env[CoalitionEnvConfig]):
 
     def __init__(self, config: CoalitionEnvConfig) -> None:
         super().__init__(config)
-        self.service: SeatService = self.taskset.service  # type: ignore[attr-defined]
-        self._scores: dict[str, SeatScores] = {}  # trace id -> its episode's scores, until finalize
+        self.driver: SeatDriver = self.taskset.driver  # type: ignore[attr-defined]
+        self.seed, self.credit = config.taskset.seed, config.taskset.credit
+        self._records: dict[str, SeatRecord] = {}  # trace id -> its episode's record, until finalize
 
     async def setup(self, agents) -> None:
         agents.policy.trainable = True
 
     async def run(self, task, agents) -> None:
-        service = self.service
-        episode = await asyncio.to_thread(service.start, task.data.id)
+        driver = self.driver
+        item = driver.system.item(task.data.id)
+        run = driver.begin(item, episode_seed(self.seed, item))  # the item's seed: -r rollouts share their draws
         traces = []
-        while not episode.done:
-            ask = service.pending(episode)
-            assert ask is not None  # a live seated episode waits for its seat
-            turn = CoalitionTask(vf.TaskData(id=task.data.id, prompt=messages_of(ask)), task.config)
-            trace = await agents.policy.run(turn)
-            if not trace.ok:
-                error = trace.last_error
-                raise RuntimeError(f"the policy's turn failed: {error.type}: {error.message}" if error
-                                   else "the policy's turn failed")
-            traces.append(trace)
-            await asyncio.to_thread(service.answer, episode, reply_text(trace))
+        try:
+            await driver.advance_async(run)
+            while not run.done:
+                ask = driver.pending(run)
+                assert ask is not None  # a live seated episode waits for its seat
+                turn = CoalitionTask(vf.TaskData(id=task.data.id, prompt=messages_info(ask)), task.config)
+                trace = await agents.policy.run(turn)
+                if not trace.ok:
+                    error = trace.last_error
+                    raise RuntimeError(f"the policy's turn failed: {error.type}: {error.message}" if error
+                                       else "the policy's turn failed")
+                traces.append(trace)
+                driver.give(run, reply_text(trace))
+                await driver.advance_async(run)
+        finally:
+            driver.close(run)  # a failed turn abandons the episode: waves stop waiting for it
         if not traces:
-            raise RuntimeError(f"protocol {service.system.protocol.name!r} ended item {task.data.id!r} without "
+            raise RuntimeError(f"protocol {driver.system.protocol.name!r} ended item {task.data.id!r} without "
                                "asking the policy: nothing to train on")
-        scores = await asyncio.to_thread(service.scores, episode)
+        record = await asyncio.to_thread(driver.record, run, self.credit)
         for trace in traces:
-            self._scores[trace.id] = scores
+            self._records[trace.id] = record
 
     async def finalize(self, task, episode) -> None:
         for trace in episode.traces:
-            scores = self._scores.pop(trace.id)
-            trace.record_reward(REWARD, scores.reward)
-            trace.record_metrics(scores.metrics(self.service.policy_name))
+            record = self._records.pop(trace.id)
+            trace.record_reward(REWARD, record.system_score)
+            trace.record_metrics(record.metrics())
 
 
 def reply_text(trace: Any) -> str:

@@ -20,7 +20,7 @@ from coalition_gym.agents.base import Generator  # noqa: E402
 from coalition_gym.agents.zoo import shipped  # noqa: E402
 from coalition_gym.envs.system import SystemSpec  # noqa: E402
 from coalition_gym.errors import ConfigError, UnknownNameError  # noqa: E402
-from coalition_gym.integrations.seat_service import SeatService  # noqa: E402
+from coalition_gym.envs.runner import episode_seed  # noqa: E402
 from coalition_gym.integrations.verifiers import (  # noqa: E402
     CoalitionEnvConfig,
     CoalitionTasksetConfig,
@@ -28,6 +28,7 @@ from coalition_gym.integrations.verifiers import (  # noqa: E402
 )
 from coalition_gym.tasks import TASKS, register_task  # noqa: E402
 from coalition_gym.tasks.base import Task  # noqa: E402
+from coalition_gym.training.seat_driver import SeatDriver  # noqa: E402
 from coalition_gym.types import Item, Sample  # noqa: E402
 
 FROZEN = ("polymath", "quill")
@@ -147,38 +148,39 @@ def test_the_policy_never_sees_the_gold_answer_or_scorer_data(sentinel_task, pro
     assert len(tasks) == 3
     visible = json.dumps([t.data.model_dump(mode="json") for t in tasks]) + env.config.model_dump_json()
     assert GOLD not in visible and META not in visible
-    service = env.service
-    assert all(it.gold == "" and not it.meta for it in service.items)
+    driver = env.driver
+    assert all(it.gold == "" and not it.meta for it in driver.items)
     prompts = {t.data.id: t.data.model_dump(mode="json")["prompt"] for t in tasks}
-    for item in service.items:  # an episode's first prompt is its task's prompt, and holds no gold
-        run = service.start(item.id)
-        ask = service.pending(run)
+    for item in driver.items:  # an episode's first prompt is its task's prompt, and holds no gold
+        run = driver.start(driver.system.item(item.id), 0)
+        ask = driver.pending(run)
         assert ask is not None and ask.item.gold == "" and not ask.item.meta
         text = json.dumps([m.content for m in ask.messages])
         assert GOLD not in text and META not in text
         assert [{"role": m.role, "content": m.content} for m in ask.messages] == prompts[item.id]
 
 
-def test_a_seat_service_episode_is_the_gym_env_episode():
-    """Driven by hand with the same replies, the service scores what CollaborationEnv scores."""
+def test_a_seat_driver_episode_is_the_gym_env_episode():
+    """Driven by hand with the same replies, the driver scores what CollaborationEnv scores."""
     import gymnasium as gym
 
     spec = SystemSpec("debate", "rg/basic_arithmetic", "sim:independent", split="test", n_items=2,
                       protocol_settings={"rounds": 2})
-    service = SeatService(spec, seed=3)
+    driver = SeatDriver(spec)
     env = gym.make("coalition_gym/Debate-v0", task="rg/basic_arithmetic", collaborators="sim:independent",
                    split="test", n_items=2, rounds=2)
-    for item in service.items:
-        run = service.start(item.id)
-        obs, info = env.reset(options={"item_id": item.id, "episode_seed": service.episode_seed(item)})
+    for item in driver.items:
+        run = driver.start(driver.system.item(item.id), episode_seed(3, item))
+        obs, info = env.reset(options={"item_id": item.id, "episode_seed": episode_seed(3, item)})
         done, reward = False, 0.0
         while not run.done:
             reply = f"I think so.\nAnswer: {len(obs) % 7}"
-            assert service.pending(run).messages and obs
-            service.answer(run, reply)
+            assert driver.pending(run).messages and obs
+            driver.answer(run, reply)
             obs, reward, done, _, info = env.step(reply)
-        assert done and service.scores(run).reward == reward
-        assert service.scores(run).policy_score == info["policy_score"]
+        record = driver.record(run)
+        assert done and record.system_score == reward and record.policy_score == info["policy_score"]
+        assert record.transcript == info["transcript"] and record.cost == info["cost"]
 
 
 class _Says(Generator):
@@ -204,22 +206,22 @@ def test_rewards_and_leave_one_out_credit_are_the_coalition_games(protocol, sett
     reply = "Let me see.\nAnswer: 4"
     pool = load_pool("sim:independent")
     spec = SystemSpec(protocol, "rg/basic_arithmetic", pool, split="test", n_items=6, protocol_settings=settings)
-    service = SeatService(spec, seed=5)
+    driver = SeatDriver(spec)
     with_policy = Pool(members={**pool.members, "policy": _Says(reply)}, helpers=pool.helpers,
                        styles={**pool.styles, "policy": "chat"}, name="with-policy")
     game = CoalitionGame(System.build(SystemSpec(protocol, "rg/basic_arithmetic", with_policy, split="test",
                                                  n_items=6, protocol_settings=settings)), seed=5)
     players = frozenset(game.players)
     credited = set()
-    for k, item in enumerate(service.items):
-        run = service.start(item.id)
+    for k, item in enumerate(driver.items):
+        run = driver.start(driver.system.item(item.id), episode_seed(5, item))
         while not run.done:
-            service.answer(run, reply)
-        scores = service.scores(run)
-        assert scores.reward == game.per_item(players)[k]
-        for member, credit in scores.credit.items():
+            driver.answer(run, reply)
+        record = driver.record(run, credit=True)
+        assert record.system_score == game.per_item(players)[k]
+        for member, credit in record.credit.items():
             assert credit == pytest.approx(game.per_item(players)[k] - game.per_item(players - {member})[k])
-        credited |= set(scores.credit)
+        credited |= set(record.credit)
     assert "policy" in credited
     if protocol == "majority_vote":  # one-shot: every member's credit can be replayed
         assert credited == players
