@@ -115,6 +115,13 @@ def method_config(name: str, method_settings: dict[str, Any], train: dict[str, A
 
 def run_one(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Every method of one (setting, seed), Base first (rescue/drag are relative to it)."""
+    return [run_method(job, name) for name in job["methods"]]
+
+
+def run_method(job: dict[str, Any], name: str) -> dict[str, Any]:
+    """One method of one (setting, seed) into ``root/setting/name-seed<k>``: a finished run is read back, a
+    killed one resumed. ``job["force"]`` (default True) trains past a probe without signal; False lets the
+    probe's :class:`NoSignalError` through (benchmarks/crl_table.py reports such a run as such)."""
     import torch
 
     torch.set_num_threads(1)  # one job per core
@@ -122,37 +129,33 @@ def run_one(job: dict[str, Any]) -> list[dict[str, Any]]:
 
     root = Path(job["root"]) / job["setting"]
     base_file = root / f"base-seed{job['seed']}" / "per_item.json"
-    reports = []
-    for name in job["methods"]:
-        config = method_config(name, job["method_settings"], {**job["train"], **job["overrides"]}, job["seed"])
-        out = root / f"{name}-seed{job['seed']}"
-        done = out / "report.json"
-        trained_seconds = None
-        if done.is_file():
-            old = json.loads(done.read_text())
-            weights = policy_weights(config.policy)
-            if old["config"] == config.to_dict() and old.get("policy_weights") == weights:
-                if "eval_seed" in old:
-                    reports.append({**old, "name": name, "setting": job["setting"]})
-                    continue  # finished work is kept: a rerun picks up where a killed one stopped
-                # trained before evaluations took the runner's episode seeds: the same checkpoints,
-                # evaluated again (fit resumes the finished run); the training time is the original's
-                trained_seconds = old.get("train_seconds")
-            # same config but other starting weights (e.g. a zoo built elsewhere): not the same run
-        trainer = Trainer(config, out=out, log=lambda *_: None)
-        start = time.perf_counter()
-        trainer.fit(progress=False, force=True)  # a run without signal is a result too (its probe says so)
-        base = json.loads(base_file.read_text()) if name != "base" and base_file.is_file() else None
-        report = trainer.report(base)
-        report["train_seconds"] = trained_seconds if trained_seconds is not None else time.perf_counter() - start
-        if trained_seconds is not None:
-            report["reevaluated"] = True
-        done.write_text(json.dumps(report, indent=2))
-        reports.append({**report, "name": name, "setting": job["setting"]})
-        print(f"[{job['setting']} seed {job['seed']}] {name}: system {report['collab']['mean']:.3f} "
-              f"solo {report['solo']['mean']:.3f} (best step {report['best_step']}, "
-              f"{report['train_seconds']:.0f} s)", flush=True)
-    return reports
+    config = method_config(name, job["method_settings"], {**job["train"], **job["overrides"]}, job["seed"])
+    out = root / f"{name}-seed{job['seed']}"
+    done = out / "report.json"
+    trained_seconds = None
+    if done.is_file():
+        old = json.loads(done.read_text())
+        weights = policy_weights(config.policy)
+        if old["config"] == config.to_dict() and old.get("policy_weights") == weights:
+            if "eval_seed" in old:
+                return {**old, "name": name, "setting": job["setting"]}  # finished work is kept
+            # trained before evaluations took the runner's episode seeds: the same checkpoints,
+            # evaluated again (fit resumes the finished run); the training time is the original's
+            trained_seconds = old.get("train_seconds")
+        # same config but other starting weights (e.g. a zoo built elsewhere): not the same run
+    trainer = Trainer(config, out=out, log=lambda *_: None)
+    start = time.perf_counter()
+    trainer.fit(progress=False, force=job.get("force", True))  # a run without signal is a result too
+    base = json.loads(base_file.read_text()) if name != "base" and base_file.is_file() else None
+    report = trainer.report(base)
+    report["train_seconds"] = trained_seconds if trained_seconds is not None else time.perf_counter() - start
+    if trained_seconds is not None:
+        report["reevaluated"] = True
+    done.write_text(json.dumps(report, indent=2))
+    print(f"[{job['setting']} seed {job['seed']}] {name}: system {report['collab']['mean']:.3f} "
+          f"solo {report['solo']['mean']:.3f} (best step {report['best_step']}, "
+          f"{report['train_seconds']:.0f} s)", flush=True)
+    return {**report, "name": name, "setting": job["setting"]}
 
 
 class _Rewrite:
