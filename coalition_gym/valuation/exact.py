@@ -110,5 +110,6 @@ def exact_banzhaf(game: Game, n_boot: int = 2000, seed: int = 0, exact_limit: in
     return result_of("banzhaf", game, per_item, n_boot, seed)
 
 
-__all__ = ["EXACT_LIMIT", "check_exact_limit", "enumeration_cost", "ValuationResult", "result_of", "shapley_map", "shapley_weight", "exact_shapley",
+__all__ = ["EXACT_LIMIT", "check_exact_limit", "enumeration_cost", "ValuationResult", "result_of", "shapley_map",
+           "shapley_weight", "exact_shapley",
            "exact_banzhaf"]
