@@ -77,7 +77,7 @@ def test_each_python_block_runs_on_its_own(k, tmp_path, monkeypatch):
         logs = [row for row in namespace["trainer"].state.log_history if "reward" in row]
         source = namespace.get("reward") or namespace["rollout"]  # SystemOutcomeReward or ProtocolRollout
         assert len(logs) == namespace["args"].max_steps and source.calls >= len(logs)
-        assert all(0.0 <= row["reward"] <= 1.0 and "policy_solo_score" in row for row in logs)
+        assert all(0.0 <= row["reward"] <= 1.0 and "policy_score" in row for row in logs)
 
 
 def test_the_blocks_run_in_order(tmp_path, monkeypatch):

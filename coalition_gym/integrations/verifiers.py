@@ -47,12 +47,12 @@ from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 from ..agents.pools import DEFAULT_POOL, check_pool_name
 from ..envs.registration import protocol_of, register_envs
+from ..envs.runner import episode_seed
+from ..envs.seated import messages_info
 from ..envs.system import SystemSpec
 from ..errors import ConfigError
 from ..tasks import DEFAULT_TASK
 from ..tasks.base import SPLITS
-from ..envs.runner import episode_seed
-from ..envs.seated import messages_info
 from ..training.seat_driver import SeatDriver, SeatRecord
 
 #: the plugin id verifiers resolves (the ``coalition_gym_verifiers`` package re-exports this module's classes)

@@ -36,8 +36,8 @@ from ..envs.dispatch import RunStats
 from ..envs.runner import ProgramFailed, run_programs, score_outcomes
 from ..envs.seated import SeatedEpisode, drive, final_infos
 from ..envs.system import System, SystemSpec, seated_system
-from ..errors import ActionError, BackendError, ConfigError, EpisodeStateError
-from ..tasks.base import check_style
+from ..errors import ActionError, BackendError, ConfigError, EpisodeStateError, UnknownNameError
+from ..tasks.base import SPLITS, check_style
 from ..types import Ask, Item, Sample
 from .rollouts import CounterfactualCost, Replayed
 
@@ -113,6 +113,7 @@ class SeatDriver:
         self.stats = RunStats()
         self.batcher = WaveBatcher(self.system.backends, self.stats, wait_s=wait_s) if batched else None
         self._without_policy: dict[tuple[str, int], float] = {}
+        self._index: dict[str, Item] | None = None
 
     # -- what the outside sees ------------------------------------------------------------------------------
     @property
@@ -125,6 +126,15 @@ class SeatDriver:
         every member; later prompts are what the protocol writes)."""
         return [{"role": m.role, "content": m.content}
                 for m in self.system.task.prompt(item.for_policy(), self.policy_style)]
+
+    def item(self, item_id: str) -> Item:
+        """The item ``item_id`` of the system's split, else of any split of its task (a TRL row's train item)."""
+        if self._index is None:
+            self._index = {it.id: it for split in SPLITS for it in self.system.task.items(split)}
+            self._index.update({it.id: it for it in self.system.items})
+        if item_id not in self._index:
+            raise UnknownNameError("item id", item_id, self._index)
+        return self._index[item_id]
 
     def pending(self, run: SeatRun) -> Ask | None:
         """What the seat is asked now (its item the policy's view), or None when it is not asked."""
@@ -218,7 +228,7 @@ class SeatDriver:
     def replay(self, item_id: str, seed: int, replies: Sequence[str]) -> SeatRecord:
         """The record of the episode on ``item_id`` and ``seed`` with ``replies`` seated in order (what a TRL row
         or a served episode recorded: replaying it checks it)."""
-        run = self.start(self.system.item(item_id), seed)
+        run = self.start(self.item(item_id), seed)
         pending = list(replies)
         while not run.done:
             if not pending:

@@ -65,12 +65,15 @@ class ZeroSignalWatch:
         self.steps, self.warn = steps, warn
         self.silent_calls, self.warned = 0, False
 
-    def observe(self, keys: Sequence[Any], rewards: Sequence[float | None]) -> None:
+    def observe(self, keys: Sequence[Any], rewards: Sequence[float | None]) -> float:
+        """Count one step's groups (rows sharing a key); returns the share of groups whose rewards differ (the
+        groups that can teach anything)."""
         groups: dict[str, set[float]] = {}
         for key, value in zip(keys, rewards):
             if value is not None:
                 groups.setdefault(str(key), set()).add(round(float(value), 12))
-        self.silent_calls = 0 if any(len(v) > 1 for v in groups.values()) else self.silent_calls + 1
+        informative = sum(len(v) > 1 for v in groups.values()) / len(groups) if groups else 0.0
+        self.silent_calls = 0 if informative > 0 else self.silent_calls + 1
         if self.steps and self.silent_calls >= self.steps and not self.warned:
             self.warned = True
             message = (f"no learning signal: the rewards had zero spread inside every prompt's group for "
@@ -80,6 +83,85 @@ class ZeroSignalWatch:
                 self.warn(message)
             else:
                 warnings.warn(message, NoSignalWarning, stacklevel=3)
+        return informative
+
+
+def prompt_key(prompt: Any) -> str:
+    """A prompt as text (conversational prompts: their contents joined, as the plain dataset writes them)."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
+        return "\n\n".join(str(m.get("content", "")) for m in prompt)
+    raise ConfigError(f"cannot read a prompt of type {type(prompt).__name__}; expected str or messages")
+
+
+def trl_episode_seed(seed: int, item_id: str, call: int) -> int:
+    """The episode seed of ``item_id`` in TRL's ``call``-th batch: every completion of the item in that batch faces
+    the same collaborator draws (common random numbers), whatever the policy writes, on every rank and wire."""
+    return stable_hash("trl", seed, item_id, call) % 2**31
+
+
+def first_prompt_rows(task: Any, policy_style: str, split: str, limit: int | None = None,
+                      conversational: bool = False) -> list[dict[str, Any]]:
+    """Per item of ``split``: the seat's first prompt (as the task renders it in ``policy_style``) and the item id."""
+    if split not in SPLITS:
+        raise ConfigError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    rows = []
+    for item in list(task.items(split))[:limit]:
+        messages = task.prompt(item, policy_style)
+        prompt: Any = ([{"role": m.role, "content": m.content} for m in messages] if conversational
+                       else "\n\n".join(m.content for m in messages))
+        rows.append({"prompt": prompt, "item_id": item.id})
+    if not rows:
+        raise ConfigError(f"task {task.name!r} has no items in split {split!r}")
+    return rows
+
+
+class PromptIndex:
+    """A ``rollout_func`` sees prompts only: the dataset's rows (:func:`first_prompt_rows`, an item whose prompt
+    repeats an earlier row's left out with a warning: it would be unreachable) and the way back from a prompt to
+    its item id (the first item of any split with that first prompt, for prompts of rows built elsewhere)."""
+
+    def __init__(self, task: Any, policy_style: str):
+        self.task, self.policy_style = task, policy_style
+        self._by_prompt: dict[str, str] = {}
+        self._all: dict[str, str] | None = None
+
+    def rows(self, split: str = "train", limit: int | None = None, conversational: bool = False
+             ) -> list[dict[str, Any]]:
+        rows, seen, dropped = [], set(), []
+        for row in first_prompt_rows(self.task, self.policy_style, split, limit, conversational):
+            key = prompt_key(row["prompt"])
+            if key in seen:
+                dropped.append(row["item_id"])
+                continue
+            seen.add(key)
+            self._by_prompt.setdefault(key, row["item_id"])
+            rows.append(row)
+        if dropped:
+            warnings.warn(f"{len(dropped)} items repeat an earlier item's prompt and are left out of the dataset "
+                          f"(rollout_func sees prompts only): {dropped[:3]}", UserWarning, stacklevel=3)
+        return rows
+
+    def item_id(self, prompt: Any) -> str:
+        key = prompt_key(prompt)
+        if key not in self._by_prompt:
+            if self._all is None:
+                self._all = {}
+                for split in SPLITS:
+                    if self.task.items(split):
+                        for row in reversed(first_prompt_rows(self.task, self.policy_style, split)):
+                            self._all[prompt_key(row["prompt"])] = row["item_id"]
+            if key not in self._all:
+                raise ConfigError(f"prompt {key[:60]!r} is not the first prompt of any item of task "
+                                  f"{self.task.name!r}; build train_dataset with the rollout's .dataset()")
+            self._by_prompt[key] = self._all[key]
+        return self._by_prompt[key]
+
+    def check(self, prompts: Sequence[Any]) -> None:
+        """Every prompt found (a ConfigError before any work otherwise)."""
+        for prompt in prompts:
+            self.item_id(prompt)
 
 
 class PolicySeat:
@@ -138,17 +220,7 @@ class PolicySeat:
     def dataset_rows(self, split: str = "train", limit: int | None = None,
                      conversational: bool = False) -> list[dict[str, Any]]:
         """The rows of :meth:`dataset`."""
-        if split not in SPLITS:
-            raise ConfigError(f"split {split!r} is not one of {', '.join(SPLITS)}")
-        rows = []
-        for item in list(self.system.task.items(split))[:limit]:
-            messages = self.system.task.prompt(item, self.policy_style)
-            prompt: Any = ([{"role": m.role, "content": m.content} for m in messages] if conversational
-                           else "\n\n".join(m.content for m in messages))
-            rows.append({"prompt": prompt, "item_id": item.id})
-        if not rows:
-            raise ConfigError(f"task {self.system.task.name!r} has no items in split {split!r}")
-        return rows
+        return first_prompt_rows(self.system.task, self.policy_style, split, limit, conversational)
 
     def dataset(self, split: str = "train", limit: int | None = None, conversational: bool = False):
         """A ``datasets.Dataset`` with the policy's first prompt and the item id, per item of ``split``."""
@@ -164,9 +236,7 @@ class PolicySeat:
         return self._index[item_id]
 
     def episode_seed(self, item_id: str, call: int) -> int:
-        """The episode seed of ``item_id`` in TRL's ``call``-th batch: every completion of the item in that
-        batch faces the same collaborator draws (common random numbers), whatever the policy writes."""
-        return stable_hash("trl", self.seed, item_id, call) % 2**31
+        return trl_episode_seed(self.seed, item_id, call)
 
     def scores(self, item: Any, outcome: Any, seat_replies: Sequence[tuple[str, int, str]]) -> tuple[float, float]:
         """(system score, the policy's own score) of a finished episode; ``seat_replies``: the policy's
@@ -208,5 +278,5 @@ class SystemOutcomeReward(PolicySeat):
         self.watch.observe(item_id, rewards)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and solo:  # the policy's solo score next to the system reward
-            log_metric("policy_solo_score", sum(solo) / len(solo))
+            log_metric("policy_score", sum(solo) / len(solo))
         return rewards

@@ -54,15 +54,14 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
-from ..agents.base import Generator, settled
-from ..envs.runner import ProgramFailed, run_programs
+from ..agents.base import Generator, settle, settled, stable_hash
 from ..errors import ConfigError, PromptTooLongError
-from ..tasks.base import SPLITS
 from ..types import Ask, Sample
-from .rollouts import protocol_asks, tag_policy_asks
-from .trl_adapter import PolicySeat, completion_text
+from .rollouts import protocol_asks
+from .seat_driver import SeatDriver, SeatRecord
+from .trl_adapter import PolicySeat, PromptIndex, ZeroSignalWatch, prompt_key, trl_episode_seed
 
 TURNS = ("first", "all")
 
@@ -76,18 +75,6 @@ class Row:
     logprobs: list[float] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     replies: list[tuple[str, int, str]] = field(default_factory=list)  # every call's (role, round, text)
-
-
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """What one row's execution was: enough to replay it through a :class:`~coalition_gym.envs.seated.SeatedEpisode`."""
-
-    item_id: str
-    episode_seed: int
-    replies: tuple[str, ...]  # the policy's replies, in the order it was asked
-    system_score: float | None  # None: the execution failed (TRL leaves the row out of the advantages)
-    policy_solo_score: float
-    error: str | None = None
 
 
 class RowPolicy(Generator):
@@ -154,83 +141,141 @@ class RowPolicy(Generator):
 
 
 
-def rollout_output(rows: Sequence[Row], records: Sequence[EpisodeRecord], pad_id: int) -> dict[str, list[Any]]:
+def rollout_output(rows: Sequence[Row], records: Sequence[SeatRecord], pad_id: int) -> dict[str, list[Any]]:
     """What a ``rollout_func`` returns to GRPOTrainer: each row's tokens, log-probs and mask, and each
-    execution's system score and the policy's own score (the reward function's extra columns)."""
+    execution's system score (None: it failed) and the policy's own score (the reward function's extra columns)."""
     end = [pad_id]  # a row in which the policy was never asked: one masked token, no gradient
     return {"prompt_ids": [r.prompt_ids or end for r in rows],
             "completion_ids": [r.completion_ids or end for r in rows],
             "logprobs": [r.logprobs or [0.0] for r in rows],
             "env_mask": [r.env_mask or [0] for r in rows],
-            "system_score": [r.system_score for r in records],
-            "policy_solo_score": [r.policy_solo_score for r in records]}
+            "system_score": [r.reward for r in records],
+            "policy_score": [r.policy_score for r in records]}
 
-class ProtocolRollout(PolicySeat):
-    """A ``GRPOTrainer`` ``rollout_func`` ``(prompts, trainer) -> dict`` running the protocol with the trainer's
-    model in the policy seat (see the module doc); :attr:`reward` is the matching reward function. The
-    arguments are :class:`~coalition_gym.training.trl_adapter.SystemOutcomeReward`'s, plus ``turns``.
-    :attr:`last_episodes`: the latest batch's executions, one :class:`EpisodeRecord` per row."""
 
-    def __init__(self, system: Any = None, *, turns: str = "first", **kwargs: Any):
-        if turns not in TURNS:
-            raise ConfigError(f"turns={turns!r}; use one of {', '.join(TURNS)}")
-        if system is None and "protocol" not in kwargs:
-            system = "debate"
-        super().__init__(system, **kwargs)
-        self.turns = turns
-        probe_items = list(self.system.items)[:4]
-        if protocol_asks(self.system, probe_items, self.policy_name) is False:
-            raise ConfigError(f"protocol {self.system.protocol.name!r} never asks the policy seat "
-                              f"{self.policy_name!r} with coalition {list(self.coalition)}: there is nothing to train")
-        self._by_prompt: dict[str, str] = {}
-        self._all_prompts: dict[str, str] | None = None
-        self.last_episodes: list[EpisodeRecord] = []
-        self.reward = self._make_reward()
+# -- one TRL step's rows, on any wire ------------------------------------------------------------------------
 
-    # -- the dataset and its prompts --------------------------------------------------------------
-    @staticmethod
-    def prompt_key(prompt: Any) -> str:
-        """A prompt as text (conversational prompts: their contents joined, as the plain dataset writes them)."""
-        if isinstance(prompt, str):
-            return prompt
-        if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
-            return "\n\n".join(str(m.get("content", "")) for m in prompt)
-        raise ConfigError(f"cannot read a prompt of type {type(prompt).__name__}; expected str or messages")
+@dataclass
+class SeatTurn:
+    """Where one row's episode stands: the Ask its seat must answer now (None: not asked), or its record."""
+
+    ask: Ask | None = None
+    record: SeatRecord | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.record is not None
+
+
+class RowSeats(Protocol):
+    """One TRL step's episodes, one per row, wherever they run (in process: a :class:`SeatDriver`; over the wire:
+    a server's sessions). ``fail`` holds rows whose policy sample failed: they end, recorded as failed."""
+
+    def reset(self, item_ids: Sequence[str], seeds: Sequence[int]) -> list[SeatTurn]: ...
+
+    def step(self, rows: Sequence[int], texts: Sequence[str], fail: Mapping[int, str]) -> dict[int, SeatTurn]: ...
+
+
+def row_ask(ask: Ask, policy_name: str, rollout: int, seed: int) -> Ask:
+    """The seat's Ask as the row's policy samples it: its own seed (the G rows of a prompt share the episode seed,
+    so without it they would sample alike) and the row it belongs to (``info["rollout"]``, read by RowPolicy)."""
+    return dataclasses.replace(ask, member=policy_name, seed=seed, info={**ask.info, "rollout": rollout})
+
+
+def play_rows(seats: RowSeats, item_ids: Sequence[str], seeds: Sequence[int], policy: Generator,
+              row_offset: int = 0) -> list[SeatRecord]:
+    """Every row's episode with ``policy`` answering its seat: all rows' pending Asks go to the policy in one call
+    per turn; the seat's seeds derive from (episode seed, row, call), never from the wire."""
+    turns = seats.reset(item_ids, seeds)
+    calls = [0] * len(turns)
+    while live := [i for i, turn in enumerate(turns) if not turn.done]:
+        asked = [i for i in live if turns[i].ask is not None]
+        asks = [row_ask(turns[i].ask, "policy", i, stable_hash("row", seeds[i], row_offset + i, calls[i]))
+                for i in asked]  # type: ignore[arg-type]
+        texts, fail = {i: "" for i in live}, {}
+        for i, reply in zip(asked, settle(policy, asks) if asks else []):
+            if isinstance(reply, Sample):
+                texts[i] = reply.text
+                calls[i] += 1
+            else:
+                fail[i] = f"the policy failed: {type(reply).__name__}: {reply}"
+        for i, turn in seats.step(live, [texts[i] for i in live], fail).items():
+            turns[i] = turn
+    return [turn.record for turn in turns]  # type: ignore[misc]
+
+
+class DriverSeats:
+    """:class:`RowSeats` in process: a :class:`SeatDriver`'s episodes, every turn's member Asks of all rows in one
+    batched call per backend per wave."""
+
+    def __init__(self, driver: SeatDriver):
+        self.driver = driver
+        self.runs: list[Any] = []
+
+    def reset(self, item_ids: Sequence[str], seeds: Sequence[int]) -> list[SeatTurn]:
+        self.runs = self.driver.start_many([(self.driver.item(i), s) for i, s in zip(item_ids, seeds)])
+        return self._turns(range(len(self.runs)))
+
+    def step(self, rows: Sequence[int], texts: Sequence[str], fail: Mapping[int, str]) -> dict[int, SeatTurn]:
+        going = [i for i in rows if i not in fail]
+        for i, reason in fail.items():
+            self.driver.fail(self.runs[i], reason)
+        self.driver.answer_many([self.runs[i] for i in going], [t for i, t in zip(rows, texts) if i not in fail])
+        return dict(zip(rows, self._turns(rows)))
+
+    def _turns(self, rows: Sequence[int] | range) -> list[SeatTurn]:
+        ended = [i for i in rows if self.runs[i].done]
+        records = dict(zip(ended, self.driver.records([self.runs[i] for i in ended])))
+        return [SeatTurn(record=records[i]) if i in records else SeatTurn(ask=self.driver.pending(self.runs[i]))
+                for i in rows]
+
+
+class RowRollout:
+    """What every TRL ``rollout_func`` here shares: the call TRL makes (the trainer's model behind a
+    :class:`RowPolicy`, the step's episode seeds, :func:`play_rows` over :meth:`seats`), failures counted and
+    shown, :attr:`last_episodes` (one :class:`SeatRecord` per row) and :attr:`reward`, the matching reward
+    function, which watches for steps in which no group can teach anything. Subclasses give ``prompts`` (a
+    :class:`PromptIndex`), ``seed``, ``turns``, ``watch`` and :meth:`seats`."""
+
+    prompts: "PromptIndex"
+    seed: int
+    turns: str
+    watch: ZeroSignalWatch
+    __name__: str
+
+    def seats(self, rows: int) -> RowSeats:
+        raise NotImplementedError
 
     def dataset_rows(self, split: str = "train", limit: int | None = None,
                      conversational: bool = False) -> list[dict[str, Any]]:
-        """As :meth:`PolicySeat.dataset_rows`; ``rollout_func`` sees prompts only, so an item is found by its
-        prompt, and an item whose prompt repeats an earlier row's is left out (it would be unreachable)."""
-        rows, seen, dropped = [], set(), []
-        for row in super().dataset_rows(split, limit, conversational):
-            key = self.prompt_key(row["prompt"])
-            if key in seen:
-                dropped.append(row["item_id"])
-                continue
-            seen.add(key)
-            self._by_prompt.setdefault(key, row["item_id"])
-            rows.append(row)
-        if dropped:
-            warnings.warn(f"{len(dropped)} items repeat an earlier item's prompt and are left out of the dataset "
-                          f"(rollout_func sees prompts only): {dropped[:3]}", UserWarning, stacklevel=2)
-        return rows
+        """Per item of ``split`` (first ``limit``): the seat's first prompt and the item id (:class:`PromptIndex`)."""
+        return self.prompts.rows(split, limit, conversational)
 
-    def item_for_prompt(self, prompt: Any) -> Any:
-        key = self.prompt_key(prompt)
-        if key not in self._by_prompt:
-            if self._all_prompts is None:
-                self._all_prompts = {}
-                for split in SPLITS:
-                    if self.system.task.items(split):
-                        for row in reversed(PolicySeat.dataset_rows(self, split)):  # the first item of a prompt wins
-                            self._all_prompts[self.prompt_key(row["prompt"])] = row["item_id"]
-            if key not in self._all_prompts:
-                raise ConfigError(f"prompt {key[:60]!r} is not the first prompt of any item of task "
-                                  f"{self.system.task.name!r}; build train_dataset with ProtocolRollout.dataset()")
-            self._by_prompt[key] = self._all_prompts[key]
-        return self._item(self._by_prompt[key])
+    def dataset(self, split: str = "train", limit: int | None = None, conversational: bool = False):
+        """A ``datasets.Dataset`` of :meth:`dataset_rows` (TRL's ``train_dataset``)."""
+        from datasets import Dataset
 
-    # -- the rollout --------------------------------------------------------------------------------
+        return Dataset.from_list(self.dataset_rows(split, limit, conversational))
+
+    def episode_seed(self, item_id: str, call: int) -> int:
+        return trl_episode_seed(self.seed, item_id, call)
+
+    def run(self, prompts: Sequence[Any], policy: Generator, step: int, row_offset: int = 0
+            ) -> tuple[list[Row], list[SeatRecord]]:
+        """Every prompt's episode with ``policy`` (a :class:`RowPolicy`) in the seat, episode seeds from TRL's
+        ``step``; rows are numbered from ``row_offset`` (this rank's first row) for the policy's seeds."""
+        item_ids = [self.prompts.item_id(p) for p in prompts]  # every prompt checked before any work
+        seeds = [self.episode_seed(item_id, step) for item_id in item_ids]
+        records = play_rows(self.seats(len(item_ids)), item_ids, seeds, policy, row_offset)
+        failed = [r for r in records if r.error is not None]
+        if failed and len(failed) == len(records):  # no signal at all: a setting that cannot work
+            raise ConfigError(f"every execution of the batch failed; the first: {failed[0].error}")
+        if failed:
+            warnings.warn(f"{len(failed)} of {len(records)} executions failed (reward None: TRL gives them no "
+                          f"advantage); the first: {failed[0].error}", RuntimeWarning, stacklevel=3)
+        rows_by: dict[int, Row] = getattr(policy, "rows", {})
+        return [rows_by.get(i, Row()) for i in range(len(records))], records
+
     def policy_backend(self, trainer: Any) -> RowPolicy:
         from ..agents.hf import HFGenerator
         from ..agents.options import HFOptions
@@ -242,36 +287,11 @@ class ProtocolRollout(PolicySeat):
                          identity="trl-policy")
         return RowPolicy(hf, self.turns, float(args.temperature), float(args.top_p if args.top_p is not None else 1.0))
 
-    def run(self, prompts: Sequence[Any], policy: Generator, step: int, row_offset: int = 0
-            ) -> tuple[list[Row], list[EpisodeRecord]]:
-        """Every prompt's execution with ``policy`` (a :class:`RowPolicy`) in the seat, episode seeds from
-        TRL's ``step``; rows are numbered from ``row_offset`` (this rank's first row) for the policy's seeds."""
-        items = [self.item_for_prompt(p) for p in prompts]  # every prompt checked before any work
-        seeds = [self.episode_seed(item.id, step) for item in items]
-        programs = [tag_policy_asks(self.system.start(item, seed), self.policy_name, i, reseed=row_offset + i)
-                    for i, (item, seed) in enumerate(zip(items, seeds))]
-        outcomes = run_programs(programs, {**self.backends, self.policy_name: policy})
-        failed = [o for o in outcomes if isinstance(o, ProgramFailed)]
-        if failed and len(failed) == len(outcomes):  # no signal at all: a setting that cannot work
-            raise ConfigError(f"every execution of the batch failed; the first: {failed[0]}")
-        if failed:
-            warnings.warn(f"{len(failed)} of {len(outcomes)} executions failed (reward None: TRL gives them no "
-                          f"advantage); the first: {failed[0]}", RuntimeWarning, stacklevel=3)
-        rows_by: dict[int, Row] = getattr(policy, "rows", {})
-        rows, records = [], []
-        for i, (item, seed, outcome) in enumerate(zip(items, seeds, outcomes)):
-            row = rows_by.get(i, Row())
-            system, own = self.scores(item, outcome, row.replies)
-            rows.append(row)
-            error = str(outcome) if isinstance(outcome, ProgramFailed) else None
-            records.append(EpisodeRecord(item.id, seed, tuple(text for _, _, text in row.replies),
-                                         None if error else system, own, error))
-        return rows, records
-
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list]:
         import torch
 
         self.calls = int(trainer.state.global_step) + 1  # step k seeds with k + 1, on every rank
+        self.prompts.check(prompts)
         policy = self.policy_backend(trainer)
         model = policy.hf.model
         was_training = model.training
@@ -288,36 +308,57 @@ class ProtocolRollout(PolicySeat):
     def _make_reward(self) -> Any:
         def reward(prompts: Sequence[Any], completions: Sequence[Any],
                    system_score: Sequence[float | None] | None = None,
-                   policy_solo_score: Sequence[float] | None = None, **kwargs: Any) -> list[float | None]:
+                   policy_score: Sequence[float] | None = None, **kwargs: Any) -> list[float | None]:
             if system_score is None:
                 raise ConfigError(f"{reward.__name__} reads the system scores its rollout_func returns; pass "
-                                  "rollout_func=<the ProtocolRollout> to GRPOTrainer too")
+                                  "rollout_func=<the rollout> to GRPOTrainer too")
             log_metric = kwargs.get("log_metric")
-            solo = [own for own, system in zip(policy_solo_score or (), system_score) if system is not None]
-            if callable(log_metric) and solo:  # over the rows TRL scores, as its reward mean is
-                log_metric("policy_solo_score", sum(solo) / len(solo))
+            own = [score for score, system in zip(policy_score or (), system_score) if system is not None]
             rewards = [None if s is None else float(s) for s in system_score]
-            self.watch.observe([self.prompt_key(p) for p in prompts], rewards)
+            informative = self.watch.observe([prompt_key(p) for p in prompts], rewards)
+            if callable(log_metric):
+                if own:  # over the rows TRL scores, as its reward mean is
+                    log_metric("policy_score", sum(own) / len(own))
+                log_metric("informative_groups", informative)
             return rewards
 
         reward.__name__ = self.__name__  # TRL names the reward column by it
         return reward
 
 
-def replay(rollout: PolicySeat, record: EpisodeRecord) -> tuple[float, float]:
-    """(system score, the policy's own score) of ``record``'s execution replayed with its recorded replies
-    seated through a :class:`~coalition_gym.envs.seated.SeatedEpisode` (no model runs but the collaborators)."""
-    from ..envs.seated import SeatedEpisode
+class ProtocolRollout(RowRollout, PolicySeat):
+    """A ``GRPOTrainer`` ``rollout_func`` ``(prompts, trainer) -> dict`` running the protocol with the trainer's
+    model in the policy seat (see the module doc); :attr:`reward` is the matching reward function. The
+    arguments are :class:`~coalition_gym.training.trl_adapter.SystemOutcomeReward`'s, plus ``turns``.
+    :attr:`last_episodes`: the latest batch's executions, one :class:`SeatRecord` per row."""
 
-    item = rollout._item(record.item_id)
-    episode = SeatedEpisode(rollout.system.start(item, record.episode_seed), [rollout.policy_name], rollout.backends)
-    replies = list(record.replies)
-    while not episode.done and episode.pending(rollout.policy_name) is not None:
-        if not replies:
-            raise ConfigError(f"the replay of {record.item_id!r} asks the policy more often than the record "
-                              "has replies")
-        episode.answer(rollout.policy_name, Sample(text=completion_text(replies.pop(0))))
-    return rollout.scores(item, episode.outcome, [(a.role, a.round, s.text) for a, s in episode.seat_calls])
+    def __init__(self, system: Any = None, *, turns: str = "first", **kwargs: Any):
+        if turns not in TURNS:
+            raise ConfigError(f"turns={turns!r}; use one of {', '.join(TURNS)}")
+        if system is None and "protocol" not in kwargs:
+            system = "debate"
+        super().__init__(system, **kwargs)
+        self.turns = turns
+        probe_items = list(self.system.items)[:4]
+        if protocol_asks(self.system, probe_items, self.policy_name) is False:
+            raise ConfigError(f"protocol {self.system.protocol.name!r} never asks the policy seat "
+                              f"{self.policy_name!r} with coalition {list(self.coalition)}: there is nothing to train")
+        self.prompts = PromptIndex(self.system.task, self.policy_style)
+        self.driver = SeatDriver(self.system, policy_name=self.policy_name, policy_style=self.policy_style)
+        self.last_episodes: list[SeatRecord] = []
+        self.reward = self._make_reward()
+
+    def seats(self, rows: int) -> RowSeats:
+        return DriverSeats(self.driver)
 
 
-__all__ = ["EpisodeRecord", "ProtocolRollout", "Row", "RowPolicy", "TURNS", "replay", "rollout_output"]
+def replay(rollout: PolicySeat, record: SeatRecord) -> tuple[float, float]:
+    """(system score, the policy's own score) of ``record``'s execution replayed with its recorded replies seated
+    (no model runs but the collaborators)."""
+    replayed = SeatDriver(rollout.system, policy_name=rollout.policy_name, policy_style=rollout.policy_style
+                          ).replay(record.item_id, record.episode_seed, record.replies)
+    return replayed.system_score, replayed.policy_score
+
+
+__all__ = ["DriverSeats", "ProtocolRollout", "Row", "RowPolicy", "RowRollout", "RowSeats", "SeatTurn", "TURNS",
+           "play_rows", "replay", "rollout_output"]

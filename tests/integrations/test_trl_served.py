@@ -38,14 +38,25 @@ def test_grpo_trains_two_steps_against_two_servers_with_the_in_process_rewards(t
     record = load_example().main(["--out", str(tmp_path), "--steps", "2", "--servers", "2"])
     assert len(record["servers"]) == 2 and len(record["steps"]) == 2
     assert len(record["mean_reward_per_step"]) == 2
-    env = CollaborationEnv(SystemSpec("debate", task="zoo:arith", collaborators="sim:demo", members=["atlas", "delta"],
+    env = CollaborationEnv(SystemSpec("debate", task="zoo:arith", collaborators="sim:demo", members=["delta"],
                                       task_kwargs={"size": 200, "seed": 0}, protocol_settings={"rounds": 2}),
                            policy_style="compact")
     for step, rows in enumerate(record["steps"]):
-        assert len(rows) == 8  # 2 prompts x G=4
+        assert len(rows) == 16  # 4 prompts x G=4
         assert all(row["system_score"] is not None for row in rows)
         assert [replay_in_process(env, row) for row in rows] == [row["system_score"] for row in rows]
         assert all(len(row["replies"]) == 2 for row in rows)  # debate of 2 rounds: the seat answered twice
         mean = sum(row["system_score"] for row in rows) / len(rows)
         assert record["mean_reward_per_step"][step] == pytest.approx(mean)
     assert (tmp_path / "served.json").exists()
+    assert any(g for g in record["grad_norm_per_step"])  # some group's rewards differed: TRL really trained
+
+
+def test_a_served_run_whose_groups_cannot_teach_anything_says_so(tmp_path):
+    """Two frozen members that outvote the seat: every group scores alike, and the run warns while it trains."""
+    from coalition_gym.training.trl_adapter import NoSignalWarning
+
+    with pytest.warns(NoSignalWarning, match="no learning signal"):
+        record = load_example().main(["--out", str(tmp_path), "--steps", "1", "--servers", "1",
+                                      "--members", "atlas,delta"])
+    assert record["informative_groups_per_step"] == [0.0]

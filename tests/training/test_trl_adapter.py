@@ -25,7 +25,7 @@ def test_rewards_are_system_scores_with_the_completion_seated():
     logged = {}
     out = reward([ds[0]["prompt"]] * 2, [right, [{"role": "assistant", "content": wrong}]], [item.id] * 2,
                  log_metric=lambda k, v: logged.setdefault(k, v))
-    assert len(out) == 2 and logged["policy_solo_score"] == 0.5
+    assert len(out) == 2 and logged["policy_score"] == 0.5
 
 
 def test_multi_round_protocols_are_refused():
@@ -53,4 +53,4 @@ def test_grpo_trainer_runs_a_few_steps_on_a_zoo_model(tmp_path):
     trainer.train()
     logs = [row for row in trainer.state.log_history if "reward" in row]
     assert len(logs) == 2 and all(0.0 <= row["reward"] <= 1.0 for row in logs)
-    assert "policy_solo_score" in logs[0] and reward.calls >= 2
+    assert "policy_score" in logs[0] and reward.calls >= 2

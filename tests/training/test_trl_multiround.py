@@ -105,7 +105,7 @@ def test_rows_hold_exactly_what_the_policy_sampled_and_replay_to_their_rewards(p
                                         (tokenizer.eos_token_id,)], skip_special_tokens=True)
         expected = record.replies if turns == "all" else record.replies[:1]
         assert policy_text == "".join(expected)  # "first": the first call only; "all": every call
-        assert replay(rollout, record) == (record.system_score, record.policy_solo_score)
+        assert replay(rollout, record) == (record.system_score, record.policy_score)
 
 
 @pytest.mark.parametrize("turns", ["first", "all"])
@@ -145,7 +145,7 @@ def test_grpo_trainer_in_debate_logs_the_replayed_system_scores(tmp_path, turns)
         replayed = [replay(rollout, r) for r in records]
         assert given == [system for system, _ in replayed]  # TRL got the protocol's system scores...
         assert log["reward"] == pytest.approx(sum(given) / len(given))  # ...and logged them
-        assert log["policy_solo_score"] == pytest.approx(sum(own for _, own in replayed) / len(replayed))
+        assert log["policy_score"] == pytest.approx(sum(own for _, own in replayed) / len(replayed))
         assert {r.episode_seed for r in records} == {rollout.episode_seed(r.item_id, step + 1) for r in records}
     informative = sum(log["frac_reward_zero_std"] < 1 for log in logs)
     changed = any(not bool((p.detach() == b).all()) for p, b in zip(model.parameters(), before))
@@ -163,4 +163,4 @@ def test_other_multi_round_protocols_replay_to_their_rewards(policy, protocol, s
     rollout(prompts, fake_trainer(model, tokenizer))
     assert all(len(r.replies) >= calls for r in rollout.last_episodes)
     for record in rollout.last_episodes:
-        assert replay(rollout, record) == (record.system_score, record.policy_solo_score)
+        assert replay(rollout, record) == (record.system_score, record.policy_score)
