@@ -450,6 +450,20 @@ def cell_table(cells: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+NAMES = {"nudge": "Nudge", "crl": "C-RL", "grpo-indiv": "GRPO-indiv", "dapo-indiv": "DAPO-indiv", "raft": "RAFT"}
+
+
+def headline_sentence(data: dict[str, Any]) -> str:
+    """The counts in one sentence (the README quotes it; its test compares it with the JSON)."""
+    cells, counts = data["cells"], data["headline"]
+    done = sum(e["complete"] for e in cells.values())
+    status = "all" if done == len(cells) else f"partial: {done} of {len(cells)}"
+    parts = [f"{NAMES.get(m, m)} strongest in {len(c['strongest'])} of {c['n']} cells, above Base in "
+             f"{len(c['above'])} of {c['n']} (paired CI above 0), never below Base in {len(c['not_below'])} of "
+             f"{c['n']}" for m, c in counts.items()]
+    return f"Headline ({status} cells finished): " + "; ".join(parts) + "."
+
+
 def markdown(data: dict[str, Any]) -> str:
     cells, counts = data["cells"], data["headline"]
     done = sum(e["complete"] for e in cells.values())
@@ -457,6 +471,7 @@ def markdown(data: dict[str, Any]) -> str:
               "(counts are over finished cells only; not the final result)")
     lines = [f"crl_table: {status}; {data['runs_finished']} of {data['runs_planned']} (cell, method, seed) runs; "
              f"lr {data['lr']:g} (lr rule); {data['core_hours']:.2f} core-hours of runs so far", "",
+             headline_sentence(data), "",
              "| method | strongest | above Base (paired CI > 0) | never below Base |", "|---|---|---|---|"]
     for name, c in counts.items():
         lines.append(f"| {name} | {len(c['strongest'])} of {c['n']} | {len(c['above'])} of {c['n']} | "
