@@ -140,22 +140,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..envs.registration import protocol_of
     from ..envs.system import SystemSpec
-    from ..integrations.openenv_files import write_openenv_files
-    from ..integrations.openenv_server import ServeOptions, serve
+    from ..integrations.serve_checks import check_served_names, listen_socket
+    from ..integrations.serve_options import ServeOptions
 
     task_kwargs = {"seed": args.task_seed, **({"size": args.size} if args.size is not None else {})}
-    spec = SystemSpec(protocol_of(args.env_id), args.task, args.pool, args.members.split(",") if args.members else None,
-                      args.split, task_kwargs, _settings(args.set))
+    members, settings = args.members.split(",") if args.members else None, _settings(args.set)
+    protocol = check_served_names(args.env_id, args.pool, args.task, task_kwargs, members, settings)  # before imports
+    spec = SystemSpec(protocol, args.task, args.pool, members, args.split, task_kwargs, settings)
     options = ServeOptions(host=args.host, port=args.port, token=args.token, max_sessions=args.max_sessions,
-                           idle_timeout_s=args.idle_timeout, policy_style=args.policy_style, env_id=args.env_id)
+                           idle_timeout_s=args.idle_timeout, policy_style=args.policy_style, env_id=args.env_id,
+                           report_every_s=args.report_every)
     if args.openenv_files:
-        print(f"wrote {', '.join(str(p) for p in write_openenv_files(args.openenv_files, spec, options))}")
+        from ..integrations.openenv_files import write_openenv_files
+
+        written = write_openenv_files(args.openenv_files, spec, options, overwrite=args.overwrite)
+        print(f"wrote {', '.join(str(p) for p in written)}")
         return 0
+    sock = listen_socket(options.host, options.port)  # a busy port or a bad host: refused before the System is built
+    from ..integrations.openenv_server import serve
+
     serve(spec, options, ready=lambda url: print(f"serving {args.env_id} (OpenEnv) at {url}: /health, /schema, "
-                                                 f"/ws{'; bearer token required' if options.token else ''}",
-                                                 flush=True))
+                                                 f"/metrics, /ws{'; bearer token required' if options.token else ''}",
+                                                 flush=True), sock=sock)
     return 0
 
 

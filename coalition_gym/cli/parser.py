@@ -212,9 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     _option(p, "--max-sessions", ServeOptions, "max_sessions")
     _option(p, "--idle-timeout", ServeOptions, "idle_timeout_s")
     _option(p, "--policy-style", ServeOptions, "policy_style")
+    _option(p, "--report-every", ServeOptions, "report_every_s")
     p.add_argument("--openenv-files", default=None, metavar="DIR",
-                   help="write OpenEnv's files for this server (openenv.yaml, server/app.py, server/Dockerfile) "
-                        "to DIR and exit")
+                   help="write OpenEnv's files for this server (openenv.yaml, pyproject.toml, uv.lock, "
+                        "server/app.py, server/Dockerfile) to DIR and exit; files there that it did not write "
+                        "are kept (refused) unless --overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --openenv-files: replace files in DIR that cgym serve did not write")
     p.set_defaults(func=commands.cmd_serve, service=True)  # stopping it by a signal is its normal end
 
     p = _subcommand(sub, "eval", "leaderboard: solo vs compositional strength of a pool's models",

@@ -5,8 +5,10 @@ project's errors.
 (``observation`` a dict: ``prompt``, ``messages``, ``role``, ``round``, ``item_id``, ``policy_asked``,
 ``max_new_tokens``, and ``details`` at the end; ``reward``; ``done``). A server that died, or a connection that
 dropped, raises :class:`ServerGoneError` naming the URL at once (no hang: the socket's close is seen, and a
-silent server is given up after ``timeout_s``); a request the server refused raises :class:`ServedRequestError`
-with the server's one-line message.
+silent server is given up after ``timeout_s``); a connection the server closed on purpose raises
+:class:`ServerClosedError` (one of them) with the server's reason (a missing or wrong token: pass
+``ServedEnv(url, token=...)``); a request the server refused raises :class:`ServedRequestError` with the server's
+one-line message.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ class ServerGoneError(CoalitionGymError, ConnectionError):
 
 class ServedRequestError(CoalitionGymError, RuntimeError):
     """The server refused a request (its one-line message)."""
+
+
+class ServerClosedError(ServerGoneError):
+    """The server closed the connection on purpose and said why (a missing or wrong token: 1008; a message over
+    its size limit: 1009)."""
 
 
 def _bearer_client(token: str) -> type:
@@ -70,8 +77,17 @@ class ServedEnv:
             raise self._gone(what, exc) from None
         except Exception as exc:  # websockets' ConnectionClosed and the like: the connection is gone
             if "ConnectionClosed" in type(exc).__name__ or "closed" in str(exc).lower():
-                raise self._gone(what, exc) from None
+                raise self._closed(exc) or self._gone(what, exc) from None
             raise
+
+    def _closed(self, exc: BaseException) -> ServerClosedError | None:
+        """The server's reason, when it closed the connection with one (the token refused, a message too big)."""
+        frame = getattr(exc, "rcvd", None)
+        if frame is None or not getattr(frame, "reason", ""):
+            return None
+        self._open = False
+        return ServerClosedError(f"the environment server at {self.url} closed the connection: {frame.reason} "
+                                 f"(code {frame.code})")
 
     def _gone(self, what: str, exc: BaseException) -> ServerGoneError:
         self._open = False

@@ -41,10 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
-import json
 import os
 import re
+import socket
 import sys
 import tempfile
 import threading
@@ -54,7 +53,6 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 from gymnasium.utils import seeding
-
 from openenv.core.env_server import Action, Environment, Observation, State
 from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 from pydantic import Field
@@ -66,7 +64,10 @@ from ..errors import ActionError, ConfigError, EpisodeStateError, UnknownNameErr
 from ..result_files import redact, register_secret
 from ..training.seat_driver import SeatDriver, SeatRecord, SeatRun
 from ..version import __version__
+from .serve_asgi import Guard, console_log, run_app, validation_summary
+from .serve_checks import listen_socket
 from .serve_options import ServeError, ServeOptions
+from .server_load import LoadReporter, prometheus_text
 
 RESET_OPTIONS = ("seed", "episode_id", "item_id", "episode_seed", "credit")
 
@@ -377,61 +378,10 @@ def members_summary(transcript: list[dict[str, Any]]) -> dict[str, dict[str, Any
 
 # -- the app ----------------------------------------------------------------------------------------------------
 
-def _error_body(message: str) -> bytes:
-    return (json.dumps({"error": " ".join(message.split())[:500]}) + "\n").encode()
-
-
-class Guard:
-    """ASGI middleware in front of OpenEnv's app: the bearer token (every route but ``/health``) and the body
-    limit (HTTP: 413 before the route parses anything). WebSocket messages are limited by the server itself."""
-
-    def __init__(self, app: Any, token: str | None, max_body_bytes: int):
-        self.app, self.token, self.max_body = app, token, max_body_bytes
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            return await self.app(scope, receive, send)
-        if self.token and scope.get("path") != "/health" and not self._authorised(scope):
-            if scope["type"] == "websocket":
-                return await send({"type": "websocket.close", "code": 1008})
-            return await _respond(send, 401, "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')")
-        if scope["type"] == "http":
-            length = dict(scope.get("headers") or []).get(b"content-length")
-            if length is not None and (not length.isdigit() or int(length) > self.max_body):
-                return await _respond(send, 413, f"request body over {self.max_body} bytes")
-            return await self.app(scope, self._limited(receive, send), send)
-        return await self.app(scope, receive, send)
-
-    def _authorised(self, scope: dict) -> bool:
-        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        scheme, _, value = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), str(self.token).encode())
-
-    def _limited(self, receive: Callable, send: Callable) -> Callable:
-        seen = 0
-
-        async def limited() -> dict:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_body:  # a body sent without its length (chunked): refused once it is too long
-                from starlette.exceptions import HTTPException
-
-                raise HTTPException(413, f"request body over {self.max_body} bytes")
-            return message
-        return limited
-
-
-async def _respond(send: Callable, status: int, message: str) -> None:
-    body = _error_body(message)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
 def build_app(spec: SystemSpec, options: ServeOptions) -> Any:
     """The ASGI app ``cgym serve`` runs: OpenEnv's FastAPI app over :class:`SeatEnvironment` sessions, with
-    one-line JSON errors and the :class:`Guard` in front."""
+    one-line JSON errors, the load (``/metrics`` and the console's line: :func:`add_load_reports`) and the
+    :class:`~coalition_gym.integrations.serve_asgi.Guard` in front."""
     from fastapi import Request
     from fastapi.exceptions import HTTPException, RequestValidationError
     from fastapi.responses import JSONResponse
@@ -463,36 +413,48 @@ def build_app(spec: SystemSpec, options: ServeOptions) -> Any:
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
         return failure(500, f"internal error ({type(exc).__name__}): {scrub.error(exc)}")
 
+    add_load_reports(app, served, options.report_every_s)
     app.state.served = served
     return Guard(app, options.token, options.max_body_bytes)
 
 
-def validation_summary(errors: Any) -> str:
-    """Pydantic's errors as one line, without the input they echo (a client's 10 MB body stays with it)."""
-    if not isinstance(errors, (list, tuple)):
-        return str(errors)[:200]
-    parts = []
-    for error in list(errors)[:3]:
-        if isinstance(error, dict):
-            where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
-            parts.append(f"{where or 'body'}: {error.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
+def add_load_reports(app: Any, served: Served, every_s: float) -> None:
+    """``GET /metrics``: ``served.load()`` in Prometheus' text format (the token required, as on every route
+    but ``/health``; backends named by their scrubbed identity); and, every ``every_s`` seconds (0: never),
+    the console's load line (:class:`~coalition_gym.integrations.server_load.LoadReporter`)."""
+    from fastapi.responses import PlainTextResponse
+
+    def label(identity: str) -> str:
+        return served.scrub.text(identity, error=True)
+
+    @app.get("/metrics", response_class=PlainTextResponse, include_in_schema=False)
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(prometheus_text(served.load(), label), media_type="text/plain; version=0.0.4")
+
+    if every_s <= 0:
+        return
+    reporter, running = LoadReporter(served.load, label), []
+
+    async def start() -> None:
+        running.append(asyncio.get_running_loop().create_task(reporter.run(every_s, console_log().info)))
+
+    async def stop() -> None:
+        for task in running:
+            task.cancel()
+
+    app.router.on_startup.append(start)
+    app.router.on_shutdown.append(stop)
 
 
-def serve(spec: SystemSpec, options: ServeOptions, ready: Callable[[str], None] | None = None) -> None:
-    """Serve ``spec``'s policy seat until interrupted (blocking). ``ready(url)`` is called once it listens."""
-    import uvicorn
-
-    app = build_app(spec, options)
-    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning",
-                            ws_max_size=options.max_body_bytes, timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    if ready is not None:
-        original = server.startup
-
-        async def startup(sockets: Any = None) -> None:
-            await original(sockets)
-            port = server.servers[0].sockets[0].getsockname()[1] if server.servers else options.port
-            ready(f"http://{options.host}:{port}")
-        server.startup = startup  # type: ignore[method-assign]
-    server.run()
+def serve(spec: SystemSpec, options: ServeOptions, ready: Callable[[str], None] | None = None,
+          sock: socket.socket | None = None) -> None:
+    """Serve ``spec``'s policy seat until interrupted (blocking), on ``sock`` (default: bound to the options'
+    host and port before the System is built, so a busy port or a bad host is refused at once, in one line).
+    ``ready(url)`` is called once it listens."""
+    sock = sock or listen_socket(options.host, options.port)
+    try:
+        app = build_app(spec, options)
+    except BaseException:
+        sock.close()
+        raise
+    run_app(app, options, ready, sock)

@@ -29,6 +29,8 @@ class ServeOptions:
     policy_name: str = setting("policy", doc="the seat's name in the coalition")
     policy_style: str = setting("chat", choices=PROMPT_STYLES, doc="the seat's prompt style")
     env_id: str = setting("", doc="the env id served (names the environment in /metadata)")
+    report_every_s: float = setting(60.0, ge=0, doc="seconds between the console's load lines (sessions open, "
+                                    "episodes/s, steps/s, mean batch size per backend; 0: none)")
     batch_wait_ms: float = setting(2.0, ge=0, le=1000, doc="longest a wave of member requests waits for the "
                                    "other open sessions' requests (0: send what is there)")
 

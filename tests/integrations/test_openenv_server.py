@@ -273,7 +273,7 @@ def test_a_non_local_host_needs_a_token_and_every_request_but_health_must_carry_
 def test_openenv_files_are_written_and_the_app_module_builds(tmp_path):
     paths = write_openenv_files(tmp_path, SPEC, ServeOptions(env_id="coalition_gym/Debate-v0", token="t" * 20))
     assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == [
-        "openenv.yaml", "server/Dockerfile", "server/__init__.py", "server/app.py"]
+        "openenv.yaml", "pyproject.toml", "server/Dockerfile", "server/__init__.py", "server/app.py", "uv.lock"]
     manifest = (tmp_path / "openenv.yaml").read_text()
     assert "app: server.app:app" in manifest and "t" * 20 not in (tmp_path / "server" / "app.py").read_text()
     assert "NOT BUILT" in (tmp_path / "server" / "Dockerfile").read_text()
