@@ -18,7 +18,12 @@ on mixture-of-agents and LLM-Blender over 8: every game above counts as seen for
 ``--games fresh`` (``FRESH_GAMES``): nine games on pools of the ``sim:random-N`` recipe drawn with seed 1
 (``bench:random-N-s1``, n = 8-11: six protocols, SLM-MUX with random tie-breaks at three sizes), built after
 its design was fixed, with ours (``proxy``) against its difference estimate alone (``proxy-difference``, the
-default before it) and shapiq's. Every coalition is run
+default before it) and shapiq's. Beyond enumeration, ``--games large`` (``LARGE_GAMES``, issue 51): majority vote
+with seeded random ties, SLM-MUX and cascade (threshold 0.67) over ``sim:random-N`` for n = 14, 16, 24, 32, 64,
+whose exact Shapley values come from the games' structure (``coalition_gym/valuation/closed_form.py``: a sum over
+answer counts for the vote, a closed form for the two selection protocols, both checked against enumeration and
+against the protocols' own coalition games in ``tests/valuation/test_closed_form.py``), so no estimator's proxy
+enters the truth; generations are not counted there (the structure is read off each member answering alone). Every coalition is run
 once, up front, recording its per-item scores and the cache keys of every generation it asks for, so
 an estimate's cost in generations is the number of distinct keys of the coalitions it evaluated (what
 a shared generation cache would have generated). Exact Shapley on the same table is the truth.
@@ -33,7 +38,8 @@ get for free; the distinct non-empty coalitions it actually queried are recorded
 (``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared), ours at the
 CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's jackknife does not depend on it).
 
-    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh] [--seeds 20] [--out FILE.json]
+    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large] [--sizes 14,64] [--seeds 20]
+        [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import sys
 import time
 import typing
@@ -57,6 +64,7 @@ from coalition_gym.agents.simulated import random_profiles
 from coalition_gym.envs.runner import episode_seed, run_programs, score_outcomes
 from coalition_gym.envs.system import System
 from coalition_gym.errors import ConfigError
+from coalition_gym.valuation.closed_form import structured_game
 from coalition_gym.valuation.game import Game
 from coalition_gym.valuation.proxy import ProxySampler
 from coalition_gym.valuation.sampling import Budget, Sampler, choose_sampler, register_sampler, sampled_shapley
@@ -94,8 +102,17 @@ FRESH_GAMES = [("slm_mux", "bench:random-9-s1", {"tie_break": "random"}, HELD_OU
                ("mixture_of_agents", "bench:random-10-s1", {}, HELD_OUT),
                ("slm_mux", "bench:random-11-s1", {"tie_break": "random"}, HELD_OUT),
                ("slm_mux", "bench:random-8-s1", {}, HELD_OUT)]
+# issue 51, beyond enumeration: 14-64 members (sim:random-N, never used above), exact truth from the games'
+# structure (coalition_gym/valuation/closed_form.py: plurality with seeded ties, and the priority games of SLM-MUX
+# and cascade); settings fixed before their first run. Their role: held out.
+LARGE = "held out (large n, added with the exact limit setting; truth from closed_form)"
+LARGE_SIZES = (14, 16, 24, 32, 64)
+LARGE_GAMES = [(protocol, f"sim:random-{n}", settings, LARGE) for n in LARGE_SIZES
+               for protocol, settings in (("majority_vote", {"tie_break": "random"}), ("slm_mux", {}),
+                                          ("cascade", {"threshold": 0.67}))]
 # ours per game set: the default first, then the previous default (the table's last column)
-OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference")}
+OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference"), "large": ("proxy", "hybrid")}
+GAME_SETS = {"benchmark": GAMES, "fresh": FRESH_GAMES, "large": LARGE_GAMES}
 
 
 def _seeded_random_pool(name: str) -> pools.Pool:
@@ -183,7 +200,41 @@ class TableGame(Game):
         return len(self._keys)
 
 
+def build_structured(protocol_name: str, pool_name: str, n_items: int, **settings) -> dict:
+    """A game beyond enumeration: its structure read off the members answering alone (``closed_form``)."""
+    task = make_task("rg/basic_arithmetic", size=n_items)
+    system = System(make_protocol(protocol_name, **settings), task, load_pool(pool_name), items=task.items())
+    game = structured_game(system)
+    return {"players": game.players, "n": len(game.players), "structured": game, "items": n_items}
+
+
+class StructuredView(Game):
+    """A fresh view of a structured game (its own count of coalitions evaluated; generations are not counted)."""
+
+    def __init__(self, table: dict):
+        super().__init__()
+        self.base = table["structured"]
+        self.players, self.n_items = self.base.players, self.base.n_items
+
+    def _compute(self, coalitions):
+        return self.base._compute(coalitions)
+
+
+def fresh_game(table: dict) -> Game:
+    return StructuredView(table) if "structured" in table else TableGame(table)
+
+
+def mean_values(table: dict, masks: list[int]) -> np.ndarray:
+    """v(S) (mean over items) of coalitions given as bitmasks; 0 for the empty one."""
+    if "structured" not in table:
+        return np.array([float(table["values"][m].mean()) if m else 0.0 for m in masks])
+    bits = (np.asarray(masks, dtype=np.int64)[:, None] >> np.arange(table["n"])[None, :]) & 1
+    return table["structured"].values(bits.astype(bool)).mean(axis=1)
+
+
 def exact_values(table: dict) -> np.ndarray:
+    if "structured" in table:
+        return table["structured"].exact().mean(axis=1)
     from coalition_gym.valuation.estimators import exact_shapley
 
     return exact_shapley(TableGame(table), n_boot=10).values
@@ -218,17 +269,18 @@ def load_shapiq():
 
 def run_shapiq(make, table: dict, budget: int, seed: int) -> tuple[np.ndarray, int, int]:
     n = table["n"]
-    means = {m: float(v.mean()) for m, v in table["values"].items()}
     seen: set[int] = set()
-    weights = 1 << np.arange(n)
+    weights = 1 << np.arange(n, dtype=np.int64)
 
     def game(z):
-        masks = (np.atleast_2d(np.asarray(z, dtype=bool)) @ weights).astype(int).tolist()
+        masks = (np.atleast_2d(np.asarray(z, dtype=bool)) @ weights).astype(np.int64).tolist()
         seen.update(m for m in masks if m)
-        return np.array([means[m] if m else 0.0 for m in masks])
+        return mean_values(table, masks)
 
     values = make(n, seed).approximate(budget + 1, game)
     estimate = np.array([values[(k,)] for k in range(n)])
+    if "structured" in table:
+        return estimate, len(seen), None
     generations = len(set().union(*(table["keys"][m] for m in seen))) if seen else 0
     return estimate, len(seen), generations
 
@@ -238,12 +290,12 @@ def run_ours(sampler: str, table: dict, truth: np.ndarray, budget: int,
     """The estimate, the coverage of its interval (for the value over the item population) and of its interval
     for the value on these items (``sampling_halfwidth``: the sampling error alone, as the truth holds the items
     fixed), coalitions and generations used."""
-    game = TableGame(table)
+    game = fresh_game(table)
     result = sampled_shapley(game, sampler=sampler, stop=Budget(coalitions=budget), seed=seed, n_boot=N_BOOT)
     estimate = result.per_item.mean(axis=1)
     cover = float(np.mean((result.ci_low <= truth) & (truth <= result.ci_high)))
     strict = float(np.mean(np.abs(estimate - truth) <= result.sampling_halfwidth))
-    return estimate, cover, strict, game.coalitions_evaluated, game.generations
+    return estimate, cover, strict, game.coalitions_evaluated, None if "structured" in table else game.generations
 
 
 def main() -> None:
@@ -251,13 +303,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="n = 8 and 10 only, 5 seeds")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--items", type=int, default=40)
-    parser.add_argument("--games", choices=sorted(OURS_OF), default="benchmark",
-                        help="the benchmark's games (GAMES) or the prediction estimate's held-out ones (FRESH_GAMES)")
-    parser.add_argument("--out", help="default: benchmarks/results/estimators.json (estimators_fresh.json)")
+    parser.add_argument("--games", choices=sorted(GAME_SETS), default="benchmark",
+                        help="the benchmark's games (GAMES), the prediction estimate's held-out ones (FRESH_GAMES) "
+                             "or the large-n ones (LARGE_GAMES, 14-64 members, truth from closed_form)")
+    parser.add_argument("--sizes", default=None, help="large: only these n (comma-separated)")
+    parser.add_argument("--out", help="default: benchmarks/results/estimators.json (estimators_fresh.json, "
+                                      "estimators_large.json)")
     args = parser.parse_args()
-    out = args.out or f"benchmarks/results/estimators{'_fresh' if args.games == 'fresh' else ''}.json"
+    out = args.out or f"benchmarks/results/estimators{'' if args.games == 'benchmark' else '_' + args.games}.json"
     seeds = 5 if args.quick else args.seeds
-    games = GAMES if args.games == "benchmark" else FRESH_GAMES
+    games = GAME_SETS[args.games]
+    if args.sizes:
+        games = [g for g in games if g[1].rsplit("-", 1)[1] in args.sizes.split(",")]
     games = games[:2] if args.quick else games
     ours = OURS_OF[args.games]
     names = [f"{protocol} {pool}" for protocol, pool, _, _ in games]
@@ -272,16 +329,12 @@ def main() -> None:
     rows, tables = [], {}
     for protocol, pool, settings, role in games:
         start = time.perf_counter()
-        table = build_table(protocol, pool, args.items, **settings)
+        build = build_structured if args.games == "large" else build_table
+        table = build(protocol, pool, args.items, **settings)
         truth = exact_values(table)
         n = table["n"]
         game_name = f"{protocol} {pool}"
-        exact_gens = len(set().union(*table["keys"].values()))
-        tables[game_name] = {"n": n, "role": role, "coalitions": 2 ** n - 1, "exact_generations": exact_gens,
-                             "full_coalition_generations": len(table["keys"][(1 << n) - 1]),
-                             "build_seconds": time.perf_counter() - start}
-        print(f"# {game_name} ({role}): n={n}, exact Shapley costs {2 ** n - 1} coalitions and {exact_gens} "
-              f"generations (the full coalition alone: {tables[game_name]['full_coalition_generations']})", flush=True)
+        tables[game_name] = describe_game(game_name, table, role, time.perf_counter() - start)
         for mult in MULTIPLES:
             budget = min(mult * n, 2 ** n - 1)
             estimators: dict = {f"ours {name}": name for name in ours}
@@ -316,7 +369,7 @@ def main() -> None:
                        "coverage": float(np.mean(covers)) if covers else None,
                        "sampling_coverage": float(np.mean(stricts)) if stricts else None,
                        "coalitions_used": float(np.mean(costs)) if costs else None,
-                       "generations_used": float(np.mean(gens)) if gens else None,
+                       "generations_used": float(np.mean(gens)) if gens and None not in gens else None,
                        "seconds": float(np.mean(secs)) if secs else None,
                        "seconds_max": float(np.max(secs)) if secs else None,
                        "cpu_seconds": float(np.mean(cpus)) if cpus else None,
@@ -328,13 +381,31 @@ def main() -> None:
                       f"coal={row['coalitions_used'] or 0:.0f} gens={row['generations_used'] or 0:.0f} "
                       f"s={row['seconds'] or 0:.3f} cpu={row['cpu_seconds'] or 0:.3f} {note}", flush=True)
     summary = summarise(rows, ours[1])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB (Linux: KiB)
     print("\n" + table_markdown(rows, tables, summary, ours[1]))
     write_json(out, {"machine": machine_info(), "threads": os.environ.get("OMP_NUM_THREADS"),
                           "shapiq": shapiq_note, "seeds": seeds, "items": args.items,
                           "games": tables, "rows": rows, "summary": summary,
                           "default_rule": "choose_sampler(n, budget) in coalition_gym/valuation/sampling.py",
-                          "previous_default": ours[1], "total_seconds": elapsed_seconds()})
+                          "previous_default": ours[1], "peak_rss_mib": peak, "total_seconds": elapsed_seconds()})
     Path(out).with_suffix(".md").write_text(table_markdown(rows, tables, summary, ours[1]) + "\n")
+
+
+def describe_game(name: str, table: dict, role: str, seconds: float) -> dict:
+    """The game's line in the JSON (what exact Shapley costs), printed."""
+    n = table["n"]
+    if "structured" in table:
+        print(f"# {name} ({role}): n={n}, exact Shapley from its structure ({type(table['structured']).__name__}); "
+              f"enumeration would cost {2 ** n - 1} coalitions", flush=True)
+        return {"n": n, "role": role, "coalitions": 2 ** n - 1, "exact_generations": None,
+                "full_coalition_generations": None, "truth": f"closed_form.{type(table['structured']).__name__}",
+                "build_seconds": seconds}
+    gens = len(set().union(*table["keys"].values()))
+    full = len(table["keys"][(1 << n) - 1])
+    print(f"# {name} ({role}): n={n}, exact Shapley costs {2 ** n - 1} coalitions and {gens} generations (the full "
+          f"coalition alone: {full})", flush=True)
+    return {"n": n, "role": role, "coalitions": 2 ** n - 1, "exact_generations": gens,
+            "full_coalition_generations": full, "truth": "enumeration", "build_seconds": seconds}
 
 
 def ratio_ci(ours: list[float], theirs: list[float], reps: int = 2000) -> tuple[float, float]:
