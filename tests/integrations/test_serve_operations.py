@@ -50,11 +50,14 @@ def server():
 
 @pytest.fixture
 def no_build(monkeypatch):
-    """Fail the test if a System is built (what the refusals must come before)."""
+    """Fail the test if a System is built or the server (OpenEnv, its seconds of imports) is imported: what the
+    refusals must come before."""
     def refuse(*args, **kwargs):
         raise AssertionError("System.build was reached")
 
     monkeypatch.setattr(System, "build", classmethod(refuse))
+    for heavy in ("coalition_gym.integrations.openenv_server", "openenv"):
+        monkeypatch.setitem(sys.modules, heavy, None)  # importing it now raises ImportError
 
 
 def refusal(capsys, argv: list[str]) -> str:
