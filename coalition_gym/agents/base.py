@@ -20,6 +20,9 @@ class Generator(ABC):
 
     #: Stable identity of the model behind the backend (used as part of generation-cache keys).
     identity: str = "generator"
+    #: How many ``generate`` calls may run at once: 1 for a backend that is not re-entrant (a local model's forward
+    #: pass); a remote backend allows more (its requests share its own bound on what is in flight).
+    concurrent_calls: int = 1
 
     @abstractmethod
     def generate(self, asks: Sequence[Ask]) -> list[Sample]:

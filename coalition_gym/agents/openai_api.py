@@ -124,6 +124,7 @@ class OpenAIGenerator(Generator):
         self.api_key_env = options.api_key_env
         register_key_variable(self.api_key_env)  # its value is redacted from every error, log and output file
         self.max_concurrency, self.timeout = int(options.max_concurrency), float(options.timeout)
+        self.concurrent_calls = self.max_concurrency  # calls share one pool of max_concurrency requests
         self.max_retries = int(options.max_retries)
         self.backoff_base, self.backoff_max = float(options.backoff_base), float(options.backoff_max)
         self.logprobs, self.send_seed = bool(options.logprobs), bool(options.send_seed)

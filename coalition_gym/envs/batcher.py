@@ -3,19 +3,19 @@
 A server's open sessions are ``make_vec``'s situation spread over time: each session's episode waits for its
 frozen members between two replies of its seat. A :class:`WaveBatcher` gathers the pending member Asks of every
 episode handed to it (:meth:`~WaveBatcher.run` from a thread, :meth:`~WaveBatcher.run_async` from a coroutine)
-into waves and sends each backend one batched call per wave (:func:`~.dispatch.dispatch`, as ``make_vec`` does),
-the backends of one wave side by side in a thread pool (remote ones overlap; their own ``max_concurrency`` bounds
-what each has in flight). Only the batcher's thread calls the backends, one call per backend at a time, so a
-backend that is not re-entrant (a local HF model) needs no lock around whole steps. A caller gets its episode
-back as soon as it waits for a seat again or has ended.
+and sends each backend the Asks gathered for it in one batched call (as ``make_vec`` does). A backend gets at most
+``concurrent_calls`` calls at once (:attr:`~coalition_gym.agents.base.Generator.concurrent_calls`): one for a local
+model, which is not re-entrant and needs no lock around whole steps; a remote backend overlaps calls (its own
+``max_concurrency`` bounds what it has in flight), so sessions that arrive while a call runs do not wait for it.
+Asks that find their backend busy wait in its lane and go out together in its next call. A caller gets its
+episode back as soon as it waits for a seat again or has ended.
 
 Episodes never see each other: an episode's Asks and seeds are its own, so how sessions interleave changes what
 is batched together, never what an episode generates (with backends whose replies do not depend on the batch
 they come in, which every backend here promises: ``Generator.generate``).
 
-Gathering: when work arrives the batcher waits at most ``wait_s`` for the other live episodes (handed in before
-and not ended) to arrive too, and not at all once every live episode is waiting; episodes that arrive while a
-wave runs join the next one.
+Gathering: when new work arrives the batcher waits at most ``wait_s`` for the other live episodes (handed in
+before, not ended, not in a call now) to arrive too, and not at all once they all have.
 """
 
 from __future__ import annotations
@@ -26,16 +26,27 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping
 
-from ..agents.base import Generator
-from .dispatch import RunStats, dispatch
+from ..agents.base import Generator, settle
+from ..errors import BackendError
+from ..types import Ask, Sample
+from .dispatch import RunStats
 from .seated import SeatedEpisode
 
 Waiter = tuple[SeatedEpisode, Callable[[], None]]
 
 
+class _Open:
+    """An episode whose wave is out: its Asks, the replies so far and how many backend calls it still waits for."""
+
+    def __init__(self, episode: SeatedEpisode, done: Callable[[], None], asks: list[Ask]):
+        self.episode, self.done, self.asks = episode, done, asks
+        self.replies: list[Sample | BaseException | None] = [None] * len(asks)
+        self.left = 0
+
+
 class WaveBatcher:
     """See the module doc. ``backends``: the names the episodes' Asks go to; ``stats``: where calls are counted;
-    ``wait_s``: the longest a wave waits for live episodes that have not arrived yet."""
+    ``wait_s``: the longest new work waits for live episodes that have not arrived yet."""
 
     def __init__(self, backends: Mapping[str, Generator], stats: RunStats | None = None, *, wait_s: float = 0.002,
                  name: str = "cgym-batcher"):
@@ -43,16 +54,20 @@ class WaveBatcher:
         self.waves = 0
         self._cond = threading.Condition()
         self._queue: list[Waiter] = []
-        self._live: set[int] = set()  # episodes handed in and not ended (what a wave may wait for)
+        self._live: set[int] = set()  # episodes handed in and not ended (what new work may wait for)
+        self._open = 0  # episodes with a call out
+        self._lanes: dict[int, list[tuple[_Open, list[int]]]] = {}  # backend -> Asks waiting for it
+        self._busy: dict[int, int] = {}  # backend -> its calls running
         self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len({id(b) for b in backends.values()})),
-                                        thread_name_prefix=f"{name}-call")
+        distinct = {id(b): b for b in backends.values()}
+        workers = sum(max(1, int(getattr(b, "concurrent_calls", 1))) for b in distinct.values())
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(workers, 64)), thread_name_prefix=f"{name}-call")
         self._closed = False
 
     # -- callers ------------------------------------------------------------------------------------------
     def submit(self, episode: SeatedEpisode, done: Callable[[], None]) -> None:
-        """Answer ``episode``'s member Asks (in waves with the others') and call ``done`` (from the batcher's
-        thread) once it waits for a seat or has ended; at once when it has nothing to ask."""
+        """Answer ``episode``'s member Asks (in waves with the others') and call ``done`` (from a thread of the
+        batcher's) once it waits for a seat or has ended; at once when it has nothing to ask."""
         if episode.done or not episode.backend_asks():
             self.forget(episode)
             done()
@@ -97,60 +112,116 @@ class WaveBatcher:
 
     # -- the batcher's thread --------------------------------------------------------------------------------
     def _serve(self) -> None:
-        active: list[Waiter] = []
         while True:
             with self._cond:
-                if not active:
-                    while not self._queue and not self._closed:
-                        self._cond.wait()
-                    if self._closed:
-                        return
+                while not self._queue and not self._runnable() and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                if self._queue:
                     self._gather()
-                active += self._queue
-                self._queue = []
-            self._wave(active)
-            active = self._release(active)
+                arrived, self._queue = self._queue, []
+                for episode, done in arrived:
+                    self._enter(episode, done)
+                calls = self._launchable()
+            if calls:
+                self.waves += 1
+            for key, items in calls:  # remote backends overlap in the pool; a local one runs here, and what
+                if self._limit(key) > 1:  # arrives meanwhile waits in its lane for the next call
+                    self._pool.submit(self._call, key, items)
+            for key, items in calls:
+                if self._limit(key) == 1:
+                    self._call(key, items)
 
     def _gather(self) -> None:
-        """Wait (under the lock) until every live episode is queued or ``wait_s`` passed."""
+        """Wait (under the lock) until every live episode not in a call is queued, or ``wait_s`` passed."""
         deadline = time.monotonic() + self.wait_s
-        while len(self._queue) < len(self._live) and not self._closed:
+        while len(self._queue) < len(self._live) - self._open and not self._closed:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
             self._cond.wait(left)
 
-    def _wave(self, active: list[Waiter]) -> None:
-        """One wave: every active episode's pending member Asks, one call per backend."""
-        waiting = [(episode, episode.backend_asks()) for episode, _ in active]
-        waiting = [(episode, asks) for episode, asks in waiting if asks]
-        if not waiting:
-            return
-        asks = [a for _, episode_asks in waiting for a in episode_asks]
-        try:
-            replies = dispatch(asks, self.backends, self.stats, self._pool)
-        except Exception as exc:  # dispatch answers per Ask; anything else fails this wave's episodes, not the server
-            replies = [exc] * len(asks)
-        self.waves += 1
-        pos = 0
-        for episode, episode_asks in waiting:
-            episode.give_backend(replies[pos:pos + len(episode_asks)])
-            pos += len(episode_asks)
+    def _enter(self, episode: SeatedEpisode, done: Callable[[], None]) -> None:
+        """Put an arrived episode's Asks in their backends' lanes (under the lock)."""
+        asks = episode.backend_asks()
+        entry = _Open(episode, done, asks)
+        by_backend: dict[int, list[int]] = {}
+        for k, ask in enumerate(asks):
+            backend = self.backends.get(ask.member)
+            if backend is None:
+                entry.replies[k] = BackendError(f"no backend is bound to {ask.member!r}; bound names: "
+                                                f"{', '.join(sorted(self.backends))}")
+                continue
+            by_backend.setdefault(id(backend), []).append(k)
+        entry.left = len(by_backend)
+        self._open += 1
+        for key, slots in by_backend.items():
+            self._lanes.setdefault(key, []).append((entry, slots))
+        if not by_backend:
+            self._pool.submit(self._finish, [entry])
 
-    def _release(self, active: list[Waiter]) -> list[Waiter]:
-        """Hand back the episodes that wait for a seat or ended; keep the rest for the next wave."""
-        still = []
-        for episode, done in active:
-            if episode.done or not episode.backend_asks():
-                if episode.done:
-                    self.forget(episode)
+    def _runnable(self) -> bool:
+        return any(items and self._busy.get(key, 0) < self._limit(key) for key, items in self._lanes.items())
+
+    def _limit(self, key: int) -> int:
+        return max(1, int(getattr(self._backend(key), "concurrent_calls", 1)))
+
+    def _backend(self, key: int) -> Generator:
+        return next(b for b in self.backends.values() if id(b) == key)
+
+    def _launchable(self) -> list[tuple[int, list[tuple[_Open, list[int]]]]]:
+        """Every lane whose backend can take a call now, emptied into one call each (under the lock)."""
+        calls = []
+        for key, items in self._lanes.items():
+            if items and self._busy.get(key, 0) < self._limit(key):
+                calls.append((key, items))
+                self._lanes[key] = []
+                self._busy[key] = self._busy.get(key, 0) + 1
+        return calls
+
+    def _call(self, key: int, items: list[tuple[_Open, list[int]]]) -> None:
+        """One batched call to backend ``key`` for the Asks of ``items`` (the batcher's thread or its pool's)."""
+        backend = self._backend(key)
+        asks = [entry.asks[k] for entry, slots in items for k in slots]
+        start = time.perf_counter()
+        try:
+            results: list[Sample | BaseException] = settle(backend, asks)
+        except Exception as exc:  # settle answers per Ask; anything else fails these Asks, not the server
+            results = [exc] * len(asks)
+        finished = []
+        with self._cond:
+            self.stats.record(backend, len(asks), time.perf_counter() - start)
+            self._busy[key] -= 1
+            pos = 0
+            for entry, slots in items:
+                for k in slots:
+                    entry.replies[k] = results[pos]
+                    pos += 1
+                entry.left -= 1
+                if entry.left == 0:
+                    finished.append(entry)
+            self._cond.notify()
+        self._finish(finished)
+
+    def _finish(self, entries: list[_Open]) -> None:
+        """Hand the complete waves back to their episodes; an episode that asks its members again is queued for
+        its next wave, one that waits for a seat or ended goes back to its caller."""
+        for entry in entries:
+            entry.episode.give_backend(entry.replies)  # type: ignore[arg-type]
+            with self._cond:
+                self._open -= 1
+                again = not entry.episode.done and bool(entry.episode.backend_asks())
+                if again:
+                    self._queue.append((entry.episode, entry.done))
+                    self._cond.notify()
+                elif entry.episode.done:
+                    self._live.discard(id(entry.episode))
+            if not again:
                 try:
-                    done()
+                    entry.done()
                 except Exception:  # a caller that went away must not stop the batcher
                     pass
-            else:
-                still.append((episode, done))
-        return still
 
 
 __all__ = ["WaveBatcher"]
