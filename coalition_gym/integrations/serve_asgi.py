@@ -180,6 +180,7 @@ def run_app(app: Any, options: Any, ready: Callable[[str], None] | None = None,
 
         async def startup(sockets: Any = None) -> None:
             await original(sockets)
-            ready(f"http://{options.host}:{sock.getsockname()[1]}")
+            host = f"[{options.host}]" if ":" in options.host else options.host  # an IPv6 address in a URL
+            ready(f"http://{host}:{sock.getsockname()[1]}")
         server.startup = startup  # type: ignore[method-assign]
     server.run(sockets=[sock])
