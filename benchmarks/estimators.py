@@ -23,10 +23,10 @@ with seeded random ties, SLM-MUX and cascade (threshold 0.67) over ``sim:random-
 whose exact Shapley values come from the games' structure (``coalition_gym/valuation/closed_form.py``: a sum over
 answer counts for the vote, a closed form for the two selection protocols, both checked against enumeration and
 against the protocols' own coalition games in ``tests/valuation/test_closed_form.py``), so no estimator's proxy
-enters the truth; generations are not counted there (the structure is read off each member answering alone). Every coalition is run
-once, up front, recording its per-item scores and the cache keys of every generation it asks for, so
-an estimate's cost in generations is the number of distinct keys of the coalitions it evaluated (what
-a shared generation cache would have generated). Exact Shapley on the same table is the truth.
+enters the truth; generations are not counted there (the structure is read off each member answering alone).
+Every coalition of the other games is run once, up front, recording its per-item scores and the cache keys of every
+generation it asks for, so an estimate's cost in generations is the number of distinct keys of the coalitions it
+evaluated (what a shared generation cache would have generated). Exact Shapley on the same table is the truth.
 
 For each game, budget (2n, 5n, 10n, 25n, 50n distinct coalitions, capped at 2^n - 1) and seed: ours
 (``proxy``, the default, and ``hybrid``, the previous one) and shapiq 1.8's SV approximators (RegressionMSR

@@ -87,8 +87,8 @@ from .sampling import (
     register_sampler,
 )
 
-#: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3): refused above this
-MAX_PLAYERS = 40
+#: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3); masks are 64-bit: refused above this
+MAX_PLAYERS = 64
 FOLDS = 5  # item folds of the cross-fit
 RIDGE = 3.0  # shrinkage of the table cells towards the smooth features (in units of one item-coalition)
 HIGH = 0.5  # a player is of the high type on an item when its solo score is at least this

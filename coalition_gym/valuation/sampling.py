@@ -135,7 +135,8 @@ def _size(mask: int) -> int:
 
 def _bits(masks: list[int], n: int) -> np.ndarray:
     """coalitions x n membership matrix (0/1 floats) of bitmasks."""
-    return ((np.asarray(masks, dtype=np.int64)[:, None] >> np.arange(n)) & 1).astype(float)
+    # unsigned: with 64 players the full coalition's mask is 2^64 - 1
+    return ((np.asarray(masks, dtype=np.uint64)[:, None] >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(float)
 
 
 @functools.lru_cache(maxsize=256)
