@@ -205,10 +205,17 @@ def result_path(results: Path, cell: str, name: str, seed: int) -> Path:
     return Path(results) / slug(cell) / f"{name}-seed{seed}.json"
 
 
+def job_order(spec: Spec) -> list[tuple[str, int]]:
+    """(cell, seed) pairs: the first MIN_SEEDS seeds cell by cell (a cell is complete as soon as it can be),
+    then each later seed over every cell."""
+    first, later = spec.seeds[:MIN_SEEDS], spec.seeds[MIN_SEEDS:]
+    return [(c, s) for c in spec.cells for s in first] + [(c, s) for s in later for c in spec.cells]
+
+
 def jobs(spec: Spec, chosen: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One job per (cell, seed), seed-major: every cell's first seeds finish before a later seed starts."""
+    """One job per (cell, seed), in :func:`job_order`."""
     out = []
-    for seed, cell in product(spec.seeds, spec.cells):
+    for cell, seed in job_order(spec):
         pick = chosen[cell]
         out.append({"cell": cell, "setting": slug(cell), "seed": seed, "methods": list(spec.methods),
                     "train": spec.train(spec.cells[cell], pick["policy"], pick["collaborators"]),
@@ -441,6 +448,8 @@ def cell_table(cells: dict[str, dict[str, Any]]) -> list[str]:
         if not e["methods"]:
             lines.append(f"| {cell} | {who} | (not finished) |" + " |" * 7)
             continue
+        if not e["complete"]:
+            cell = f"{cell} (partial: seeds {e['seeds']})"
         for name, m in e["methods"].items():
             ns = " (no learning signal)" if len(m["no_signal_seeds"]) == len(e["seeds"]) else (
                 f" (no signal in seeds {m['no_signal_seeds']})" if m["no_signal_seeds"] else "")
@@ -458,6 +467,8 @@ def headline_sentence(data: dict[str, Any]) -> str:
     cells, counts = data["cells"], data["headline"]
     done = sum(e["complete"] for e in cells.values())
     status = "all" if done == len(cells) else f"partial: {done} of {len(cells)}"
+    if not done:
+        return f"Headline ({status} cells finished): no cell has finished yet."
     parts = [f"{NAMES.get(m, m)} strongest in {len(c['strongest'])} of {c['n']} cells, above Base in "
              f"{len(c['above'])} of {c['n']} (paired CI above 0), never below Base in {len(c['not_below'])} of "
              f"{c['n']}" for m, c in counts.items()]

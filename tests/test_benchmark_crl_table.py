@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from crl_table import METHODS, Spec, load_results, result_path, run_table  # noqa: E402
+from crl_table import METHODS, Spec, headline_sentence, load_results, result_path, run_table  # noqa: E402
 
-pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY = {"steps": 2, "items_per_step": 2, "group_size": 2, "eval_every": 1, "eval_items": 4, "patience": 5,
         "test_items": 4, "probe_groups": 2, "max_new_tokens": 8, "task_kwargs": {"size": 40}}
@@ -29,6 +29,7 @@ def tiny_spec(tmp_path: Path) -> Spec:
                 results=tmp_path / "results", runs=tmp_path / "runs", out=tmp_path / "table.json", device="cpu")
 
 
+@pytest.mark.slow
 def test_the_table_runs_every_method_reports_a_ruled_out_cell_and_resumes(tmp_path):
     spec = tiny_spec(tmp_path)
     data = run_table(spec, n_jobs=1, log=lambda *_: None)
@@ -62,3 +63,12 @@ def test_a_bad_cell_name_is_one_clear_line(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["crl_table.py", "--cells", "debate/zoo:nope", "--plan"])
     with pytest.raises(SystemExit, match="unknown cell 'debate/zoo:nope'"):
         crl_table.main()
+
+
+def test_the_readme_headline_is_the_committed_result():
+    table = ROOT / "benchmarks" / "results" / "crl_table.json"
+    if not table.is_file():
+        pytest.skip("no crl_table result yet")
+    sentence = headline_sentence(json.loads(table.read_text()))
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert sentence in readme, f"the README should say: {sentence}"
