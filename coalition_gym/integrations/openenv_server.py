@@ -61,7 +61,7 @@ from ..agents.base import render_plain
 from ..envs.seated import messages_info
 from ..envs.system import SystemSpec
 from ..errors import ActionError, ConfigError, EpisodeStateError, UnknownNameError
-from ..result_files import redact, register_secret
+from ..result_files import redact, register_secret, secrets
 from ..training.seat_driver import SeatDriver, SeatRecord, SeatRun
 from ..version import __version__
 from .serve_asgi import Guard, console_log, run_app, validation_summary
@@ -119,20 +119,23 @@ class Scrubber:
         register_secret(token)
         self.paths = sorted({p.rstrip("/") for p in paths if p and p.count("/") >= 2}, key=len, reverse=True)
 
-    def text(self, text: str, *, error: bool = False) -> str:
-        text = redact(text)
+    def text(self, text: str, *, error: bool = False, values: list[str] | None = None) -> str:
+        """``values``: the secrets to remove (default: the project's, read now)."""
+        text = redact(text, values)
         for path in self.paths:
             text = text.replace(path, "<local>")
         return _ABSOLUTE_PATH.sub("<path>", text) if error else text
 
-    def data(self, data: Any) -> Any:
+    def data(self, data: Any, values: list[str] | None = None) -> Any:
+        """Every string of a JSON-like structure scrubbed (the secrets read once for the whole of it)."""
+        values = secrets() if values is None else values
         if isinstance(data, str):
-            return self.text(data)
+            return self.text(data, values=values)
         if isinstance(data, dict):
-            return {self.text(str(k)): self.data(v) for k, v in data.items()}
+            return {self.text(str(k), values=values): self.data(v, values) for k, v in data.items()}
         if isinstance(data, (list, tuple)):
-            return [self.data(v) for v in data]
-        return data if data is None or isinstance(data, (bool, int, float)) else self.text(str(data))
+            return [self.data(v, values) for v in data]
+        return data if data is None or isinstance(data, (bool, int, float)) else self.text(str(data), values=values)
 
     def error(self, exc: BaseException) -> str:
         """One line: the exception's message, scrubbed (paths included), at most 500 characters."""
@@ -332,8 +335,9 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
         common = {"item_id": run.item.id, "done": False, "reward": None if self._state.step_count == 0 else 0.0}
         if ask is None:  # the protocol ended without asking the seat
             return SeatObservation(policy_asked=False, **common)
-        return SeatObservation(prompt=scrub.text(render_plain(ask.messages)),
-                               messages=scrub.data(messages_info(ask)), role=ask.role, round=ask.round,
+        values = secrets()  # read once for the prompt and its messages
+        return SeatObservation(prompt=scrub.text(render_plain(ask.messages), values=values),
+                               messages=scrub.data(messages_info(ask), values), role=ask.role, round=ask.round,
                                policy_asked=True, max_new_tokens=int(ask.params.max_new_tokens), **common)
 
     def _final(self, record: SeatRecord) -> SeatObservation:
