@@ -501,6 +501,10 @@ def markdown(data: dict[str, Any]) -> str:
                   for n, m in ms.items() if n != "base"]
     lines += ["", "per cell (seeds pooled; a method without signal is the untrained policy: Base's scores)", ""]
     lines += cell_table(cells)
+    t = data["timing"]
+    lines += ["", "measured core-seconds per (cell, seed), all six methods, by protocol: " + (", ".join(
+        f"{p} {v:.0f} ({t['finished_cell_seeds'][p]} finished)" for p, v in t["core_seconds_per_cell_seed"].items())
+        or "none finished") + f"; the whole table projected from them: {t['projected_core_hours']:.1f} core-hours"]
     lines += ["", "where C-RL is not above Base: diagnosis", ""]
     lines += [diagnosis(c, e) for c, e in cells.items() if e["complete"] and c not in counts.get("crl", {}).get(
         "above", [])] or ["- none"]
@@ -537,6 +541,21 @@ def heatmap(cells: dict[str, dict[str, Any]], methods: tuple[str, ...], path: Pa
     plt.close(fig)
 
 
+def timing(spec: Spec, results: dict[tuple[str, str, int], Any]) -> dict[str, Any]:
+    """Measured core-seconds per finished (cell, seed) by protocol, and the whole table projected from them
+    (a protocol with none finished yet counts as the slowest measured one)."""
+    per: dict[str, list[float]] = {}
+    for cell, seed in product(spec.cells, spec.seeds):
+        runs = [results.get((cell, m, seed)) for m in spec.methods]
+        if all(runs):
+            per.setdefault(spec.cells[cell]["protocol"], []).append(sum(r.get("wall_seconds") or 0.0 for r in runs))
+    mean = {p: float(np.mean(v)) for p, v in per.items()}
+    slowest = max(mean.values(), default=0.0)
+    total = sum(mean.get(c["protocol"], slowest) for c in spec.cells.values()) * len(spec.seeds)
+    return {"core_seconds_per_cell_seed": mean, "finished_cell_seeds": {p: len(v) for p, v in per.items()},
+            "projected_core_hours": total / 3600}
+
+
 def report(spec: Spec, chosen: dict[str, Any], log: Any = None) -> dict[str, Any]:
     """Summaries, counts, claims, markdown and heatmap from the result files there are (partial or not)."""
     results = load_results(spec)
@@ -549,7 +568,7 @@ def report(spec: Spec, chosen: dict[str, Any], log: Any = None) -> dict[str, Any
             "policies": list(spec.policies), "collaborators": list(spec.collaborators),
             "runs_planned": len(spec.cells) * len(spec.methods) * len(spec.seeds), "runs_finished": len(results),
             "core_hours": seconds / 3600, "cells": cells, "headline": counts, "by_protocol": protocols,
-            "claims": claims(counts, protocols, cells), "machine": machine_info()}
+            "claims": claims(counts, protocols, cells), "timing": timing(spec, results), "machine": machine_info()}
     data["table"] = markdown(data)
     write_json(spec.out, data)
     spec.out.with_suffix(".md").write_text(data["table"] + "\n")
