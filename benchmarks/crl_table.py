@@ -8,6 +8,7 @@ per protocol and the paper's claims, each held or not, with the diagnosis where 
     .venv/bin/python benchmarks/crl_table.py --plan        # the cell rule's probes only (train items; ~10 min)
     .venv/bin/python benchmarks/crl_table.py --jobs 2      # the whole table (resumes; see the estimate below)
     .venv/bin/python benchmarks/crl_table.py --report      # tables, heatmap and claims from finished runs
+    .venv/bin/python benchmarks/crl_table.py --report --readme   # and README.md's status line from them
     .venv/bin/python benchmarks/crl_table.py --quick       # 4 cells (one per protocol), 1 seed, 30 steps
     .venv/bin/python benchmarks/crl_table.py --device cuda --policy /path/to/hf/model   # real models, a GPU
 
@@ -54,6 +55,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import time
 from dataclasses import dataclass, field, replace
 from itertools import product
@@ -578,6 +580,18 @@ def report(spec: Spec, chosen: dict[str, Any], log: Any = None) -> dict[str, Any
     return data
 
 
+def readme_status(data: dict[str, Any], readme: Path = Path("README.md")) -> str:
+    """Rewrite the README's status line (``**Status: ...** Headline (...)...``) from the result: the README's
+    counts are the JSON's by construction (tests/test_benchmark_crl_table.py checks them)."""
+    done = sum(e["complete"] for e in data["cells"].values())
+    line = (f"**Status: {'complete' if done == len(data['cells']) else 'running'}.** {headline_sentence(data)}")
+    text, n = re.subn(r"\*\*Status: \w+\.\*\* Headline \([^\n]*", line, readme.read_text())
+    if n != 1:
+        raise SystemExit(f"crl_table: {readme} has {n} status lines ('**Status: ...** Headline (...'); expected 1")
+    readme.write_text(text)
+    return line
+
+
 # -- the command line ----------------------------------------------------------------------------------------
 def quick_spec(spec: Spec) -> Spec:
     """One cell per protocol (zoo:arith), one seed, 30 steps, 200 test items; files apart from the table's."""
@@ -613,6 +627,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan", action="store_true", help="only the cell rule's probes (train items; no test item)")
     parser.add_argument("--report", action="store_true", help="only the report, from the finished runs")
+    parser.add_argument("--readme", action="store_true", help="with --report: README.md's status line too")
     parser.add_argument("--quick", action="store_true", help="one cell per protocol, 1 seed, 30 steps")
     parser.add_argument("--cells", default="", help="comma-separated protocol/task cells (default: all 12)")
     parser.add_argument("--seeds", default="", help="comma-separated seeds (default: 0,1,2)")
@@ -627,7 +642,9 @@ def main() -> None:
     if args.plan:
         plan(spec)
     elif args.report:
-        report(spec, plan(spec), print)
+        data = report(spec, plan(spec), print)
+        if args.readme:
+            print(readme_status(data))
     else:
         run_table(spec, args.jobs)
     wrote = spec.results / "plan.json" if args.plan else f"{spec.out} (.md, .png)"
