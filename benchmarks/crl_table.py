@@ -506,7 +506,8 @@ def markdown(data: dict[str, Any]) -> str:
     t = data["timing"]
     lines += ["", "measured core-seconds per (cell, seed), all six methods, by protocol: " + (", ".join(
         f"{p} {v:.0f} ({t['finished_cell_seeds'][p]} finished)" for p, v in t["core_seconds_per_cell_seed"].items())
-        or "none finished") + f"; the whole table projected from them: {t['projected_core_hours']:.1f} core-hours"]
+        or "none finished") + f"; the whole table projected from them: {t['projected_core_hours']:.1f} core-hours "
+        "(a run resumed after a kill counts its time since the resume only)"]
     lines += ["", "where C-RL is not above Base: diagnosis", ""]
     lines += [diagnosis(c, e) for c, e in cells.items() if e["complete"] and c not in counts.get("crl", {}).get(
         "above", [])] or ["- none"]
