@@ -14,8 +14,12 @@ Episodes never see each other: an episode's Asks and seeds are its own, so how s
 is batched together, never what an episode generates (with backends whose replies do not depend on the batch
 they come in, which every backend here promises: ``Generator.generate``).
 
-Gathering: when new work arrives the batcher waits at most ``wait_s`` for the other live episodes (handed in
-before, not ended, not in a call now) to arrive too, and not at all once they all have.
+Gathering: when new work arrives the batcher waits for the other live episodes (handed in before, not ended, not in
+a call now) to arrive too, and not at all once they all have; at most half the time its recent calls to local
+backends took (a wait buys a larger batch, and never costs more than half the call it fills; a remote backend's
+calls overlap, so a larger batch saves them nothing) and at most ``wait_s``. Members that
+answer in microseconds are thus not waited for; a local model's forward pass, whose cost grows far slower than its
+batch, is.
 """
 
 from __future__ import annotations
@@ -46,12 +50,13 @@ class _Open:
 
 class WaveBatcher:
     """See the module doc. ``backends``: the names the episodes' Asks go to; ``stats``: where calls are counted;
-    ``wait_s``: the longest new work waits for live episodes that have not arrived yet."""
+    ``wait_s``: the longest new work waits for live episodes that have not arrived yet (see the module doc)."""
 
-    def __init__(self, backends: Mapping[str, Generator], stats: RunStats | None = None, *, wait_s: float = 0.002,
+    def __init__(self, backends: Mapping[str, Generator], stats: RunStats | None = None, *, wait_s: float = 0.05,
                  name: str = "cgym-batcher"):
         self.backends, self.stats, self.wait_s, self.name = backends, stats or RunStats(), wait_s, name
         self.waves = 0
+        self.call_s = 0.0  # the recent calls' seconds (a moving average): what a wait may cost at most, halved
         self._cond = threading.Condition()
         self._queue: list[Waiter] = []
         self._live: set[int] = set()  # episodes handed in and not ended (what new work may wait for)
@@ -134,8 +139,8 @@ class WaveBatcher:
                     self._call(key, items)
 
     def _gather(self) -> None:
-        """Wait (under the lock) until every live episode not in a call is queued, or ``wait_s`` passed."""
-        deadline = time.monotonic() + self.wait_s
+        """Wait (under the lock) until every live episode not in a call is queued, or the wait's bound passed."""
+        deadline = time.monotonic() + min(self.wait_s, 0.5 * self.call_s)
         while len(self._queue) < len(self._live) - self._open and not self._closed:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -191,7 +196,10 @@ class WaveBatcher:
             results = [exc] * len(asks)
         finished = []
         with self._cond:
-            self.stats.record(backend, len(asks), time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            self.stats.record(backend, len(asks), seconds)
+            if self._limit(key) == 1:  # a remote backend's calls overlap: a larger batch saves it nothing
+                self.call_s = 0.8 * self.call_s + 0.2 * seconds
             self._busy[key] -= 1
             pos = 0
             for entry, slots in items:

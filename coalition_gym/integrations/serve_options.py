@@ -31,8 +31,9 @@ class ServeOptions:
     env_id: str = setting("", doc="the env id served (names the environment in /metadata)")
     report_every_s: float = setting(60.0, ge=0, doc="seconds between the console's load lines (sessions open, "
                                     "episodes/s, steps/s, mean batch size per backend; 0: none)")
-    batch_wait_ms: float = setting(2.0, ge=0, le=1000, doc="longest a wave of member requests waits for the "
-                                   "other open sessions' requests (0: send what is there)")
+    batch_wait_ms: float = setting(50.0, ge=0, le=10000, doc="longest a batch of member requests waits for the "
+                                   "other open sessions' requests (never more than half the recent calls' time; "
+                                   "0: send what is there)")
 
     def __post_init__(self) -> None:
         check_settings(self, "serve options")

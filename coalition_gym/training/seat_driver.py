@@ -103,7 +103,7 @@ class SeatDriver:
     """The system ``source`` names with one policy seat (see the module doc)."""
 
     def __init__(self, source: System | SystemSpec, *, policy_name: str = "policy", policy_style: str = "chat",
-                 in_coalition: bool = True, batched: bool = False, wait_s: float = 0.002):
+                 in_coalition: bool = True, batched: bool = False, wait_s: float = 0.05):
         check_style(policy_style)
         self.system = seated_system(source, {policy_name: policy_style}, in_coalition=in_coalition)
         if not self.system.items:
