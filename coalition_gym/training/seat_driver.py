@@ -87,7 +87,10 @@ class SeatRecord:
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "credit": dict(self.credit)}
+        """The fields as plain data (shallow: the transcript's turns are dicts already)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out.update(replies=list(self.replies), credit=dict(self.credit))
+        return out
 
 
 class _Unasked(Generator):

@@ -251,3 +251,45 @@ def test_bad_inputs_fail_in_one_line_before_any_work(kwargs, error, words, monke
         load_environment(kwargs.pop("env_id"), **kwargs)
     message = str(err.value)
     assert words in message and "\n" not in message.strip()
+
+
+def test_concurrent_rollouts_share_waves_and_each_is_its_solo_episode():
+    """`vf-eval -c N`: episodes run as concurrent coroutines; the frozen members' requests of all of them go out
+    in shared calls, and each episode's reward is the one it gets alone."""
+    from types import SimpleNamespace
+
+    class Policy:
+        """verifiers' agent, as the environment sees it: one trace per turn, the reply in its last message."""
+
+        def __init__(self):
+            self.count = 0
+
+        async def run(self, turn):
+            self.count += 1
+            await asyncio.sleep(0.001 * (self.count % 5))  # the turns come back in a scrambled order
+            text = f"Answer: {len(turn.data.prompt[-1].content) % 7}"
+            return SimpleNamespace(ok=True, id=f"t{self.count}", last_error=None,
+                                   assistant_messages=[SimpleNamespace(content=text)])
+
+    def rewards(concurrent: bool) -> tuple[list[float], object]:
+        env = load_environment("coalition_gym/Debate-v0", pool="sim:independent", task="rg/basic_arithmetic",
+                               split="test", n_items=12, rounds=2, credit=False)
+        tasks = list(env.taskset)
+        agents = SimpleNamespace(policy=Policy())
+
+        async def play(task):
+            await env.run(task, agents)
+            return [record.system_score for record in env._records.values()
+                    if record.item_id == task.data.id][:1]
+
+        async def main():
+            if concurrent:
+                return await asyncio.gather(*(play(t) for t in tasks))
+            return [await play(t) for t in tasks]
+
+        return [r[0] for r in asyncio.run(main())], env.driver.stats
+
+    alone, solo_stats = rewards(False)
+    together, stats = rewards(True)
+    assert together == alone
+    assert stats.batching_factor > 2 * solo_stats.batching_factor  # the concurrent episodes shared calls
