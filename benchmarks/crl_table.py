@@ -595,9 +595,11 @@ def readme_status(data: dict[str, Any], readme: Path = Path("README.md")) -> str
 
 # -- the command line ----------------------------------------------------------------------------------------
 def quick_spec(spec: Spec) -> Spec:
-    """One cell per protocol (zoo:arith), one seed, 30 steps, 200 test items; files apart from the table's."""
+    """One cell per protocol (zoo:arith), one seed, 30 steps, 100 dev and 200 test items (debate's cell, the
+    slowest, ~15 core-minutes); files apart from the table's."""
     cells = {k: c for k, c in spec.cells.items() if c["task"] == spec.cells[next(iter(spec.cells))]["task"]}
-    return replace(spec, cells=cells, seeds=spec.seeds[:1], budget={**spec.budget, "steps": 30, "test_items": 200},
+    budget = {**spec.budget, "steps": 30, "eval_items": 100, "test_items": 200}
+    return replace(spec, cells=cells, seeds=spec.seeds[:1], budget=budget,
                    results=Path("benchmarks/results/crl_table_quick"), runs=Path("runs/crl_table_quick"),
                    out=Path("benchmarks/results/crl_table.quick.json"))
 
@@ -629,7 +631,7 @@ def main() -> None:
     parser.add_argument("--plan", action="store_true", help="only the cell rule's probes (train items; no test item)")
     parser.add_argument("--report", action="store_true", help="only the report, from the finished runs")
     parser.add_argument("--readme", action="store_true", help="with --report: README.md's status line too")
-    parser.add_argument("--quick", action="store_true", help="one cell per protocol, 1 seed, 30 steps")
+    parser.add_argument("--quick", action="store_true", help="one cell per protocol, 1 seed, 30 steps (<30 min)")
     parser.add_argument("--cells", default="", help="comma-separated protocol/task cells (default: all 12)")
     parser.add_argument("--seeds", default="", help="comma-separated seeds (default: 0,1,2)")
     parser.add_argument("--policy", default=None, help="HF model folder or zoo:<recipe>/<member> for every cell")
