@@ -212,34 +212,21 @@ class TypeFit:
         self.fold_totals = values @ np.eye(n_folds)[folds]  # coalitions x folds: v summed over each fold's items
         self.penalty = np.concatenate([np.full(cells, ridge), np.full(self.smooth.shape[1] + n, 1e-6)])
         self.penalty[0] = 1e12  # g(0, 0) = 0: the empty coalition is worth nothing
+        self.cells, self.high = cells, solo >= HIGH
+        self._hits_by_column, self._sums_by_column = self.hits.tocsc(), self.sums.tocsc()
+        self._means: ReplicateMeans | None = None
 
     def proxies(self, multiplicity: np.ndarray | None = None) -> list[TypeProxy]:
         """One :class:`TypeProxy` per fold, fitted on the other folds' items, each coalition counted
         ``multiplicity`` times (default: once)."""
-        n, smooth = self.n, self.smooth
-        k = smooth.shape[1]
+        n, smooth, k = self.n, self.smooth, self.smooth.shape[1]
         m = np.ones(len(self.bits)) if multiplicity is None else multiplicity
-        weighted = m[:, None] * self.bits
-        # per fold: rows per cell, those with each player, the values per cell; the membership part
-        n_folds, cells = len(self.fold_sizes), (n + 1) ** 2
-        per_cell = (self.hits @ np.hstack([m[:, None], weighted])).reshape(n_folds, cells, n + 1)
-        rows, with_player = per_cell[:, :, 0], per_cell[:, :, 1:]
-        totals = (self.sums @ m).reshape(n_folds, cells)
-        gram = self.bits.T @ weighted
-        member_y = (weighted.T @ self.fold_totals).T  # folds x n
-        # every fold's fit is on the other folds: the totals minus its own (all folds solved at once)
-        cnt, cw, tot = rows.sum(0) - rows, with_player.sum(0) - with_player, totals.sum(0) - totals
+        cnt, cw, tot, gram, member_y = self.statistics(m)
         # the normal equations of [cell one-hot | smooth features of the cell | membership], solved through their
         # diagonal cell block (the Schur complement on the k + n other columns)
-        diagonal = cnt + self.penalty[:cells]  # folds x cells
-        cross = np.concatenate([cnt[:, :, None] * smooth[None], cw], axis=2)  # folds x cells x (k + n)
-        others = np.zeros((n_folds, k + n, k + n))
-        others[:, :k, :k] = smooth.T @ (cnt[:, :, None] * smooth[None])
-        others[:, :k, k:] = smooth.T @ cw
-        others[:, k:, :k] = others[:, :k, k:].transpose(0, 2, 1)
-        others[:, k:, k:] = gram * (self.fold_sizes.sum() - self.fold_sizes)[:, None, None]
-        others += np.diag(self.penalty[cells:])
-        y_others = np.concatenate([tot @ smooth, member_y.sum(0) - member_y], axis=1)
+        others, cross, y_others = self.blocks(cnt, cw, tot, gram, member_y, smooth)
+        others += np.diag(self.penalty[self.cells:])
+        diagonal = cnt + self.penalty[:self.cells]  # folds x cells
         scaled = cross / diagonal[:, :, None]
         coef = np.linalg.solve(others - cross.transpose(0, 2, 1) @ scaled,
                                (y_others - np.einsum("fcd,fc->fd", scaled, tot))[:, :, None])[:, :, 0]
@@ -247,12 +234,137 @@ class TypeFit:
         tables[:, 0] = 0.0
         return [TypeProxy(n, table.reshape(n + 1, n + 1), c[k:]) for table, c in zip(tables, coef)]
 
+    def statistics(self, m: np.ndarray, columns: np.ndarray | None = None, cells: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, ...]:
+        """The least squares' statistics with each coalition counted ``m`` times, each fold's on the other folds'
+        items: rows per cell (folds x cells), those with each player (folds x cells x n), the values per cell, the
+        membership gram (n x n, per item) and the values per player (folds x n). Linear in ``m``: ``columns``
+        (the coalitions ``m`` is given for; default all) and ``cells`` (the cells wanted; default all) give the
+        statistics of a change of the multiplicities on a few coalitions."""
+        n_folds, n = len(self.fold_sizes), self.n
+        hits, sums, bits, totals = self.hits, self.sums, self.bits, self.fold_totals
+        if columns is not None:
+            hits, sums, bits, totals = self._hits_by_column[:, columns], self._sums_by_column[:, columns], \
+                bits[columns], totals[columns]
+        if cells is not None:
+            rows = (np.arange(n_folds)[:, None] * self.cells + cells[None, :]).ravel()
+            hits, sums = hits[rows], sums[rows]
+        weighted = m[:, None] * bits
+        per_cell = (hits @ np.hstack([m[:, None], weighted])).reshape(n_folds, -1, n + 1)
+        own = (per_cell[:, :, 0], per_cell[:, :, 1:], (sums @ m).reshape(n_folds, -1), (weighted.T @ totals).T)
+        # every fold's fit is on the other folds: the totals minus its own (all folds solved at once)
+        cnt, cw, tot, member_y = (x.sum(0) - x for x in own)
+        return cnt, cw, tot, bits.T @ weighted, member_y
+
+    def blocks(self, cnt: np.ndarray, cw: np.ndarray, tot: np.ndarray, gram: np.ndarray, member_y: np.ndarray,
+               smooth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The normal equations' parts that are linear in the statistics (of :meth:`statistics`, on the cells whose
+        smooth features are ``smooth``): the block of the k + n other columns (folds x (k + n) x (k + n), without
+        its ridge), the cells' cross block (folds x cells x (k + n)) and the other columns' right-hand side."""
+        k, n_folds = smooth.shape[1], len(self.fold_sizes)
+        others = np.zeros((n_folds, k + self.n, k + self.n))
+        others[:, :k, :k] = smooth.T @ (cnt[:, :, None] * smooth[None])
+        others[:, :k, k:] = smooth.T @ cw
+        others[:, k:, :k] = others[:, :k, k:].transpose(0, 2, 1)
+        others[:, k:, k:] = gram * (self.fold_sizes.sum() - self.fold_sizes)[:, None, None]
+        cross = np.concatenate([cnt[:, :, None] * smooth[None], cw], axis=2)
+        return others, cross, np.concatenate([tot @ smooth, member_y], axis=1)
+
+    def means(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The item means of the proxies refitted with ``multiplicity`` (:class:`ReplicateMeans`): on the fit's
+        coalitions, and their Shapley values."""
+        if self._means is None:
+            self._means = ReplicateMeans(self)
+        return self._means(multiplicity)
+
     def on_fit(self, proxies: list[TypeProxy]) -> np.ndarray:
         """Each fold's proxy (of :meth:`proxies`) on its own items at the fit's coalitions (coalitions x items),
         read off the cells the fit already knows: what ``TypeProxy.values`` gives, without recomputing them."""
         tables = np.stack([p.table.ravel() for p in proxies])  # folds x cells
         betas = np.stack([p.beta for p in proxies])  # folds x n
         return tables[self.folds[None, :], self.cell] + (self.bits @ betas.T)[:, self.folds]
+
+
+class ReplicateMeans:
+    """The vote-like proxies refitted on a replicate of the sampled units, as the item means of what the estimate
+    needs: h on the fit's coalitions (each fold's proxy on its own items) and h's exact Shapley value (the hybrid
+    estimate and the prediction estimate are linear in the values, so their item means are the estimates of the
+    item-mean values). A jackknife replicate drops a unit or a block: a few coalitions' multiplicities change, so
+    the Schur complement of the fit (:meth:`TypeFit.proxies`) is updated on the cells those coalitions reach
+    instead of rebuilt over every cell, and h is read off the cells any coalition reaches. The same numbers as
+    ``TypeFit.proxies(multiplicity)`` read off (up to float round-off; tests/valuation/test_proxy.py pins them)."""
+
+    def __init__(self, fit: TypeFit):
+        self.fit, k = fit, fit.smooth.shape[1]
+        cnt, cw, tot, gram, member_y = fit.statistics(np.ones(len(fit.bits)))
+        others, cross, y_others = fit.blocks(cnt, cw, tot, gram, member_y, fit.smooth)
+        self.diagonal = cnt + fit.penalty[:fit.cells]
+        self.cross, self.tot = cross, tot
+        scaled = cross / self.diagonal[:, :, None]
+        self.schur = others + np.diag(fit.penalty[fit.cells:]) - cross.transpose(0, 2, 1) @ scaled
+        self.rhs = y_others - np.einsum("fcd,fc->fd", scaled, tot)
+        # the cells some coalition reaches on some item: h's table elsewhere is its smooth part alone
+        self.reached = np.unique(fit.cell)
+        hi, lo = _type_shapley_maps(fit.n)
+        self.maps = np.stack([hi[:, self.reached], lo[:, self.reached]])  # 2 x (n + 1) x reached
+        self.maps_smooth = np.stack([hi @ fit.smooth, lo @ fit.smooth])  # 2 x (n + 1) x k
+        n_folds, items = len(fit.fold_sizes), len(fit.folds)
+        # per fold, player and number p of high players: the items of the fold where the player is high (low)
+        p_of_item = fit.high.sum(axis=1)
+        self.type_counts = np.zeros((2, n_folds, fit.n, fit.n + 1))
+        for t in range(items):
+            self.type_counts[0, fit.folds[t], :, p_of_item[t]] += fit.high[t]
+            self.type_counts[1, fit.folds[t], :, p_of_item[t]] += ~fit.high[t]
+        rows = (np.arange(n_folds)[:, None] * fit.cells + self.reached[None, :]).ravel()
+        self.hits_reached = fit.hits[rows].T.tocsr() / items  # coalitions x (folds x reached cells), per item
+        self.k = k
+
+    def __call__(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(h's item means on the fit's coalitions, h's Shapley values' item means) refitted with each coalition
+        counted ``multiplicity`` times."""
+        fit, k = self.fit, self.k
+        changed = np.flatnonzero(multiplicity != 1.0)
+        schur, rhs = self.schur, self.rhs
+        cells = np.unique(fit.cell[changed]) if changed.size else np.zeros(0, dtype=int)
+        if changed.size:
+            delta = multiplicity[changed] - 1.0
+            d_cnt, d_cw, d_tot, d_gram, d_member_y = fit.statistics(delta, changed, cells)
+            smooth = fit.smooth[cells]
+            d_others, _, d_y = fit.blocks(d_cnt, d_cw, d_tot, d_gram, d_member_y, smooth)
+            old_cross, old_diagonal, old_tot = self.cross[:, cells], self.diagonal[:, cells], self.tot[:, cells]
+            tot = old_tot + d_tot
+            diagonal = old_diagonal + d_cnt
+            cross = np.concatenate([(old_diagonal + d_cnt - fit.penalty[cells])[:, :, None] * smooth[None],
+                                    old_cross[:, :, k:] + d_cw], axis=2)
+            schur = schur + d_others - _outer_sum(cross, cross, diagonal) + _outer_sum(old_cross, old_cross,
+                                                                                      old_diagonal)
+            rhs = rhs + d_y - _outer_sum(cross, tot[:, :, None], diagonal)[:, :, 0] \
+                + _outer_sum(old_cross, old_tot[:, :, None], old_diagonal)[:, :, 0]
+        coef = np.linalg.solve(schur, rhs[:, :, None])[:, :, 0]
+        table = (self.tot[:, self.reached] - np.einsum("fcd,fd->fc", self.cross[:, self.reached], coef)) \
+            / self.diagonal[:, self.reached]
+        if changed.size:
+            where = np.searchsorted(self.reached, cells)
+            table[:, where] = (tot - np.einsum("fcd,fd->fc", cross, coef)) / diagonal
+        return self._means(coef, table)
+
+    def _means(self, coef: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The item means of h (coalitions) and of its Shapley values (players) from each fold's coefficients
+        (folds x (k + n)) and its table's non-smooth part on the reached cells (folds x reached)."""
+        fit, k = self.fit, self.k
+        smooth_part, betas = coef[:, :k], coef[:, k:]
+        reached_table = table + smooth_part @ fit.smooth[self.reached].T  # folds x reached
+        items = len(fit.folds)
+        h = self.hits_reached @ reached_table.ravel() + fit.bits @ (betas.T @ fit.fold_sizes) / items
+        phi_by_p = self.maps @ table.T + self.maps_smooth @ smooth_part.T  # 2 x (n + 1) x folds
+        phi = np.einsum("tfip,tpf->i", self.type_counts, phi_by_p) / items + betas.T @ fit.fold_sizes / items
+        return h, phi
+
+
+def _outer_sum(left: np.ndarray, right: np.ndarray, diagonal: np.ndarray) -> np.ndarray:
+    """Per fold, sum over cells of left_c right_c^T / diagonal_c: folds x cells x a, folds x cells x b -> folds x
+    a x b."""
+    return left.transpose(0, 2, 1) @ (right / diagonal[:, :, None])
 
 
 class SelectionProxy:
@@ -397,6 +509,21 @@ class CrossFitted:
         return CrossFitted([refitted, *self.families[1:]], self.weights, self.folds, self.solo, self.fit, kept)
 
 
+    def refit_means(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The item means of :meth:`refit`'s ``on_fit()`` and ``shapley()`` (coalitions, players), computed from the
+        vote-like family's :meth:`TypeFit.means` and the other families' kept parts."""
+        self.on_fit()
+        self.shapley()
+        h, phi = np.zeros(len(self.fit.bits)), np.zeros(self.solo.shape[1])
+        for j, weight in enumerate(self.weights):
+            if weight == 0:
+                continue
+            parts = self.fit.means(multiplicity) if j == 0 else \
+                (self._family_parts[j, "on_fit"].mean(axis=1), self._family_parts[j, "shapley"].mean(axis=1))
+            h, phi = h + weight * parts[0], phi + weight * parts[1]
+        return h, phi
+
+
 class ReplicateCounts:
     """How often each of a fit's coalitions (``fit.masks``) is in a replicate of the design's sampled units: the
     enumerated ones always once, a sampled one as often as the replicate holds its unit (for :meth:`CrossFitted.
@@ -470,6 +597,8 @@ class ProxySampler(HybridSampler):
     exact Shapley value (see the module doc)."""
 
     name = "proxy"
+    #: the jackknife's replicates as item means (:class:`ReplicateMeans`); False: the per-item refit they equal
+    replicate_means = True
     description = ("regression-adjusted: exact Shapley of a per-item proxy (solo types + player effects, "
                    "cross-fitted over items; blended with a selection proxy read off the pairs, which it "
                    "enumerates once the budget's share covers them) plus the evaluated coalitions' residuals "
@@ -585,21 +714,27 @@ class ProxySampler(HybridSampler):
             return super().estimate(design, value, units)
         return self._parts(design, units)[0]
 
-    def _parts(self, design: Design, units: list[Unit] | None) -> tuple[np.ndarray, np.ndarray]:
+    def _parts(self, design: Design, units: list[Unit] | None, means: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(difference estimate, prediction estimate), players x items, on the design's sampled units (None) or a
         replicate of them (the vote-like proxy refitted on its coalitions). The prediction is
         ``phi(h) + sum over the known coalitions S of map[i, S] (v(S) - h(S))``: the known coalitions' values
-        exactly and h's elsewhere (no coalition's residual is extrapolated)."""
+        exactly and h's elsewhere (no coalition's residual is extrapolated). ``means``: a replicate's item means
+        alone (players x 1), from the item means of v and of the refitted h (both estimates are linear in the
+        values: :class:`ReplicateMeans`), what the jackknife reads."""
         assert self._fitted is not None  # called only after finish() fitted a proxy
         fitted, counts = self._fitted
         fit, c = fitted.fit, self.coefficient
         multiplicity = None if units is None else counts(units)
-        proxy = fitted if multiplicity is None else fitted.refit(multiplicity)
-        h, phi = proxy.on_fit(), proxy.shapley()
-        residual = ValueTable(counts.index, fit.bits, fit.values - c * h)
+        if multiplicity is not None and means:
+            h, phi = (x[:, None] for x in fitted.refit_means(multiplicity))
+            values = fit.values.mean(axis=1, keepdims=True)
+        else:
+            proxy = fitted if multiplicity is None else fitted.refit(multiplicity)
+            h, phi, values = proxy.on_fit(), proxy.shapley(), fit.values
+        residual = ValueTable(counts.index, fit.bits, values - c * h)
         difference = c * phi + super().estimate(design, residual, units)
         known = 1.0 if multiplicity is None else (multiplicity > 0)[:, None]
-        return difference, phi + self._shapley_map @ (known * (fit.values - h))
+        return difference, phi + self._shapley_map @ (known * (values - h))
 
     def settle(self, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -607,8 +742,9 @@ class ProxySampler(HybridSampler):
         to it (:func:`shrunk_to_prediction`, kappa pooled over the players and kept as ``shrink``)."""
         if self._fitted is None:
             return super().settle(design, value, groups, rng)
-        per_item, variance, df, kappa = shrunk_to_prediction(lambda units: self._parts(design, units), groups, rng,
-                                                             [slice(0, self.n)])
+        means = self.replicate_means
+        per_item, variance, df, kappa = shrunk_to_prediction(lambda units: self._parts(design, units, means),
+                                                             groups, rng, [slice(0, self.n)])
         self.shrink = float(kappa[0])
         return per_item, variance, df
 

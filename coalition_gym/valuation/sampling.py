@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import scipy.linalg
+from scipy import sparse
 
 from ..errors import ConfigError, did_you_mean
 from .exact import EXACT_LIMIT, exact_shapley
@@ -199,6 +201,88 @@ class Design:
         return out
 
 
+class DesignRows:
+    """A design's coalitions as rows for the estimates: the enumerated sizes' coalitions, then the sampled units'
+    masks sorted by size (a mask of both kinds is a row of each), so that a replicate of the sampled units (the
+    jackknife's, a bootstrap's) is a multiplicity per row and sums per size are per-block sums. The rows' per-size
+    membership grams at multiplicity one are kept (:meth:`grams`): a replicate recomputes only the sizes whose
+    multiplicities it changes. ``units``: the units the sampled rows come from (default: the design's)."""
+
+    def __init__(self, design: Design, units: list[Unit] | None = None):
+        n, units = design.n, design.units if units is None else units
+        enumerated = [m for s in sorted(design.complete) for m in _all_of_size(n, s)]
+        sampled = [(m.bit_count(), k, m) for k, u in enumerate(units) for m in u.masks]
+        sampled.sort(key=lambda row: row[0])  # stable: a unit's masks keep their order within a size
+        self.n, self.units, self.key = n, units, (len(design.units), frozenset(design.complete))
+        self.masks = enumerated + [m for _, _, m in sampled]
+        self.enumerated = len(enumerated)
+        self.unit_of = np.array([k for _, k, _ in sampled], dtype=np.int64)
+        self.number = {id(u): k for k, u in enumerate(units)}
+        self.bits = _bits(self.masks, n) if self.masks else np.zeros((0, n))
+        self.size = self.bits.sum(axis=1).astype(np.int64)
+        # blocks of rows sharing a kernel weight: each enumerated size, then each sampled size
+        kind = np.arange(len(self.masks)) >= self.enumerated
+        starts = np.flatnonzero(np.r_[True, (self.size[1:] != self.size[:-1]) | (kind[1:] != kind[:-1])]) \
+            if self.masks else np.zeros(0, dtype=np.int64)
+        self.starts, self.block_sampled = starts, kind[starts]
+        self.block_size = self.size[starts]
+        self.by_size = sparse.csr_matrix((np.ones(len(self.masks)), (self.size, np.arange(len(self.masks)))),
+                                         shape=(n + 1, len(self.masks)))  # sizes x rows, one-hot
+        self._grams = self._block_grams(np.ones(len(self.masks)))
+        self._index: tuple[dict[int, int], np.ndarray] | None = None
+
+    def multiplicity(self, units: list[Unit]) -> np.ndarray | None:
+        """How often each row is in ``units`` (enumerated rows: once); None when a unit is not one of the rows'."""
+        numbers = [self.number.get(id(u)) for u in units]
+        if None in numbers:
+            return None
+        counts = np.bincount(np.array(numbers, dtype=np.int64), minlength=len(self.units))
+        return np.concatenate([np.ones(self.enumerated), counts[self.unit_of].astype(float)])
+
+    def _block_grams(self, m: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarray:
+        """Per block (all, or ``blocks``): sum over its rows of m z z^T (blocks x n x n)."""
+        ends = np.r_[self.starts[1:], len(self.masks)]
+        chosen = range(len(self.starts)) if blocks is None else blocks
+        out = np.zeros((len(chosen), self.n, self.n))
+        for j, b in enumerate(chosen):
+            z = self.bits[self.starts[b]:ends[b]]
+            out[j] = z.T @ (m[self.starts[b]:ends[b], None] * z)
+        return out
+
+    def grams(self, m: np.ndarray) -> np.ndarray:
+        """:meth:`_block_grams` of every block at multiplicities ``m``, reusing those at multiplicity one."""
+        if not len(self.starts):
+            return np.zeros((0, self.n, self.n))
+        changed = np.flatnonzero(np.add.reduceat(m != 1.0, self.starts))
+        if not changed.size:
+            return self._grams
+        out = self._grams.copy()
+        out[changed] = self._block_grams(m, changed)
+        return out
+
+    def values(self, sampler: "Sampler", value: Callable[[int], np.ndarray]) -> np.ndarray:
+        """The rows' values (rows x items), read through ``sampler.rows`` (a table's row numbers kept)."""
+        if isinstance(value, ValueTable):
+            if self._index is None or self._index[0] is not value.index:
+                self._index = (value.index, np.fromiter(map(value.index.__getitem__, self.masks), dtype=np.int64,
+                                                        count=len(self.masks)))
+            return value.values[self._index[1]]
+        return sampler.rows(value, self.masks)[1]
+
+
+def design_rows(sampler: "Sampler", design: Design, units: list[Unit] | None) -> tuple[DesignRows, np.ndarray]:
+    """The design's rows (kept on the sampler while the design is unchanged) and the multiplicity of each in
+    ``units`` (default: the design's sampled units); units that are not the design's get rows of their own."""
+    rows = sampler._design_rows
+    if rows is None or rows.key != (len(design.units), frozenset(design.complete)):
+        rows = sampler._design_rows = DesignRows(design)
+    m = rows.multiplicity(design.units if units is None else units)
+    if m is None:
+        rows = DesignRows(design, units)
+        m = np.ones(len(rows.masks))
+    return rows, m
+
+
 # -- samplers: propose the next round of units ------------------------------------------------------------
 
 
@@ -214,6 +298,7 @@ class Sampler(ABC):
     def __init__(self, n: int, rng: np.random.Generator):
         self.n, self.rng = n, rng
         self._rows: tuple[Callable[[int], np.ndarray], dict[int, int], np.ndarray, np.ndarray] | None = None
+        self._design_rows: DesignRows | None = None  # the design's rows for the estimates (design_rows)
 
     def rows(self, value: Callable[[int], np.ndarray], masks: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(membership, values) of ``masks``: coalitions x n and coalitions x items, from a table of every mask
@@ -345,12 +430,20 @@ class KernelSampler(Sampler):
                 return [1]
         # the open pairs share the rest in proportion to their kernel mass: next is the one furthest behind
         pair_of = {k: s for s in open_pairs for k in self._sizes(s)}
+        # coalitions sampled per open pair so far, kept up to date as the round draws (one pass over the units)
+        count = dict.fromkeys(open_pairs, 0)
+        for u in design.units:
+            if u.stratum in pair_of:
+                count[pair_of[u.stratum]] += len(u.masks)
+        counted = [0]  # the round's drawn units already in count
 
         def next_size(drawn: list[Unit]) -> int | None:
             if not open_pairs:
                 return None
-            s = min(open_pairs, key=lambda k: ((self._sampled(design.units, k) + self._sampled(drawn, k))
-                                               / self._pair_mass(k), self.rng.random()))
+            for u in drawn[counted[0]:]:
+                count[pair_of[u.stratum]] += len(u.masks)
+            counted[0] = len(drawn)
+            s = min(open_pairs, key=lambda k: (count[k] / self._pair_mass(k), self.rng.random()))
             sizes = [k for k in self._sizes(s) if k not in design.complete]
             return sizes[int(self.rng.integers(len(sizes)))]
 
@@ -368,29 +461,35 @@ class KernelSampler(Sampler):
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
         n = self.n
-        units = design.units if units is None else units
-        rows: list[int] = []
-        weights: list[float] = []
-        for s in design.complete:
-            rows += _all_of_size(n, s)
-            weights += [self.mass[s] / math.comb(n, s)] * math.comb(n, s)
-        sampled = [m for u in units for m in u.masks]
-        sizes = np.fromiter(map(int.bit_count, sampled), dtype=np.int64, count=len(sampled))
-        counts = np.bincount(sizes, minlength=n + 1)
-        rows += sampled
+        rows, m = design_rows(self, design, units)
         full = value((1 << n) - 1)
-        if not rows:
+        if not m.any():
             return np.tile(full / n, (n, 1))
-        z, y = self.rows(value, rows)  # rows x n, rows x items; v(empty) = 0
-        w = np.concatenate([weights, self._mass_of_size[sizes] / np.maximum(counts[sizes], 1)])
-        a = z.T @ (w[:, None] * z)
-        b = z.T @ (w[:, None] * y)
-        a_inv = np.linalg.pinv(a)
-        ones = np.ones(n)
+        # each enumerated coalition at its size's kernel mass over the size's count, each sampled one at its size's
+        # mass over the coalitions sampled at that size (as often as the replicate holds it)
+        counts = np.add.reduceat(m, rows.starts)
+        block_weight = np.where(rows.block_sampled, self._mass_of_size[rows.block_size] / np.maximum(counts, 1),
+                                self._mass_of_size[rows.block_size] / np.array(
+                                    [math.comb(n, int(k)) for k in rows.block_size]))
+        a = np.tensordot(block_weight, rows.grams(m), axes=1)
+        w = m * np.repeat(block_weight, np.diff(np.r_[rows.starts, len(rows.masks)]))
+        b = rows.bits.T @ (w[:, None] * rows.values(self, value))  # v(empty) = 0
+        a_inv_b, a_inv_ones = _solve_psd(a, b, np.ones(n))
         # efficiency: the constrained solution is the unconstrained one, shifted along A^-1 1
-        base = a_inv @ b
-        correction = (ones @ base - full) / (ones @ a_inv @ ones)
-        return base - np.outer(a_inv @ ones, correction)
+        correction = (a_inv_b.sum(axis=0) - full) / a_inv_ones.sum()
+        return a_inv_b - np.outer(a_inv_ones, correction)
+
+
+def _solve_psd(a: np.ndarray, b: np.ndarray, ones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(A^-1 b, A^-1 ones) for a symmetric positive semi-definite A: by Cholesky where A is definite, else by the
+    pseudo-inverse (a player no weighted coalition separates)."""
+    try:
+        factor = scipy.linalg.cho_factor(a)
+    except np.linalg.LinAlgError:
+        a_inv = np.linalg.pinv(a)
+        return a_inv @ b, a_inv @ ones
+    both = scipy.linalg.cho_solve(factor, np.column_stack([b, ones]))
+    return both[:, :-1], both[:, -1]
 
 
 class StratifiedSampler(Sampler):
@@ -429,26 +528,26 @@ class StratifiedSampler(Sampler):
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
         n = self.n
-        units = design.units if units is None else units
         full = value((1 << n) - 1)
-        masks = [m for k in design.complete for m in _all_of_size(n, k)]
-        masks += [m for u in units for m in u.masks if m.bit_count() not in design.complete]
+        rows, m = design_rows(self, design, units)
+        # the enumerated sizes' coalitions and the sampled ones of the other sizes, as often as the replicate holds them
+        m = np.where((np.arange(len(m)) >= rows.enumerated) & np.isin(rows.size, list(design.complete)), 0.0, m)
         inside = np.zeros((n, n + 1, full.shape[0]))  # [player, size]: mean v(S) over sampled S of that size with i
         outside = np.zeros_like(inside)
         inside[:, n] = full
-        if masks:
-            member, values = self.rows(value, masks)
-            size = np.zeros((len(masks), n + 1))
-            size[np.arange(len(masks)), member.sum(axis=1).astype(int)] = 1.0  # one-hot size of each row
-            per_size = size.sum(axis=0)  # rows of each size
-            overall = size.T @ values / np.maximum(per_size, 1)[:, None]
-            has = member.T @ size  # n x sizes: rows of that size with i
+        if m.any():
+            member, values = rows.bits, rows.values(self, value)
+            items = values.shape[1]
+            per_size = np.bincount(rows.size, weights=m, minlength=n + 1)  # rows of each size
+            weighted = m[:, None] * values
+            by_size = rows.by_size @ weighted
+            overall = by_size / np.maximum(per_size, 1)[:, None]
+            has = (rows.by_size @ (m[:, None] * member)).T  # n x sizes: rows of that size with i
             lacks = per_size[None, :] - has
-            with_i = np.zeros((n, n + 1, values.shape[1]))  # [i, s]: sum of v(S) over the rows of size s with i
-            for k in np.flatnonzero(per_size):
-                rows_k = size[:, k] > 0
-                with_i[:, k] = member[rows_k].T @ values[rows_k]
-            without_i = (size.T @ values)[None] - with_i
+            with_i = np.zeros((n, n + 1, items))  # [i, s]: sum of v(S) over the rows of size s with i
+            for start, end, size in zip(rows.starts, np.r_[rows.starts[1:], len(m)], rows.block_size):
+                with_i[:, size] += member[start:end].T @ weighted[start:end]
+            without_i = by_size[None] - with_i
             seen = per_size > 0
             inside[:, seen] = np.where(has[:, seen, None] > 0, with_i[:, seen] / np.maximum(has[:, seen, None], 1),
                                        overall[None, seen])
