@@ -1,185 +1,368 @@
-"""What serving an environment costs, and when it pays: in-process vs one `cgym serve` server vs two.
+"""Served environments at trainer scale: episodes/s of one `cgym serve` server against the sessions open on it,
+next to in-process ``make_vec`` with as many sub-environments; and one TRL step over served sessions against the
+same step in process.
 
-For each pool (``sim:demo``: nearly free members, so the numbers are the wire's own cost; ``zoo:default``: the
-shipped tiny transformers, a real model's forward passes), debate with 2 rounds on ``zoo:arith`` (the seat is
-asked twice: two steps per episode), with a fixed reply in the seat (no policy cost), one run measures:
+Majority vote on ``zoo:arith`` (the seat answers once, with a fixed reply: no policy cost), for four pools:
+``sim:demo`` (nearly free members: the wire's own cost), ``zoo:tiny`` and ``zoo:default`` (the shipped tiny
+transformers: real forward passes; tiny's cost about what the wire costs) and ``mock-openai``: three members behind
+an OpenAI-compatible mock server written here (in a child process of its own) that answers each batch of requests
+arriving together after a fixed latency (``--latency``: 0.25 s and 1 s, a remote model's answer times; one mock
+pool each), three models of that server (three backends; three names of one model would share one client) with
+``max_concurrency`` 64 each.
 
-1. **in-process**: ``CollaborationEnv``, one episode after another; ms per step = wall / steps;
-2. **one server, one client**: the same episodes (same seeds) over OpenEnv's WebSocket, one after another:
-   *overhead per step* = its ms per step minus in-process's (serialisation, the socket, the server's thread hop);
-3. **wire only**: the same, with the server in a thread of the benchmark's own process (no second process to
-   schedule): the socket and serialisation alone;
-4. **one server, C clients** and **two servers, C clients**: C sessions at once (spread round-robin over the
-   servers): episodes per second, the scale-out.
+For each pool and each number of sessions n (1, 8, 32, 64), one run measures:
 
-Every mode is timed ``--repeats`` times, interleaved, after one untimed pass of every episode in every process;
-the table shows each mode's median pass (the development machine is shared: its load drifts, and a zoo episode's
-time varies several-fold from pass to pass; every pass is in the JSON). One torch thread per process. Servers are
-child processes (``cgym serve``) on 127.0.0.1; the same seeds give the same episodes in every mode (checked: the
-summed rewards agree). Ratios are measured in the same run; absolute numbers vary by machine (the
-development machine has 2 cores, shared).
+1. **served**: one server (a child process, one torch thread), n sessions of OpenEnv's own async client in one
+   client process (this one), each playing its share of the same seeded episodes; episodes/s;
+2. **make_vec**: ``gym.make_vec(id, num_envs=n)`` in process, stepped until as many episodes finished; episodes/s.
 
-    .venv/bin/python benchmarks/served_envs.py [--episodes-sim 200] [--episodes-zoo 12] [--clients 4] [--repeats 5]
+Every mode is timed ``--repeats`` times, interleaved, after an untimed warm-up; the table shows the median and the
+range. The served episodes' rewards are compared with their in-process replays (the same seed, a
+``CollaborationEnv``): equal at every n. The server's own ``Served.load()`` counters (Asks per backend call, its
+mean batch size) are read after each served pass through ``/metrics`` when that route is there.
+
+**TRL step**: ``ServedRollout`` (n = G x B rows over one server) against ``ProtocolRollout`` in process on the same
+prompts, step and rows: wall time of the rollout call (zoo:tiny/pico policy, ``sim:demo`` members), and the rows'
+rewards (equal: the same row loop, seeds and policy).
+
+    .venv/bin/python benchmarks/served_envs.py [--repeats 3] [--latency 0.25] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from _common import elapsed_seconds, machine_info, write_json
 
-from coalition_gym.envs.gym_env import CollaborationEnv
-from coalition_gym.envs.system import SystemSpec
-from coalition_gym.integrations.openenv_client import ServedEnv
-from coalition_gym.integrations.processes import ServerProcess, ThreadServer
-from coalition_gym.integrations.serve_options import ServeOptions
-
-TASK, ROUNDS, REPLY = "zoo:arith", 2, "I think it is 4.\nAnswer: 4"
+ENV_ID, TASK, SIZE, REPLY = "coalition_gym/MajorityVote-v0", "zoo:arith", 200, "I think it is 4.\nAnswer: 4"
 RESULTS = Path(__file__).resolve().parent / "results"
-#: one torch thread in every process (this one and the servers): on a small shared machine more threads fight
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SESSIONS = (1, 8, 32, 64)
+#: episodes per pass (a multiple of every n): sized so one pass takes a few seconds on 2 cores; behind the mock,
+#: where an episode waits out the latency, 4 per session (a rate, not a count, is what is compared)
+EPISODES = {"sim:demo": 384, "zoo:tiny": 384, "zoo:default": 128}
 
 
-def spec_of(pool: str) -> SystemSpec:
-    return SystemSpec("debate", task=TASK, collaborators=pool, task_kwargs={"size": 200, "seed": 0},
-                      protocol_settings={"rounds": ROUNDS})
+def episodes_for(pool: str, n: int, scale: int) -> int:
+    return max(n, (EPISODES[pool] if pool in EPISODES else 4 * max(4, n)) // scale)
 
 
-def server_args(pool: str) -> list[str]:
-    return ["--pool", pool, "--task", TASK, "--size", "200", "--set", f"rounds={ROUNDS}", "--max-sessions", "256"]
+# -- the mock OpenAI-compatible server -------------------------------------------------------------------------
+
+def mock_app(latency: float) -> Any:
+    """``/v1/chat/completions`` answering every batch of requests that arrive together after ``latency`` seconds
+    (the first request of a batch opens it; all that arrive before it closes are answered at once); ``/stats``
+    counts requests and batches."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    counts = {"requests": 0, "batches": 0}
+    window: list[asyncio.Future] = []
+
+    async def chat(request: Any) -> JSONResponse:
+        body = await request.json()
+        counts["requests"] += 1
+        if not window or window[0].done():
+            loop = asyncio.get_running_loop()
+            window[:] = [loop.create_future()]
+            counts["batches"] += 1
+            loop.call_later(latency, window[0].set_result, None)
+        await asyncio.shield(window[0])
+        answer = sum(map(ord, body["messages"][-1]["content"])) % 10  # deterministic in the prompt, as greedy is
+        return JSONResponse({"choices": [{"message": {"role": "assistant", "content": f"Answer: {answer}"},
+                                          "finish_reason": "stop"}], "usage": {"completion_tokens": 2}})
+
+    async def stats(request: Any) -> JSONResponse:
+        return JSONResponse(counts)
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/stats", stats)])
 
 
-def play_local(env: CollaborationEnv, seeds: list[int]) -> dict[str, Any]:
-    steps, total = 0, 0.0
+class MockOpenAI:
+    """The mock in a child process of its own (its work does not share the clients' interpreter lock)."""
+
+    def __init__(self, latency: float):
+        from coalition_gym.integrations.processes import free_port
+
+        self.latency, self.port = latency, free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> "MockOpenAI":
+        self.process = subprocess.Popen([sys.executable, __file__, "--serve-mock", str(self.port), "--latency",
+                                         str(self.latency)])
+        while True:
+            try:
+                self.stats()
+                return self
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError("the mock OpenAI server exited") from None
+                time.sleep(0.1)
+
+    def stats(self) -> dict[str, int]:
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=2) as reply:
+            return json.loads(reply.read())
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def mock_pool_file(folder: Path, url: str) -> Path:
+    members = "\n".join(f"  - {{name: m{k}, backend: openai, model: mock-{k}, base_url: '{url}', max_concurrency: 64, "
+                        f"style: compact}}" for k in range(3))
+    path = folder / "mock-openai.yaml"
+    path.write_text(f"name: mock-openai\nmembers:\n{members}\n")
+    return path
+
+
+# -- the modes ------------------------------------------------------------------------------------------------
+
+async def _served_pass(url: str, seeds: list[int], sessions: int) -> tuple[float, float, list[float]]:
+    from openenv.core.generic_client import GenericEnvClient
+
+    shards = [seeds[k::sessions] for k in range(sessions)]
+    rewards: dict[int, float] = {}
+
+    async def play(shard: list[int]) -> None:
+        async with GenericEnvClient(base_url=url, message_timeout_s=600) as env:
+            for seed in shard:
+                result = await env.reset(seed=seed)
+                while not result.done:
+                    result = await env.step({"text": REPLY})
+                rewards[seed] = float(result.reward)
+
     start = time.perf_counter()
+    await asyncio.gather(*(play(shard) for shard in shards))
+    wall = time.perf_counter() - start
+    return wall, len(seeds) / wall, [rewards[s] for s in seeds]
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def served_pass(url: str, seeds: list[int], sessions: int, server_pid: int) -> dict[str, Any]:
+    """One pass over the server; CPU ms per episode of the server process and of this (the clients') process."""
+    server0, client0 = process_cpu_s(server_pid), time.process_time()
+    wall, rate, rewards = asyncio.run(_served_pass(url, seeds, sessions))
+    server, client = process_cpu_s(server_pid) - server0, time.process_time() - client0
+    return {"wall_s": wall, "episodes_per_s": rate, "rewards": rewards,
+            "server_cpu_ms_per_episode": 1000 * server / len(seeds),
+            "client_cpu_ms_per_episode": 1000 * client / len(seeds)}
+
+
+def vec_pass(env: Any, episodes: int, n: int) -> dict[str, Any]:
+    start, cpu = time.perf_counter(), time.process_time()  # the reset runs the first episodes' members: timed
+    env.reset(seed=0)
+    done, total = 0, 0.0
+    while done < episodes:
+        _, reward, terminated, _, _ = env.step([REPLY] * n)
+        done += int(terminated.sum())
+        total += float(reward.sum())
+    wall = time.perf_counter() - start
+    return {"wall_s": wall, "episodes_per_s": done / wall, "reward_mean": total / done,
+            "cpu_ms_per_episode": 1000 * (time.process_time() - cpu) / done}
+
+
+def in_process_rewards(spec: Any, seeds: list[int]) -> list[float]:
+    from coalition_gym.envs.gym_env import CollaborationEnv
+
+    env = CollaborationEnv(spec, policy_style="compact")
+    out = []
     for seed in seeds:
         env.reset(seed=seed)
-        done = False
+        done, reward = False, 0.0
         while not done:
             _, reward, done, _, _ = env.step(REPLY)
-            steps += 1
-        total += reward
-    wall = time.perf_counter() - start
-    return {"episodes": len(seeds), "steps": steps, "wall_s": wall, "reward_sum": total}
+        out.append(float(reward))
+    return out
 
 
-def served(urls: list[str], seeds: list[int], clients: int) -> dict[str, Any]:
-    sessions = [ServedEnv(urls[k % len(urls)]) for k in range(clients)]
-    for session in sessions:  # connect and warm each session
-        session.reset(seed=10**6)
-    shards = [seeds[k::clients] for k in range(clients)]
-
-    def play(k: int) -> tuple[int, float]:
-        steps, total = 0, 0.0
-        for seed in shards[k]:
-            result = sessions[k].reset(seed=seed)
-            while not result.done:
-                result = sessions[k].step(REPLY)
-                steps += 1
-            total += float(result.reward)
-        return steps, total
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=clients) as pool:
-        results = list(pool.map(play, range(clients)))
-    wall = time.perf_counter() - start
-    for session in sessions:
-        session.close()
-    return {"episodes": len(seeds), "steps": sum(s for s, _ in results), "wall_s": wall,
-            "reward_sum": sum(t for _, t in results), "clients": clients, "servers": len(urls)}
+def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
+    rates = [r["episodes_per_s"] for r in runs]
+    cpu = {key: statistics.median(r[key] for r in runs) for key in runs[0] if key.endswith("cpu_ms_per_episode")}
+    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates), **cpu}
 
 
-def rates(run: dict[str, Any]) -> dict[str, Any]:
-    return {**run, "episodes_per_s": run["episodes"] / run["wall_s"],
-            "ms_per_step": 1000 * run["wall_s"] / run["steps"]}
+def bench_pool(pool: str, pool_arg: str, repeats: int, scale: int) -> dict[str, Any]:
+    import gymnasium as gym
 
+    from coalition_gym.envs.system import SystemSpec
+    from coalition_gym.integrations.processes import ServerProcess
 
-def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The repetition with the median wall time (its own counts and rates kept together)."""
-    return rates(sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2])
-
-
-def bench_pool(pool: str, episodes: int, clients: int, repeats: int) -> dict[str, Any]:
-    """Each mode ``repeats`` times, interleaved (a shared machine's load drifts: every mode sees the same drift),
-    after one untimed pass of every episode in-process and on each server."""
-    seeds = list(range(episodes))
-    env = CollaborationEnv(spec_of(pool))
-    servers = [ServerProcess("coalition_gym/Debate-v0", server_args(pool), env=ONE_THREAD).launch() for _ in range(2)]
-    runs: dict[str, list[dict[str, Any]]] = {"in_process": [], "one_server_one_client": [], "thread_server": [],
-                                             "one_server": [], "two_servers": []}
-    thread = ThreadServer(spec_of(pool), ServeOptions(port=0)).start()
+    spec = SystemSpec("majority_vote", task=TASK, collaborators=pool_arg, split="train", task_kwargs={"size": SIZE})
+    counts = {n: episodes_for(pool, n, scale) for n in SESSIONS}
+    seeds = list(range(max(counts.values())))
+    server = ServerProcess(ENV_ID, ["--pool", pool_arg, "--task", TASK, "--size", str(SIZE), "--policy-style",
+                                    "compact", "--max-sessions", "256"], env=ONE_THREAD).start()
+    vecs = {n: gym.make_vec(ENV_ID, num_envs=n, task=TASK, collaborators=pool_arg, task_kwargs={"size": SIZE},
+                            policy_style="compact") for n in SESSIONS}
+    runs: dict[str, list[dict[str, Any]]] = {f"{mode}/{n}": [] for n in SESSIONS for mode in ("served", "vec")}
     try:
-        urls = [s.wait_ready().url for s in servers]
-        play_local(env, seeds)  # the untimed pass: every process has seen every episode once
-        with ThreadPoolExecutor(max_workers=3) as warm:
-            list(warm.map(lambda url: served([url], seeds, 1), [*urls, thread.url]))
+        pid = server.process.pid  # type: ignore[union-attr]
+        served_pass(server.url, seeds[:max(SESSIONS)], max(SESSIONS), pid)  # warm-up: every process, every path
+        for n in SESSIONS:
+            vec_pass(vecs[n], n, n)
         for _ in range(repeats):
-            runs["in_process"].append(play_local(env, seeds))
-            runs["one_server_one_client"].append(served(urls[:1], seeds, 1))
-            runs["thread_server"].append(served([thread.url], seeds, 1))
-            runs["one_server"].append(served(urls[:1], seeds, clients))
-            runs["two_servers"].append(served(urls, seeds, clients))
+            for n in SESSIONS:
+                runs[f"served/{n}"].append(served_pass(server.url, seeds[:counts[n]], n, pid))
+                runs[f"vec/{n}"].append(vec_pass(vecs[n], counts[n], n))
+        load = server_load(server.url)
     finally:
-        thread.stop()
-        for s in servers:
-            s.stop()
-    sums = {round(r["reward_sum"], 6) for mode in runs.values() for r in mode}
-    local, one_seq, in_thread, one, two = (median_run(runs[k]) for k in runs)
-    overhead = one_seq["ms_per_step"] - local["ms_per_step"]
-    wire = in_thread["ms_per_step"] - local["ms_per_step"]
-    return {"pool": pool, "episodes": episodes, "clients": clients, "repeats": repeats,
-            "same_rewards_everywhere": len(sums) == 1,
-            "in_process": local, "one_server_one_client": one_seq, "thread_server": in_thread, "one_server": one,
-            "two_servers": two, "all_runs": runs, "overhead_ms_per_step": overhead,
-            "wire_ms_per_step": wire, "wire_share_of_in_process_step": wire / local["ms_per_step"],
-            "overhead_share_of_in_process_step": overhead / local["ms_per_step"],
-            "two_servers_vs_in_process": two["episodes_per_s"] / local["episodes_per_s"],
-            "two_servers_vs_one_server": two["episodes_per_s"] / one["episodes_per_s"]}
+        server.stop()
+        for env in vecs.values():
+            env.close()
+    replay = in_process_rewards(spec, seeds)
+    same = all(r["rewards"] == replay[:len(r["rewards"])] for key, rs in runs.items() if key.startswith("served")
+               for r in rs)
+    for rs in runs.values():
+        for r in rs:
+            r.pop("rewards", None)
+    rows = {n: {"served": summary(runs[f"served/{n}"]), "vec": summary(runs[f"vec/{n}"])} for n in SESSIONS}
+    one = rows[1]["served"]["median"]
+    for n, row in rows.items():
+        row["served_vs_vec"] = row["served"]["median"] / row["vec"]["median"]
+        row["served_vs_one_session"] = row["served"]["median"] / one
+    return {"pool": pool, "episodes": counts, "repeats": repeats, "rows": rows, "runs": runs,
+            "served_rewards_equal_in_process": same, "reward_mean": sum(replay) / len(replay), "server_load": load}
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| pool | in-process ep/s | ms/step in-process | ms/step served (1 client) | overhead ms/step | "
-            "overhead share | wire only ms/step (share) | 1 server ep/s (C clients) | 2 servers ep/s (C clients) | "
-            "2 servers / in-process |")
-    lines = [head, "|" + "---|" * 10]
-    for r in rows:
-        local = r["in_process"]
-        lines.append(f"| {r['pool']} | {local['episodes_per_s']:.1f} | {local['ms_per_step']:.2f} | "
-                     f"{r['one_server_one_client']['ms_per_step']:.2f} | {r['overhead_ms_per_step']:.2f} | "
-                     f"{100 * r['overhead_share_of_in_process_step']:.0f}% | {r['wire_ms_per_step']:.2f} "
-                     f"({100 * r['wire_share_of_in_process_step']:.0f}%) | {r['one_server']['episodes_per_s']:.1f} | "
-                     f"{r['two_servers']['episodes_per_s']:.1f} | {r['two_servers_vs_in_process']:.2f}x |")
+def server_load(url: str) -> str | None:
+    """The server's /metrics text (its batch sizes), when it serves that route."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as reply:
+            return reply.read().decode()
+    except OSError:
+        return None
+
+
+# -- a TRL step -------------------------------------------------------------------------------------------------
+
+def trl_step(repeats: int, prompts_per_step: int = 8, group: int = 8) -> dict[str, Any]:
+    """ServedRollout over one server against ProtocolRollout in process: the same prompts, step and rows."""
+    from types import SimpleNamespace
+
+    from coalition_gym.integrations.openenv_rollout import ServedRollout
+    from coalition_gym.integrations.processes import ServerProcess
+    from coalition_gym.training.policy_model import load_policy
+    from coalition_gym.training.trl_rollouts import ProtocolRollout
+
+    model, tokenizer = load_policy("zoo:tiny/pico", "cpu", "float32")
+    args = SimpleNamespace(max_completion_length=8, temperature=1.0, top_p=1.0)
+    trainer = SimpleNamespace(model=model, processing_class=tokenizer, args=args, state=SimpleNamespace(global_step=0),
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m, process_index=0))
+    members = ["atlas", "delta"]
+    local = ProtocolRollout("majority_vote", task=TASK, task_kwargs={"size": SIZE}, collaborators="sim:demo",
+                            members=members, policy_style="compact")
+    server = ServerProcess(ENV_ID, ["--pool", "sim:demo", "--members", ",".join(members), "--task", TASK, "--size",
+                                    str(SIZE), "--policy-style", "compact", "--max-sessions", "256"],
+                           env=ONE_THREAD).start()
+    wire = ServedRollout([server.url], task=TASK, task_kwargs={"size": SIZE}, policy_style="compact")
+    prompts = [p for p in list(local.dataset("train", limit=prompts_per_step)["prompt"]) for _ in range(group)]
+    wire.dataset_rows("train", limit=prompts_per_step)
+    times: dict[str, list[float]] = {"in_process": [], "served": []}
+    rewards: dict[str, list] = {}
+    try:
+        for mode, rollout in (("in_process", local), ("served", wire)):  # warm-up
+            rollout(prompts, trainer)
+        for _ in range(repeats):
+            for mode, rollout in (("in_process", local), ("served", wire)):
+                start = time.perf_counter()
+                out = rollout(prompts, trainer)
+                times[mode].append(time.perf_counter() - start)
+                rewards[mode] = out["system_score"]
+    finally:
+        wire.close()
+        server.stop()
+    med = {mode: statistics.median(ts) for mode, ts in times.items()}
+    return {"rows": len(prompts), "prompts": prompts_per_step, "group": group, "seconds": times,
+            "median_s": med, "served_vs_in_process": med["served"] / med["in_process"],
+            "same_rewards": rewards["in_process"] == rewards["served"]}
+
+
+# -- the table --------------------------------------------------------------------------------------------------
+
+def table(pools: list[dict[str, Any]]) -> str:
+    lines = ["| pool | sessions n | served ep/s median [min, max] | make_vec(n) ep/s median [min, max] | served / "
+             "make_vec | served / 1 session | CPU ms/episode: server + clients (make_vec) |",
+             "|---|---|---|---|---|---|---|"]
+    for pool in pools:
+        for n, row in pool["rows"].items():
+            s, v = row["served"], row["vec"]
+            lines.append(f"| {pool['pool']} | {n} | {s['median']:.1f} [{s['min']:.1f}, {s['max']:.1f}] | "
+                         f"{v['median']:.1f} [{v['min']:.1f}, {v['max']:.1f}] | {row['served_vs_vec']:.2f}x | "
+                         f"{row['served_vs_one_session']:.1f}x | {s['server_cpu_ms_per_episode']:.1f} + "
+                         f"{s['client_cpu_ms_per_episode']:.1f} ({v['cpu_ms_per_episode']:.1f}) |")
     return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--episodes-sim", type=int, default=200)
-    p.add_argument("--episodes-zoo", type=int, default=12)
-    p.add_argument("--clients", type=int, default=4)
-    p.add_argument("--repeats", type=int, default=5, help="timed passes per mode, interleaved; the median is shown")
+    p.add_argument("--repeats", type=int, default=3, help="timed passes per mode, interleaved; the median is shown")
+    p.add_argument("--latency", default="0.25,1.0", help="the mock OpenAI server's answer times (s), comma-separated: "
+                                                         "one mock pool each")
+    p.add_argument("--pools", default="sim:demo,zoo:tiny,zoo:default,mock-openai")
     p.add_argument("--quick", action="store_true", help="a smoke run (few episodes; results not overwritten)")
+    p.add_argument("--serve-mock", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.serve_mock is not None:  # the mock's own process
+        import uvicorn
+
+        uvicorn.run(mock_app(float(args.latency)), host="127.0.0.1", port=args.serve_mock, log_level="error")
+        return
+    import tempfile
+
     import torch
 
     torch.set_num_threads(1)
-    if args.quick:
-        args.episodes_sim, args.episodes_zoo, args.repeats = 20, 4, 1
-    rows = [bench_pool("sim:demo", args.episodes_sim, args.clients, args.repeats),
-            bench_pool("zoo:default", args.episodes_zoo, args.clients, args.repeats)]
-    text = table(rows)
+    scale = 8 if args.quick else 1
+    pools, mock_batches = [], {}
+    names = args.pools.split(",")
+    with tempfile.TemporaryDirectory() as folder:
+        for pool in names:
+            if pool != "mock-openai":
+                pools.append(bench_pool(pool, pool, 1 if args.quick else args.repeats, scale))
+                print(table(pools[-1:]), flush=True)
+                continue
+            for latency in (float(x) for x in args.latency.split(",")):
+                with MockOpenAI(latency) as mock:
+                    name = f"mock-openai {latency:g} s"
+                    pools.append(bench_pool(name, str(mock_pool_file(Path(folder), mock.url)),
+                                            1 if args.quick else args.repeats, scale))
+                    mock_batches[name] = mock.stats()
+                print(table(pools[-1:]), flush=True)
+    step = trl_step(1 if args.quick else args.repeats)
+    text = table(pools)
+    trl_line = (f"TRL step ({step['rows']} rows = {step['prompts']} prompts x G={step['group']}): in process "
+                f"{step['median_s']['in_process']:.2f} s, over one server {step['median_s']['served']:.2f} s "
+                f"({step['served_vs_in_process']:.2f}x); rewards equal: {step['same_rewards']}")
     print(text)
+    print(trl_line)
     name = "served_envs.quick" if args.quick else "served_envs"
-    result = {"machine": machine_info(), "protocol": "debate", "rounds": ROUNDS, "task": TASK, "rows": rows,
-              "total_seconds": elapsed_seconds()}
+    result = {"machine": machine_info(), "env_id": ENV_ID, "task": TASK, "latencies_s": args.latency,
+              "pools": pools, "mock_openai": mock_batches, "trl_step": step, "total_seconds": elapsed_seconds()}
     print(f"wrote {write_json(RESULTS / f'{name}.json', result)}")
-    (RESULTS / f"{name}.md").write_text(f"# Served environments (debate, {ROUNDS} rounds, {TASK}; C = "
-                                        f"{args.clients} clients; median of {args.repeats} interleaved passes)"
-                                        f"\n\n{text}\n")
+    (RESULTS / f"{name}.md").write_text(f"# Served environments ({ENV_ID}, {TASK}; one server; median [range] of "
+                                        f"{args.repeats} interleaved passes)\n\n{text}\n\n{trl_line}\n")
 
 
 if __name__ == "__main__":
