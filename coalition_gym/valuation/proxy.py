@@ -85,6 +85,8 @@ from .sampling import (
     jackknife_replicates,
     jackknife_variance,
     register_sampler,
+    unit_counts,
+    unit_numbers,
 )
 
 #: the proxy's table has (n + 1)^2 cells and its exact Shapley value costs O(n^3); masks are 64-bit: refused above this
@@ -213,7 +215,6 @@ class TypeFit:
         self.penalty = np.concatenate([np.full(cells, ridge), np.full(self.smooth.shape[1] + n, 1e-6)])
         self.penalty[0] = 1e12  # g(0, 0) = 0: the empty coalition is worth nothing
         self.cells, self.high = cells, solo >= HIGH
-        self._hits_by_column, self._sums_by_column = self.hits.tocsc(), self.sums.tocsc()
         self._means: ReplicateMeans | None = None
 
     def proxies(self, multiplicity: np.ndarray | None = None) -> list[TypeProxy]:
@@ -239,22 +240,30 @@ class TypeFit:
         """The least squares' statistics with each coalition counted ``m`` times, each fold's on the other folds'
         items: rows per cell (folds x cells), those with each player (folds x cells x n), the values per cell, the
         membership gram (n x n, per item) and the values per player (folds x n). Linear in ``m``: ``columns``
-        (the coalitions ``m`` is given for; default all) and ``cells`` (the cells wanted; default all) give the
-        statistics of a change of the multiplicities on a few coalitions."""
+        (the few coalitions ``m`` is given for) and ``cells`` (the sorted cells they reach) give the statistics of a
+        change of the multiplicities on those coalitions."""
         n_folds, n = len(self.fold_sizes), self.n
         hits, sums, bits, totals = self.hits, self.sums, self.bits, self.fold_totals
-        if columns is not None:
-            hits, sums, bits, totals = self._hits_by_column[:, columns], self._sums_by_column[:, columns], \
-                bits[columns], totals[columns]
-        if cells is not None:
-            rows = (np.arange(n_folds)[:, None] * self.cells + cells[None, :]).ravel()
-            hits, sums = hits[rows], sums[rows]
+        if columns is not None and cells is not None:
+            hits, sums = self._reached(columns, cells)
+            bits, totals = bits[columns], totals[columns]
         weighted = m[:, None] * bits
         per_cell = (hits @ np.hstack([m[:, None], weighted])).reshape(n_folds, -1, n + 1)
         own = (per_cell[:, :, 0], per_cell[:, :, 1:], (sums @ m).reshape(n_folds, -1), (weighted.T @ totals).T)
         # every fold's fit is on the other folds: the totals minus its own (all folds solved at once)
         cnt, cw, tot, member_y = (x.sum(0) - x for x in own)
         return cnt, cw, tot, bits.T @ weighted, member_y
+
+    def _reached(self, columns: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`hits` and :attr:`sums` on a few coalitions (``columns``) and the sorted ``cells`` they reach, dense:
+        (folds x cells) x coalitions."""
+        n_folds, items = len(self.fold_sizes), len(self.folds)
+        row = (self.folds[None, :] * len(cells) + np.searchsorted(cells, self.cell[columns])).ravel()
+        column = np.repeat(np.arange(len(columns)), items)
+        hits, sums = np.zeros((n_folds * len(cells), len(columns))), np.zeros((n_folds * len(cells), len(columns)))
+        np.add.at(hits, (row, column), 1.0)
+        np.add.at(sums, (row, column), self.values[columns].ravel())
+        return hits, sums
 
     def blocks(self, cnt: np.ndarray, cw: np.ndarray, tot: np.ndarray, gram: np.ndarray, member_y: np.ndarray,
                smooth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -318,6 +327,9 @@ class ReplicateMeans:
         rows = (np.arange(n_folds)[:, None] * fit.cells + self.reached[None, :]).ravel()
         self.hits_reached = fit.hits[rows].T.tocsr() / items  # coalitions x (folds x reached cells), per item
         self.k = k
+        # the full fit's parts on the reached cells, and the smooth features there
+        self.reached_parts = (self.cross[:, self.reached], self.tot[:, self.reached], self.diagonal[:, self.reached])
+        self.smooth_reached = fit.smooth[self.reached]
 
     def __call__(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(h's item means on the fit's coalitions, h's Shapley values' item means) refitted with each coalition
@@ -340,20 +352,20 @@ class ReplicateMeans:
                                                                                       old_diagonal)
             rhs = rhs + d_y - _outer_sum(cross, tot[:, :, None], diagonal)[:, :, 0] \
                 + _outer_sum(old_cross, old_tot[:, :, None], old_diagonal)[:, :, 0]
-        coef = np.linalg.solve(schur, rhs[:, :, None])[:, :, 0]
-        table = (self.tot[:, self.reached] - np.einsum("fcd,fd->fc", self.cross[:, self.reached], coef)) \
-            / self.diagonal[:, self.reached]
+        coef = np.linalg.solve(schur, rhs[:, :, None])
+        reached_cross, reached_tot, reached_diagonal = self.reached_parts
+        table = (reached_tot - (reached_cross @ coef)[:, :, 0]) / reached_diagonal
         if changed.size:
             where = np.searchsorted(self.reached, cells)
-            table[:, where] = (tot - np.einsum("fcd,fd->fc", cross, coef)) / diagonal
-        return self._means(coef, table)
+            table[:, where] = (tot - (cross @ coef)[:, :, 0]) / diagonal
+        return self._means(coef[:, :, 0], table)
 
     def _means(self, coef: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The item means of h (coalitions) and of its Shapley values (players) from each fold's coefficients
         (folds x (k + n)) and its table's non-smooth part on the reached cells (folds x reached)."""
         fit, k = self.fit, self.k
         smooth_part, betas = coef[:, :k], coef[:, k:]
-        reached_table = table + smooth_part @ fit.smooth[self.reached].T  # folds x reached
+        reached_table = table + smooth_part @ self.smooth_reached.T  # folds x reached
         items = len(fit.folds)
         h = self.hits_reached @ reached_table.ravel() + fit.bits @ (betas.T @ fit.fold_sizes) / items
         phi_by_p = self.maps @ table.T + self.maps_smooth @ smooth_part.T  # 2 x (n + 1) x folds
@@ -533,10 +545,17 @@ class ReplicateCounts:
         self.index = {m: k for k, m in enumerate(fit.masks)}
         sampled = {m for u in design.units for m in u.masks}
         self.enumerated = np.array([0.0 if m in sampled else 1.0 for m in fit.masks])
+        self.number = unit_numbers(design.units)  # the design's units, numbered
+        self.unit_rows = [np.array([self.index[m] for m in u.masks], dtype=np.int64) for u in design.units]
+        self.row_unit = np.repeat(np.arange(len(design.units)), [len(r) for r in self.unit_rows])
+        self.rows = np.concatenate(self.unit_rows) if self.unit_rows else np.zeros(0, dtype=np.int64)
 
     def __call__(self, units: list[Unit]) -> np.ndarray:
-        rows = np.fromiter(map(self.index.__getitem__, (m for u in units for m in u.masks)), dtype=np.int64)
-        return self.enumerated + np.bincount(rows, minlength=len(self.enumerated))
+        counts = unit_counts(self.number, units)
+        if counts is None:  # units that are not the design's
+            rows = np.fromiter(map(self.index.__getitem__, (m for u in units for m in u.masks)), dtype=np.int64)
+            return self.enumerated + np.bincount(rows, minlength=len(self.enumerated))
+        return self.enumerated + np.bincount(self.rows, weights=counts[self.row_unit], minlength=len(self.enumerated))
 
 
 def out_of_fold(proxies: list[Proxy], part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int,
@@ -629,9 +648,9 @@ class ProxySampler(HybridSampler):
         fit, counts = fitted.fit, ReplicateCounts(fitted.fit, design)
         index = counts.index
         h, phi = fitted.on_fit(), fitted.shapley()
-        if _calibratable(design):  # v and h side by side: one table and one solve for both
-            self.weight, self.coefficient = self._calibrate(design, ValueTable(index, fit.bits,
-                                                                               np.hstack([fit.values, h])), phi)
+        if _calibratable(design):  # v and h side by side (item means: the estimates are linear): one table, one solve
+            means = np.column_stack([fit.values.mean(axis=1), h.mean(axis=1)])
+            self.weight, self.coefficient = self._calibrate(design, ValueTable(index, fit.bits, means), phi)
         else:  # too few units to calibrate on: the proxy as fitted, the two estimates weighted equally
             self.coefficient = 1.0
         c = self.coefficient
@@ -688,13 +707,11 @@ class ProxySampler(HybridSampler):
         """(w, c) minimising the bootstrap variance (over resampled units, summed over players) of
         ``H_w(v) - c (H_w(h) - phi(h))``, H_w the hybrid with kernel weight w: a control variate whose
         coefficient is estimated, so a proxy that does not track the game is used less (c in [0, 1]).
-        ``stacked``: v and h side by side (coalitions x 2 items)."""
-        items = len(phi[0])
+        ``stacked``: the item means of v and h side by side (coalitions x 2)."""
         draws = []
         for _ in range(reps):
             kernel, stratified = self.both(design, stacked, _resample_units(design, self.rng))
-            draws.append([e[:, part].mean(axis=1) for e in (kernel, stratified)
-                          for part in (slice(0, items), slice(items, None))])
+            draws.append([e[:, column] for e in (kernel, stratified) for column in (0, 1)])
         kv, kh, sv, sh = (np.stack([d[j] for d in draws]) for j in range(4))  # reps x players each
         best = (math.inf, self.weight, 1.0)
         for w in np.linspace(0.0, 1.0, 21):

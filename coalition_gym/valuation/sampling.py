@@ -192,6 +192,16 @@ class Design:
     units: list[Unit] = field(default_factory=list)
     seen: set[int] = field(default_factory=set)  # sampled masks so far (no repeats)
 
+    def add(self, proposal: list["Unit | int"]) -> None:
+        """Record a round of a sampler's proposal once evaluated: whole sizes (ints; their sampled units dropped)
+        and units."""
+        for p in proposal:
+            if isinstance(p, int):
+                self.complete.add(p)
+                self.units = [u for u in self.units if u.stratum != p]
+            else:
+                self.units.append(p)
+
     def masks(self) -> set[int]:
         out = {(1 << self.n) - 1}
         for s in self.complete:
@@ -205,7 +215,7 @@ class DesignRows:
     """A design's coalitions as rows for the estimates: the enumerated sizes' coalitions, then the sampled units'
     masks sorted by size (a mask of both kinds is a row of each), so that a replicate of the sampled units (the
     jackknife's, a bootstrap's) is a multiplicity per row and sums per size are per-block sums. The rows' per-size
-    membership grams at multiplicity one are kept (:meth:`grams`): a replicate recomputes only the sizes whose
+    membership grams at multiplicity one are kept (:meth:`gram`): a replicate recomputes only the sizes whose
     multiplicities it changes. ``units``: the units the sampled rows come from (default: the design's)."""
 
     def __init__(self, design: Design, units: list[Unit] | None = None):
@@ -217,7 +227,7 @@ class DesignRows:
         self.masks = enumerated + [m for _, _, m in sampled]
         self.enumerated = len(enumerated)
         self.unit_of = np.array([k for _, k, _ in sampled], dtype=np.int64)
-        self.number = {id(u): k for k, u in enumerate(units)}
+        self.number = unit_numbers(units)
         self.bits = _bits(self.masks, n) if self.masks else np.zeros((0, n))
         self.size = self.bits.sum(axis=1).astype(np.int64)
         # blocks of rows sharing a kernel weight: each enumerated size, then each sampled size
@@ -230,14 +240,13 @@ class DesignRows:
                                          shape=(n + 1, len(self.masks)))  # sizes x rows, one-hot
         self._grams = self._block_grams(np.ones(len(self.masks)))
         self._index: tuple[dict[int, int], np.ndarray] | None = None
+        self._weighted: tuple[np.ndarray, np.ndarray] | None = None  # gram(): the last base weights and their sum
+        self._members: np.ndarray | None = None  # member_counts() at multiplicity one
 
     def multiplicity(self, units: list[Unit]) -> np.ndarray | None:
         """How often each row is in ``units`` (enumerated rows: once); None when a unit is not one of the rows'."""
-        numbers = [self.number.get(id(u)) for u in units]
-        if None in numbers:
-            return None
-        counts = np.bincount(np.array(numbers, dtype=np.int64), minlength=len(self.units))
-        return np.concatenate([np.ones(self.enumerated), counts[self.unit_of].astype(float)])
+        counts = unit_counts(self.number, units)
+        return None if counts is None else np.concatenate([np.ones(self.enumerated), counts[self.unit_of]])
 
     def _block_grams(self, m: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarray:
         """Per block (all, or ``blocks``): sum over its rows of m z z^T (blocks x n x n)."""
@@ -249,15 +258,47 @@ class DesignRows:
             out[j] = z.T @ (m[self.starts[b]:ends[b], None] * z)
         return out
 
-    def grams(self, m: np.ndarray) -> np.ndarray:
-        """:meth:`_block_grams` of every block at multiplicities ``m``, reusing those at multiplicity one."""
+    def gram(self, m: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """sum over blocks of weight[block] x :meth:`_block_grams` at multiplicities ``m`` (n x n): the sum at the
+        last weights and multiplicity one is kept, and only the blocks whose weight or multiplicities differ from
+        those are recomputed (a jackknife replicate changes a size or two)."""
         if not len(self.starts):
-            return np.zeros((0, self.n, self.n))
-        changed = np.flatnonzero(np.add.reduceat(m != 1.0, self.starts))
-        if not changed.size:
-            return self._grams
-        out = self._grams.copy()
-        out[changed] = self._block_grams(m, changed)
+            return np.zeros((self.n, self.n))
+        if self._weighted is None or len(self._weighted[0]) != len(weight):
+            self._weighted = (weight, np.tensordot(weight, self._grams, axes=1))
+        base_weight, out = self._weighted
+        multiplied = np.add.reduceat(m != 1.0, self.starts) > 0
+        changed = np.flatnonzero(multiplied | (weight != base_weight))
+        if changed.size:
+            grams = self._grams[changed].copy()
+            recomputed = multiplied[changed]
+            grams[recomputed] = self._block_grams(m, changed[recomputed])
+            out = out + np.tensordot(weight[changed], grams, axes=1) \
+                - np.tensordot(base_weight[changed], self._grams[changed], axes=1)
+        return out
+
+    def member_counts(self, m: np.ndarray) -> np.ndarray:
+        """Per size and player, the rows of that size with the player, each counted ``m`` times ((n + 1) x n)."""
+        if self._members is None:
+            self._members = self.by_size @ self.bits
+        multiplied = np.flatnonzero(m != 1.0)
+        if not multiplied.size:
+            return self._members
+        out = self._members.copy()
+        np.add.at(out, self.size[multiplied], (m[multiplied] - 1.0)[:, None] * self.bits[multiplied])
+        return out
+
+    def sums_by_size(self, weighted: np.ndarray) -> np.ndarray:
+        """Per player and size, the sum of ``weighted`` (rows x items) over the rows of that size with the player
+        (n x (n + 1) x items): one sparse product for a few columns, a loop over the blocks for many (whose
+        product would hold rows x n x items numbers)."""
+        n, items = self.n, weighted.shape[1]
+        if items <= 4:
+            spread = (self.bits[:, :, None] * weighted[:, None, :]).reshape(len(self.masks), n * items)
+            return (self.by_size @ spread).reshape(n + 1, n, items).transpose(1, 0, 2)
+        out = np.zeros((n, n + 1, items))
+        for start, end, size in zip(self.starts, np.r_[self.starts[1:], len(self.masks)], self.block_size):
+            out[:, size] += self.bits[start:end].T @ weighted[start:end]
         return out
 
     def values(self, sampler: "Sampler", value: Callable[[int], np.ndarray]) -> np.ndarray:
@@ -268,6 +309,38 @@ class DesignRows:
                                                         count=len(self.masks)))
             return value.values[self._index[1]]
         return sampler.rows(value, self.masks)[1]
+
+
+_LAST_COUNTS: list = []  # the last unit_counts call: (number, units, their length, the counts)
+_LAST_NUMBERS: list = []  # the last unit_numbers call: (units, their length, the numbers)
+
+
+def unit_numbers(units: list[Unit]) -> dict[int, int]:
+    """``id(unit)`` -> its place in ``units`` (a design's sampled units); the same dict while that list is
+    unchanged, so the estimates that share it share :func:`unit_counts`' answers."""
+    if not (_LAST_NUMBERS and _LAST_NUMBERS[0] is units and _LAST_NUMBERS[1] == len(units)):
+        _LAST_NUMBERS[:] = [units, len(units), {id(u): k for k, u in enumerate(units)}]
+    return _LAST_NUMBERS[2]
+
+
+def unit_counts(number: dict[int, int], units: list[Unit]) -> np.ndarray | None:
+    """How often each unit numbered in ``number`` (``id(unit)`` -> its number) is in ``units``; None when one of
+    ``units`` is not numbered. The estimates of one replicate share its list, so the last answer is kept."""
+    if _LAST_COUNTS and _LAST_COUNTS[0] is number and _LAST_COUNTS[1] is units and _LAST_COUNTS[2] == len(units):
+        return _LAST_COUNTS[3]
+    if isinstance(units, Replicate) and len(units) + len(units.left_out) == len(number):  # every unit but a few
+        dropped = [number.get(id(u)) for u in units.left_out]
+        if None in dropped:
+            return None
+        counts = np.ones(len(number))
+        np.subtract.at(counts, np.array(dropped, dtype=np.int64), 1.0)
+    else:
+        numbers = [number.get(id(u)) for u in units]
+        if None in numbers:
+            return None
+        counts = np.bincount(np.array(numbers, dtype=np.int64), minlength=len(number)).astype(float)
+    _LAST_COUNTS[:] = [number, units, len(units), counts]
+    return counts
 
 
 def design_rows(sampler: "Sampler", design: Design, units: list[Unit] | None) -> tuple[DesignRows, np.ndarray]:
@@ -471,7 +544,7 @@ class KernelSampler(Sampler):
         block_weight = np.where(rows.block_sampled, self._mass_of_size[rows.block_size] / np.maximum(counts, 1),
                                 self._mass_of_size[rows.block_size] / np.array(
                                     [math.comb(n, int(k)) for k in rows.block_size]))
-        a = np.tensordot(block_weight, rows.grams(m), axes=1)
+        a = rows.gram(m, block_weight)
         w = m * np.repeat(block_weight, np.diff(np.r_[rows.starts, len(rows.masks)]))
         b = rows.bits.T @ (w[:, None] * rows.values(self, value))  # v(empty) = 0
         a_inv_b, a_inv_ones = _solve_psd(a, b, np.ones(n))
@@ -542,11 +615,9 @@ class StratifiedSampler(Sampler):
             weighted = m[:, None] * values
             by_size = rows.by_size @ weighted
             overall = by_size / np.maximum(per_size, 1)[:, None]
-            has = (rows.by_size @ (m[:, None] * member)).T  # n x sizes: rows of that size with i
+            has = rows.member_counts(m).T  # n x sizes: rows of that size with i
             lacks = per_size[None, :] - has
-            with_i = np.zeros((n, n + 1, items))  # [i, s]: sum of v(S) over the rows of size s with i
-            for start, end, size in zip(rows.starts, np.r_[rows.starts[1:], len(m)], rows.block_size):
-                with_i[:, size] += member[start:end].T @ weighted[start:end]
+            with_i = rows.sums_by_size(weighted)  # [i, s]: sum of v(S) over the rows of size s with i
             without_i = by_size[None] - with_i
             seen = per_size > 0
             inside[:, seen] = np.where(has[:, seen, None] > 0, with_i[:, seen] / np.maximum(has[:, seen, None], 1),
@@ -815,12 +886,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
                 masks |= set(p.masks)
         game.evaluate([names(m) for m in masks])
         impl.observe(masks, value)
-        for p in proposal:
-            if isinstance(p, int):
-                design.complete.add(p)
-                design.units = [u for u in design.units if u.stratum != p]
-            else:
-                design.units.append(p)
+        design.add(proposal)
         rounds += 1
         if len(design.masks()) >= 2 ** n - 1:
             return _exact(game, value, n, seed, n_boot, name, spent, "every coalition was sampled")
@@ -968,9 +1034,19 @@ def jackknife_replicates(estimate: Callable[[list[Unit]], np.ndarray], groups: l
         blocks = min(len(units), JACKKNIFE_BLOCKS)
         block_of = rng.permutation(len(units)) % blocks
         others = [u for h, rest in enumerate(groups) if h != g for u in rest]
-        out.append(np.stack([estimate(others + [u for u, k in zip(units, block_of) if k != b]).mean(axis=1)
+        out.append(np.stack([estimate(Replicate(others + [u for u, k in zip(units, block_of) if k != b],
+                                                [u for u, k in zip(units, block_of) if k == b])).mean(axis=1)
                              for b in range(blocks)]))
     return out
+
+
+class Replicate(list):
+    """A jackknife replicate's units (a list), which also says which units it leaves out of all the groups', so
+    that :func:`unit_counts` need not look every unit up."""
+
+    def __init__(self, units: list[Unit], left_out: list[Unit]):
+        super().__init__(units)
+        self.left_out = left_out
 
 
 def jackknife_variance(replicates: list[np.ndarray], full: np.ndarray | None, rows: int

@@ -230,15 +230,20 @@ def test_a_thin_design_widens_the_interval_even_when_one_size_has_two_units(seed
     assert np.mean((result.ci_low <= truth) & (truth <= result.ci_high)) >= 0.9
 
 
+def _random_fit_data(rng: np.random.Generator, n: int, items: int, draws: int) -> tuple:
+    """(masks, values, solo, folds) of a vote-like fit on random coalitions (the singletons among them)."""
+    masks = sorted({int(m) for m in rng.integers(1, 2 ** n - 1, size=draws)} | {1 << k for k in range(n)})
+    values = rng.random((len(masks), items))
+    solo = (rng.random((items, n)) < 0.5).astype(float)
+    return masks, values, solo, np.arange(items) % 5
+
+
 def test_a_refit_with_multiplicities_is_the_fit_on_the_repeated_coalitions():
     """A bootstrap replicate refits the vote-like proxy from sufficient statistics weighted by how often it drew
     each coalition: the same tables and effects as a fit on the coalitions listed that many times."""
     n, items = 7, 23
     rng = np.random.default_rng(5)
-    masks = sorted({int(m) for m in rng.integers(1, 2 ** n - 1, size=40)} | {1 << k for k in range(n)})
-    values = rng.random((len(masks), items))
-    solo = (rng.random((items, n)) < 0.5).astype(float)
-    folds = np.arange(items) % 5
+    masks, values, solo, folds = _random_fit_data(rng, n, items, 40)
     counts = rng.integers(0, 3, size=len(masks))
     weighted = TypeFit(n, masks, values, solo, folds).proxies(counts.astype(float))
     rows = np.repeat(np.arange(len(masks)), counts)
@@ -363,3 +368,98 @@ def test_the_share_kept_is_reported_with_the_estimate():
     assert 0.0 <= proxy.extras["shrink"] <= 1.0 and hybrid.extras["shrink"] is None
     result = sampled_shapley(noisy_typed_game(8), sampler="proxy", stop=Budget(coalitions=80), seed=0, n_boot=20)
     assert result.shrink == proxy.extras["shrink"]
+
+
+def test_a_replicates_item_means_are_those_of_the_refitted_proxies():
+    """The jackknife reads a replicate's item means (ReplicateMeans: the fit's Schur complement updated on the cells
+    the replicate changes): the same numbers as refitting every fold's proxy and averaging over the items."""
+    n, items = 9, 31
+    rng = np.random.default_rng(7)
+    masks, values, solo, folds = _random_fit_data(rng, n, items, 120)
+    fit = TypeFit(n, masks, values, solo, folds)
+    for trial in range(4):
+        counts = np.ones(len(masks))
+        counts[rng.choice(len(masks), size=trial * 3, replace=False)] = rng.integers(0, 3, size=trial * 3)
+        proxies = fit.proxies(counts)
+        h = fit.on_fit(proxies).mean(axis=1)
+        phi = np.mean([proxies[f].shapley(solo[folds == f]).sum(axis=1) for f in range(5)], axis=0) * 5 / items
+        fast_h, fast_phi = fit.means(counts)
+        np.testing.assert_allclose(fast_h, h, atol=1e-9)
+        np.testing.assert_allclose(fast_phi, phi, atol=1e-9)
+
+
+@pytest.mark.parametrize("make, multiple", [(typed_game, 5), (tied_selection_game, 10), (selection_game, 4)])
+def test_the_item_mean_jackknife_gives_the_per_item_refits_result(monkeypatch, make, multiple):
+    """The fast path (replicates as item means) against the per-item refit of every replicate it replaced, on
+    seeded games: the same estimate and intervals to 1e-9."""
+    n = 9
+    results = []
+    for fast in (True, False):
+        monkeypatch.setattr(ProxySampler, "replicate_means", fast)
+        results.append(sampled_shapley(make(n, seed=2), sampler="proxy", stop=Budget(coalitions=multiple * n), seed=4,
+                                       n_boot=200))
+    for name in ("per_item", "ci_low", "ci_high", "sampling_halfwidth"):
+        np.testing.assert_allclose(getattr(results[0], name), getattr(results[1], name), atol=1e-9)
+
+
+def _direct_kernel(sampler, design, value, units):
+    """The kernel estimate as one weighted least squares over the listed coalitions (the code DesignRows replaced)."""
+    n = sampler.n
+    rows, weights = [], []
+    for s in design.complete:
+        rows += sampling._all_of_size(n, s)
+        weights += [sampler.mass[s] / math.comb(n, s)] * math.comb(n, s)
+    sampled = [m for u in units for m in u.masks]
+    sizes = np.array([m.bit_count() for m in sampled])
+    counts = np.bincount(sizes, minlength=n + 1)
+    z = sampling._bits(rows + sampled, n)
+    y = np.stack([value(m) for m in rows + sampled])
+    w = np.concatenate([weights, sampler._mass_of_size[sizes] / np.maximum(counts[sizes], 1)])
+    a_inv = np.linalg.pinv(z.T @ (w[:, None] * z))
+    base = a_inv @ (z.T @ (w[:, None] * y))
+    correction = (base.sum(axis=0) - value((1 << n) - 1)) / a_inv.sum()
+    return base - np.outer(a_inv.sum(axis=1), correction)
+
+
+def _direct_stratified(n, design, value, units):
+    """The stratified estimate from per-size means over the listed coalitions (the code DesignRows replaced)."""
+    masks = [m for k in design.complete for m in sampling._all_of_size(n, k)]
+    masks += [m for u in units for m in u.masks if m.bit_count() not in design.complete]
+    full = value((1 << n) - 1)
+    inside, outside = np.zeros((n, n + 1, len(full))), np.zeros((n, n + 1, len(full)))
+    for s in range(1, n):
+        rows = [m for m in masks if m.bit_count() == s]
+        if not rows:
+            continue
+        overall = np.mean([value(m) for m in rows], axis=0)
+        for i in range(n):
+            with_i = [value(m) for m in rows if m >> i & 1]
+            without = [value(m) for m in rows if not m >> i & 1]
+            inside[i, s] = np.mean(with_i, axis=0) if with_i else overall
+            outside[i, s] = np.mean(without, axis=0) if without else overall
+    inside[:, n] = full
+    return (inside[:, 1:].sum(axis=1) - outside[:, :n].sum(axis=1)) / n
+
+
+def test_the_estimates_from_the_designs_rows_are_the_direct_formulas_on_any_replicate():
+    """Kernel and stratified estimates read the design's rows with a multiplicity per row (per-size grams kept): on
+    the full design, a jackknife replicate, a bootstrap replicate (units drawn twice) and units not of the design,
+    the same numbers as the direct formulas over the listed coalitions."""
+    n = 8
+    game = typed_game(n, items=6, seed=3)
+    value = lambda mask: game.per_item(frozenset(game.players[k] for k in range(n) if mask >> k & 1))  # noqa: E731
+    rng = np.random.default_rng(0)
+    sampler = sampling.HybridSampler(n, rng)
+    design = sampling.Design(n)
+    while (proposal := sampler.propose(design, 60 - len(design.masks()), 2 * n)):
+        design.add(proposal)
+    units = design.units
+    other = sampling.Unit(3, [0b111, 0b11111000])
+    replicates = [units, sampling.Replicate(units[1:], units[:1]), [units[k] for k in rng.integers(len(units),
+                                                                                                   size=len(units))],
+                  units[:2] + [other]]
+    for replicate in replicates:
+        np.testing.assert_allclose(sampling.KernelSampler.estimate(sampler, design, value, replicate),
+                                   _direct_kernel(sampler, design, value, replicate), atol=1e-9)
+        np.testing.assert_allclose(sampler.stratified.estimate(design, value, replicate),
+                                   _direct_stratified(n, design, value, replicate), atol=1e-9)
