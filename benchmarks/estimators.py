@@ -40,6 +40,10 @@ CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's ja
 
     .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large] [--sizes 14,64] [--seeds 20]
         [--out FILE.json]
+    .venv/bin/python benchmarks/estimators.py --cost [--sizes 14,64] [--multiples 2,50] [--seeds 3]
+
+``--cost`` times one default estimate (CPU seconds, the median over seeds) per n and budget on the large games
+(SLM-MUX and majority vote), and the peak memory traced during one, against the coalitions it evaluated.
 """
 
 from __future__ import annotations
@@ -298,6 +302,64 @@ def run_ours(sampler: str, table: dict, truth: np.ndarray, budget: int,
     return estimate, cover, strict, game.coalitions_evaluated, None if "structured" in table else game.generations
 
 
+#: --cost: the protocols whose default estimate is timed (the large games' own), and the budgets (multiples of n)
+COST_PROTOCOLS = (("slm_mux", {}), ("majority_vote", {"tie_break": "random"}))
+
+
+def cost_rows(sizes: list[int], multiples: list[int], seeds: int, items: int) -> list[dict]:
+    """CPU seconds of one default estimate (``sampled_shapley`` with the CLI's budget semantics) per n and budget on
+    the large games, and the peak of the memory Python and numpy allocate during one (tracemalloc, a separate run:
+    tracing slows the timed one), against the coalitions it evaluated."""
+    import tracemalloc
+
+    rows = []
+    for n in sizes:
+        for protocol, settings in COST_PROTOCOLS:
+            table = build_structured(protocol, f"sim:random-{n}", items, **settings)
+            for mult in multiples:
+                budget, cpus = min(mult * n, 2 ** n - 1), []
+                for seed in range(seeds):
+                    c0 = time.process_time()
+                    result = sampled_shapley(fresh_game(table), stop=Budget(coalitions=budget), seed=seed,
+                                             n_boot=N_BOOT)
+                    cpus.append(time.process_time() - c0)
+                tracemalloc.start()
+                sampled_shapley(fresh_game(table), stop=Budget(coalitions=budget), seed=0, n_boot=N_BOOT)
+                peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
+                tracemalloc.stop()
+                row = {"game": f"{protocol} sim:random-{n}", "n": n, "multiple": mult, "budget": budget,
+                       "coalitions": result.coalitions, "sampler": result.sampler, "cpu_seconds": cpus,
+                       "cpu_median": float(np.median(cpus)), "cpu_max": float(np.max(cpus)), "peak_mib": peak,
+                       "load_average": os.getloadavg()[0]}
+                rows.append(row)
+                print(f"{row['game']:28s} {mult:3d}n b={budget:5d} coalitions={row['coalitions']:5d} "
+                      f"cpu={row['cpu_median']:.2f}s (max {row['cpu_max']:.2f}) peak={peak:.1f} MiB", flush=True)
+    return rows
+
+
+def cost_markdown(rows: list[dict]) -> str:
+    lines = ["| game | budget | coalitions | CPU s / estimate (median, max) | peak traced MiB | KiB per coalition |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['game']} | {r['budget']} ({r['multiple']}n) | {r['coalitions']} | {r['cpu_median']:.2f} "
+              f"({r['cpu_max']:.2f}) | {r['peak_mib']:.1f} | {1024 * r['peak_mib'] / max(r['coalitions'], 1):.1f} |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def main_cost(args: argparse.Namespace) -> None:
+    sizes = [int(k) for k in (args.sizes or ",".join(map(str, LARGE_SIZES))).split(",")]
+    multiples = [int(k) for k in (args.multiples or ",".join(map(str, MULTIPLES))).split(",")]
+    rows = cost_rows(sizes, multiples, args.seeds, args.items)
+    out = args.out or "benchmarks/results/estimators_cost.json"
+    import coalition_gym
+
+    write_json(out, {"machine": machine_info(), "threads": os.environ.get("OMP_NUM_THREADS"), "seeds": args.seeds,
+                     "items": args.items, "coalition_gym_path": str(Path(coalition_gym.__file__).parent),
+                     "rows": rows, "total_seconds": elapsed_seconds()})
+    Path(out).with_suffix(".md").write_text(cost_markdown(rows) + "\n")
+    print("\n" + cost_markdown(rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="n = 8 and 10 only, 5 seeds")
@@ -309,7 +371,14 @@ def main() -> None:
     parser.add_argument("--sizes", default=None, help="large: only these n (comma-separated)")
     parser.add_argument("--out", help="default: benchmarks/results/estimators.json (estimators_fresh.json, "
                                       "estimators_large.json)")
+    parser.add_argument("--cost", action="store_true",
+                        help="time one default estimate per n (--sizes) and budget (--multiples) on the large games, "
+                             "with its peak memory; writes estimators_cost.json")
+    parser.add_argument("--multiples", default=None, help="--cost: budgets as multiples of n (comma-separated)")
     args = parser.parse_args()
+    if args.cost:
+        main_cost(args)
+        return
     out = args.out or f"benchmarks/results/estimators{'' if args.games == 'benchmark' else '_' + args.games}.json"
     seeds = 5 if args.quick else args.seeds
     games = GAME_SETS[args.games]
