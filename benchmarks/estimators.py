@@ -49,6 +49,7 @@ CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's ja
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
@@ -360,6 +361,52 @@ def main_cost(args: argparse.Namespace) -> None:
     print("\n" + cost_markdown(rows))
 
 
+def ratio_by_n(summary: list[dict]) -> str:
+    """The large games' table by n: ours / best shapiq 1.8 per budget, with the paired CI where the CI's upper
+    bound passes 1.0 (bold where the ratio itself does); "exact" where the budget covers every coalition."""
+    lines = ["| n | game | seeds | " + " | ".join(f"{m}n" for m in MULTIPLES) + " |",
+             "|---|---|---|" + "---|" * len(MULTIPLES)]
+    for game in dict.fromkeys(s["game"] for s in summary):
+        cells = {s["multiple"]: s for s in summary if s["game"] == game}
+        first = next(iter(cells.values()))
+        out = []
+        for m in MULTIPLES:
+            s = cells.get(m)
+            if s is None or s["ratio"] is None:
+                out.append("-" if s is None or not s["exact_budget"] else "exact")
+                continue
+            text = f"{s['ratio']:.2f}" + (f" [{s['ratio_ci'][0]:.2f}, {s['ratio_ci'][1]:.2f}]"
+                                          if s["ratio_ci"][1] is not None and s["ratio_ci"][1] > 1.0 else "")
+            out.append(f"**{text}**" if s["ratio"] > 1.0 else text)
+        protocol = game.split(" ")[0].replace("_", " ").replace("slm mux", "SLM-MUX")
+        lines.append(f"| {first['n']} | {protocol} | {first.get('seeds', '-')} | " + " | ".join(out) + " |")
+    return "\n".join(lines)
+
+
+def main_merge(paths: list[str], out: str) -> None:
+    """One result from several runs of the same game set (each game's rows from the run that holds it, the last
+    run winning): rows, games and the summary recomputed, each summary line with its run's seeds."""
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    games: dict = {}
+    for part in parts:
+        games.update({name: {**g, "seeds": part["seeds"], "run": part.get("total_seconds")}
+                      for name, g in part["games"].items()})
+    rows = [r for name in games for r in next(p for p in reversed(parts) if name in p["games"])["rows"]
+            if r["game"] == name]
+    rows.sort(key=lambda r: (games[r["game"]]["n"], list(games).index(r["game"])))
+    previous = parts[-1]["previous_default"]
+    summary = summarise(rows, previous)
+    for s in summary:
+        s["seeds"] = games[s["game"]]["seeds"]
+    merged = {**parts[-1], "games": games, "rows": rows, "summary": summary, "seeds": sorted({p["seeds"] for p in parts}),
+              "merged_from": [{"seeds": p["seeds"], "total_seconds": p.get("total_seconds"),
+                               "games": list(p["games"])} for p in parts]}
+    write_json(out, merged)
+    markdown = table_markdown(rows, games, summary, previous) + "\n\n" + ratio_by_n(summary)
+    Path(out).with_suffix(".md").write_text(markdown + "\n")
+    print(markdown)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="n = 8 and 10 only, 5 seeds")
@@ -375,7 +422,13 @@ def main() -> None:
                         help="time one default estimate per n (--sizes) and budget (--multiples) on the large games, "
                              "with its peak memory; writes estimators_cost.json")
     parser.add_argument("--multiples", default=None, help="--cost: budgets as multiples of n (comma-separated)")
+    parser.add_argument("--merge", default=None,
+                        help="comma-separated result JSONs of one game set (e.g. --games large --sizes runs): write "
+                             "them as one result to --out")
     args = parser.parse_args()
+    if args.merge:
+        main_merge(args.merge.split(","), args.out or "benchmarks/results/estimators_large.json")
+        return
     if args.cost:
         main_cost(args)
         return

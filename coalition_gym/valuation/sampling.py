@@ -366,6 +366,7 @@ class Sampler(ABC):
     name = "sampler"
     description = ""  # one line, for listings (`cgym estimators`)
     min_coalitions = 1
+    max_players: int | None = None  # the most players the sampler takes (None: any); auto picks another above it
     shrink: float | None = None  # set by a settle() that shrinks one estimate towards another (the proxy sampler)
 
     def __init__(self, n: int, rng: np.random.Generator):
@@ -804,9 +805,11 @@ AUTO_RULE = ("proxy from n = 2 (hybrid for a lone player): the lowest error at e
 
 def choose_sampler(n: int, budget: int | None) -> str:
     """The default sampler (:data:`AUTO_RULE`): the regression-adjusted ``proxy`` sampler wherever its proxy
-    can be fitted (two players or more: it needs the singletons' per-item scores), else ``hybrid``.
+    can be fitted (two players or more: it needs the singletons' per-item scores) and it takes the pool (up to its
+    ``max_players``, 64), else ``hybrid``.
     Measured on the calibration games of benchmarks/estimators.py (majority vote, n = 8, 10, 12)."""
-    return "proxy" if n >= 2 and "proxy" in SAMPLER_CLASSES else "hybrid"
+    proxy = SAMPLER_CLASSES.get("proxy")
+    return "proxy" if n >= 2 and proxy is not None and n <= (proxy.max_players or n) else "hybrid"
 
 
 #: the narrowest sampling interval (half-width): values are means of scores in [0, 1], and the estimates' least

@@ -64,6 +64,11 @@ def test_more_budget_means_less_error_and_the_default_beats_permutations():
     assert choose_sampler(10, 100) == "proxy"
 
 
+def test_auto_picks_a_sampler_that_takes_the_pool():
+    """Above the proxy sampler's 64 players (it refuses them) auto picks the hybrid, not a refusal."""
+    assert (choose_sampler(64, 3200), choose_sampler(65, 3250)) == ("proxy", "hybrid")
+
+
 def test_intervals_cover_the_exact_value_at_10n():
     truth = exact(10)
     covered = [np.mean((r.ci_low <= truth) & (truth <= r.ci_high))
