@@ -242,6 +242,19 @@ def logged_probe(job: dict[str, Any], name: str) -> Any:
     return next((r["probe"] for r in rows if "probe" in r), None)
 
 
+def step_signal(folder: Path) -> dict[str, Any] | None:
+    """Each step's informative share *before* dynamic sampling's refills (after them it is 1 by design) and the
+    refills, averaged over the first and the last fifth of training; None without such rows."""
+    path = folder / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    rows = [r for r in rows if "first_informative_groups" in r]
+    if not rows:
+        return None
+    fifth = max(1, len(rows) // 5)
+    return {part: {k: float(np.mean([r[k] for r in chunk])) for k in ("first_informative_groups", "refills")}
+            for part, chunk in (("first", rows[:fifth]), ("last", rows[-fifth:]))}
+
+
 KEEP = ("collab", "solo", "last", "best_step", "dev_at_best", "steps_run", "system_prompt", "signal", "probe",
         "vs_base_collab", "vs_base_solo", "verdict", "train_seconds", "policy_weights", "eval_seed")
 
@@ -260,7 +273,7 @@ def run_result(job: dict[str, Any], name: str, config: dict[str, Any]) -> dict[s
     per_item = json.loads((folder / "per_item.json").read_text())
     without = (report.get("vs_without_policy") or {}).get("loo")
     return {"cell": job["cell"], "method": name, "seed": job["seed"], "config": config,
-            **{k: report.get(k) for k in KEEP}, "loo_of_policy": without,
+            **{k: report.get(k) for k in KEEP}, "loo_of_policy": without, "step_signal": step_signal(folder),
             "per_item": {m: per_item[m] for m in ("collab", "solo")}}
 
 
@@ -307,7 +320,11 @@ def load_results(spec: Spec) -> dict[tuple[str, str, int], dict[str, Any]]:
     for cell, name, seed in product(spec.cells, spec.methods, spec.seeds):
         path = result_path(spec.results, cell, name, seed)
         if path.is_file():
-            out[(cell, name, seed)] = json.loads(path.read_text())
+            out[(cell, name, seed)] = result = json.loads(path.read_text())
+            folder = spec.runs / slug(cell) / f"{name}-seed{seed}"
+            if "step_signal" not in result and not result.get("no_signal") and folder.is_dir():
+                result["step_signal"] = step_signal(folder)  # results written before it was kept
+                write_json(path, result)
     return out
 
 
@@ -339,6 +356,7 @@ def method_summary(results: dict[tuple[str, str, int], Any], cell: str, name: st
     entry["best_step"] = [r.get("best_step") for r in runs]
     entry["probe"] = [r.get("probe") for r in runs]
     entry["signal"] = [r.get("signal") for r in runs]
+    entry["step_signal"] = [r.get("step_signal") for r in runs]
     entry["why_no_signal"] = sorted({r["why"] for r in runs if r.get("no_signal")})
     entry["train_seconds"] = float(sum(r.get("wall_seconds") or 0.0 for r in runs))
     return entry
@@ -425,17 +443,18 @@ def diagnosis(cell: str, e: dict[str, Any]) -> str:
     """Why C-RL did not beat Base in a cell: the probes, the dissociation, where selection stopped."""
     m = e["methods"]["crl"]
     probe = e["chosen_probe"]
-    sig = [s for s in m["signal"] if s]
     trained = [b for b in m["best_step"] if b is not None]
-    steps = "; ".join(f"informative groups {s['first']['informative_groups']:.2f} -> "
-                      f"{s['last']['informative_groups']:.2f}" for s in sig if s.get("first"))
+    steps = ", ".join(f"{s['first']['first_informative_groups']:.2f} -> {s['last']['first_informative_groups']:.2f}"
+                      for s in m.get("step_signal", []) if s)
+    steps = f"informative share of a step's first batch, first -> last fifth of training: {steps}" if steps else ""
     parts = [f"cell probe: informative {probe['informative_groups']:.2f}, pivotality "
              f"{probe['pivotality'] or 0:.2f}, policy's own score {probe['solo_score']:.3f}",
              f"system {m['system_minus_base']['mean']:+.3f} vs solo {m['solo_minus_base']['mean']:+.3f} over Base",
              f"best dev steps {m['best_step']}" + (" (dev never improved on the untrained policy)"
                                                    if trained and all(b == 0 for b in trained) else "")]
     if m["no_signal_seeds"]:
-        parts.append(f"no learning signal in seeds {m['no_signal_seeds']}: {' / '.join(m['why_no_signal'])[:200]}")
+        causes = [w.split("Likely cause: ", 1)[-1].split(" Pass --force", 1)[0].rstrip(".") for w in m["why_no_signal"]]
+        parts.append(f"no learning signal in seeds {m['no_signal_seeds']}: {' / '.join(causes)}")
     if steps:
         parts.append(steps)
     return f"- **{cell}**: " + "; ".join(parts)
@@ -504,10 +523,11 @@ def markdown(data: dict[str, Any]) -> str:
     lines += ["", "per cell (seeds pooled; a method without signal is the untrained policy: Base's scores)", ""]
     lines += cell_table(cells)
     t = data["timing"]
-    lines += ["", "measured core-seconds per (cell, seed), all six methods, by protocol: " + (", ".join(
-        f"{p} {v:.0f} ({t['finished_cell_seeds'][p]} finished)" for p, v in t["core_seconds_per_cell_seed"].items())
-        or "none finished") + f"; the whole table projected from them: {t['projected_core_hours']:.1f} core-hours "
-        "(a run resumed after a kill counts its time since the resume only)"]
+    lines += ["", "measured core-seconds per (cell, seed), the six methods' mean runs summed, by protocol: " + (
+        ", ".join(f"{p} {v:.0f}" for p, v in t["core_seconds_per_cell_seed"].items()) or "none yet")
+        + f"; the whole table projected from them: {t['projected_core_hours']:.1f} core-hours (a run resumed "
+        "after a kill counts its time since the resume only; a method not yet run in a protocol counts as its "
+        "slowest measured one)"]
     lines += ["", "where C-RL is not above Base: diagnosis", ""]
     lines += [diagnosis(c, e) for c, e in cells.items() if e["complete"] and c not in counts.get("crl", {}).get(
         "above", [])] or ["- none"]
@@ -545,18 +565,19 @@ def heatmap(cells: dict[str, dict[str, Any]], methods: tuple[str, ...], path: Pa
 
 
 def timing(spec: Spec, results: dict[tuple[str, str, int], Any]) -> dict[str, Any]:
-    """Measured core-seconds per finished (cell, seed) by protocol, and the whole table projected from them
-    (a protocol with none finished yet counts as the slowest measured one)."""
-    per: dict[str, list[float]] = {}
-    for cell, seed in product(spec.cells, spec.seeds):
-        runs = [results.get((cell, m, seed)) for m in spec.methods]
-        if all(runs):
-            per.setdefault(spec.cells[cell]["protocol"], []).append(sum(r.get("wall_seconds") or 0.0 for r in runs))
-    mean = {p: float(np.mean(v)) for p, v in per.items()}
-    slowest = max(mean.values(), default=0.0)
-    total = sum(mean.get(c["protocol"], slowest) for c in spec.cells.values()) * len(spec.seeds)
-    return {"core_seconds_per_cell_seed": mean, "finished_cell_seeds": {p: len(v) for p, v in per.items()},
-            "projected_core_hours": total / 3600}
+    """Measured core-seconds per run by protocol and method, and the whole table projected from them (a
+    protocol and method with no finished run yet counts as that method's slowest measured protocol)."""
+    per: dict[tuple[str, str], list[float]] = {}
+    for (cell, name, _), r in results.items():
+        per.setdefault((spec.cells[cell]["protocol"], name), []).append(r.get("wall_seconds") or 0.0)
+    mean = {k: float(np.mean(v)) for k, v in per.items()}
+    total = 0.0
+    for cell, name in product(spec.cells.values(), spec.methods):
+        measured = [v for (p, m), v in mean.items() if m == name]
+        total += mean.get((cell["protocol"], name), max(measured, default=0.0)) * len(spec.seeds)
+    by_protocol = {p: sum(v for (q, _), v in mean.items() if q == p) for p, _ in mean}
+    return {"core_seconds_per_run": {f"{p}/{m}": v for (p, m), v in mean.items()},
+            "core_seconds_per_cell_seed": by_protocol, "projected_core_hours": total / 3600}
 
 
 def report(spec: Spec, chosen: dict[str, Any], log: Any = None) -> dict[str, Any]:
