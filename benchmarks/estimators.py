@@ -416,6 +416,8 @@ def main() -> None:
                         help="the benchmark's games (GAMES), the prediction estimate's held-out ones (FRESH_GAMES) "
                              "or the large-n ones (LARGE_GAMES, 14-64 members, truth from closed_form)")
     parser.add_argument("--sizes", default=None, help="large: only these n (comma-separated)")
+    parser.add_argument("--protocols", default=None, help="only these protocols' games (comma-separated; runs in "
+                                                          "parallel, joined with --merge)")
     parser.add_argument("--out", help="default: benchmarks/results/estimators.json (estimators_fresh.json, "
                                       "estimators_large.json)")
     parser.add_argument("--cost", action="store_true",
@@ -437,6 +439,8 @@ def main() -> None:
     games = GAME_SETS[args.games]
     if args.sizes:
         games = [g for g in games if g[1].rsplit("-", 1)[1] in args.sizes.split(",")]
+    if args.protocols:
+        games = [g for g in games if g[0] in args.protocols.split(",")]
     games = games[:2] if args.quick else games
     ours = OURS_OF[args.games]
     names = [f"{protocol} {pool}" for protocol, pool, _, _ in games]
