@@ -431,7 +431,7 @@ def test_the_served_environments_table_is_the_benchmark_result():
     assert all(pool["served_rewards_equal_in_process"] for pool in data["pools"])
     step = data["trl_step"]
     assert step["same_rewards"]
-    (served, local) = stated(r"one TRL step of (\d+) rows took ([\d.]+) s over one server against ([\d.]+) s in "
+    (served, local) = stated(r"One TRL step of (\d+) rows took ([\d.]+) s over one server against ([\d.]+) s in "
                              r"process")[1:]
     assert (float(served), float(local)) == (round(step["median_s"]["served"], 2),
                                              round(step["median_s"]["in_process"], 2))
