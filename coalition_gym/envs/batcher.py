@@ -98,8 +98,12 @@ class WaveBatcher:
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
 
+        def settle_ready() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
         def wake() -> None:
-            loop.call_soon_threadsafe(lambda: ready.done() or ready.set_result(None))
+            loop.call_soon_threadsafe(settle_ready)
 
         self.submit(episode, wake)
         await ready

@@ -190,8 +190,8 @@ def play_rows(seats: RowSeats, item_ids: Sequence[str], seeds: Sequence[int], po
     calls = [0] * len(turns)
     while live := [i for i, turn in enumerate(turns) if not turn.done]:
         asked = [i for i in live if turns[i].ask is not None]
-        asks = [row_ask(turns[i].ask, "policy", i, stable_hash("row", seeds[i], row_offset + i, calls[i]))
-                for i in asked]  # type: ignore[arg-type]
+        asks = [row_ask(turns[i].ask, "policy", i, stable_hash("row", seeds[i], row_offset + i, calls[i]))  # type: ignore[arg-type]
+                for i in asked]
         texts, fail = {i: "" for i in live}, {}
         for i, reply in zip(asked, settle(policy, asks) if asks else []):
             if isinstance(reply, Sample):

@@ -186,12 +186,12 @@ def _priority_order(system: System, alone: list, seed: int) -> np.ndarray:
     confidence = np.array([[o.details["confidence"][m] for o in row] for m, row in zip(players, alone)])
     index = np.broadcast_to(np.arange(len(players))[:, None], confidence.shape)
     if protocol.name == "slm_mux":
-        dev = system.dev.scores if protocol.tie_break == "dev" else {}
+        dev = system.dev.scores if getattr(protocol, "tie_break") == "dev" else {}
         first = -confidence
         second = np.broadcast_to(np.array([-dev.get(m, -math.inf) for m in players])[:, None], confidence.shape)
     else:  # cascade: the confident in cost order, then (the fallback is the last asked) the rest in reverse
-        place = {m: k for k, m in enumerate(protocol.order(tuple(players)))}
-        sure = confidence >= protocol.threshold
+        place = {m: k for k, m in enumerate(getattr(protocol, "order")(tuple(players)))}
+        sure = confidence >= getattr(protocol, "threshold")
         first = (~sure).astype(float)
         second = np.where(sure, 1, -1) * np.array([place[m] for m in players])[:, None]
     return np.lexsort((index, second, first), axis=0).T  # the last key sorts first

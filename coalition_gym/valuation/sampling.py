@@ -610,8 +610,7 @@ class StratifiedSampler(Sampler):
         outside = np.zeros_like(inside)
         inside[:, n] = full
         if m.any():
-            member, values = rows.bits, rows.values(self, value)
-            items = values.shape[1]
+            values = rows.values(self, value)
             per_size = np.bincount(rows.size, weights=m, minlength=n + 1)  # rows of each size
             weighted = m[:, None] * values
             by_size = rows.by_size @ weighted
