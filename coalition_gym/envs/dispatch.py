@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -70,10 +69,9 @@ def with_cost(outcome: Outcome, cost: EpisodeCost) -> Outcome:
     return dataclasses.replace(outcome, details={**outcome.details, "cost": cost.as_dict()})
 
 
-def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator], stats: RunStats | None = None,
-             pool: Executor | None = None) -> list[Sample | BaseException]:
-    """Answer ``asks`` with one call per backend; a slot holds the exception if its Ask failed. ``pool``: call
-    the backends side by side in its threads (remote backends then overlap; each still gets one call)."""
+def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator],
+             stats: RunStats | None = None) -> list[Sample | BaseException]:
+    """Answer ``asks`` with one call per backend; a slot holds the exception if its Ask failed."""
     out: list[Sample | BaseException | None] = [None] * len(asks)
     groups: dict[int, tuple[Generator, list[int]]] = {}
     for k, ask in enumerate(asks):
@@ -83,18 +81,12 @@ def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator], stats: RunS
                                   f"{', '.join(sorted(backends))}")
             continue
         groups.setdefault(id(backend), (backend, []))[1].append(k)
-    def answer(backend: Generator, idx: list[int]) -> tuple[list[Sample | BaseException], float]:
+    for backend, idx in groups.values():
+        batch = [asks[k] for k in idx]
         start = time.perf_counter()
-        return settle(backend, [asks[k] for k in idx]), time.perf_counter() - start
-
-    calls = list(groups.values())
-    if pool is not None and len(calls) > 1:
-        answered = list(pool.map(lambda call: answer(*call), calls))
-    else:
-        answered = [answer(backend, idx) for backend, idx in calls]
-    for (backend, idx), (results, seconds) in zip(calls, answered):
+        results = settle(backend, batch)
         if stats is not None:
-            stats.record(backend, len(idx), seconds)
+            stats.record(backend, len(batch), time.perf_counter() - start)
         for k, result in zip(idx, results):
             out[k] = result
     return out  # type: ignore[return-value]
