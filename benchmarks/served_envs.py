@@ -12,8 +12,10 @@ pool each), three models of that server (three backends; three names of one mode
 
 For each pool and each number of sessions n (1, 8, 32, 64), one run measures:
 
-1. **served**: one server (a child process, one torch thread), n sessions of OpenEnv's own async client in one
-   client process (this one), each playing its share of the same seeded episodes; episodes/s;
+1. **served**: one server (a child process, one torch thread; its local models in a model process of its own, one
+   torch thread, as ``cgym serve`` runs them by default), n sessions of OpenEnv's own async client in one client
+   process (this one), opened before the clock starts (a trainer keeps its sessions), each playing its share of the
+   same seeded episodes; episodes/s; CPU per episode of the server with its model process, and of the clients;
 2. **make_vec**: ``gym.make_vec(id, num_envs=n)`` in process, stepped until as many episodes finished; episodes/s.
 
 Every mode is timed ``--repeats`` times, interleaved, after an untimed warm-up; the table shows the median and the
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -47,12 +48,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SESSIONS = (1, 8, 32, 64)
 #: episodes per pass (a multiple of every n): sized so one pass takes a few seconds on 2 cores; behind the mock,
-#: where an episode waits out the latency, 4 per session (a rate, not a count, is what is compared)
-EPISODES = {"sim:demo": 384, "zoo:tiny": 384, "zoo:default": 128}
+#: where an episode waits out the latency, 8 per session (16 for one: a rate, not a count, is what is compared)
+EPISODES = {"sim:demo": 384, "zoo:tiny": 384, "zoo:default": 256}
 
 
 def episodes_for(pool: str, n: int, scale: int) -> int:
-    return max(n, (EPISODES[pool] if pool in EPISODES else 4 * max(4, n)) // scale)
+    return max(n, (EPISODES[pool] if pool in EPISODES else max(16, 8 * n)) // scale)
 
 
 # -- the mock OpenAI-compatible server -------------------------------------------------------------------------
@@ -133,29 +134,44 @@ def mock_pool_file(folder: Path, url: str) -> Path:
 # -- the modes ------------------------------------------------------------------------------------------------
 
 async def _served_pass(url: str, seeds: list[int], sessions: int) -> tuple[float, float, list[float]]:
+    """The sessions open first (a trainer keeps its sessions across steps; make_vec's envs exist before its pass
+    too), then the timed episodes."""
+    from contextlib import AsyncExitStack
+
     from openenv.core.generic_client import GenericEnvClient
 
     shards = [seeds[k::sessions] for k in range(sessions)]
     rewards: dict[int, float] = {}
 
-    async def play(shard: list[int]) -> None:
-        async with GenericEnvClient(base_url=url, message_timeout_s=600) as env:
-            for seed in shard:
-                result = await env.reset(seed=seed)
-                while not result.done:
-                    result = await env.step({"text": REPLY})
-                rewards[seed] = float(result.reward)
+    async def play(env: Any, shard: list[int]) -> None:
+        for seed in shard:
+            result = await env.reset(seed=seed)
+            while not result.done:
+                result = await env.step({"text": REPLY})
+            rewards[seed] = float(result.reward)
 
-    start = time.perf_counter()
-    await asyncio.gather(*(play(shard) for shard in shards))
-    wall = time.perf_counter() - start
+    async with AsyncExitStack() as stack:
+        envs = [await stack.enter_async_context(GenericEnvClient(base_url=url, message_timeout_s=600))
+                for _ in shards]
+        start = time.perf_counter()
+        await asyncio.gather(*(play(env, shard) for env, shard in zip(envs, shards)))
+        wall = time.perf_counter() - start
     return wall, len(seeds) / wall, [rewards[s] for s in seeds]
 
 
 def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system) a process and its live children (the server's model process) have used."""
+    import psutil
+
+    process = psutil.Process(pid)
+    total = 0.0
+    for p in [process, *process.children(recursive=True)]:
+        try:
+            times = p.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def served_pass(url: str, seeds: list[int], sessions: int, server_pid: int) -> dict[str, Any]:

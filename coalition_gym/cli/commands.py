@@ -150,7 +150,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     spec = SystemSpec(protocol, args.task, args.pool, members, args.split, task_kwargs, settings)
     options = ServeOptions(host=args.host, port=args.port, token=args.token, max_sessions=args.max_sessions,
                            idle_timeout_s=args.idle_timeout, policy_style=args.policy_style, env_id=args.env_id,
-                           report_every_s=args.report_every, batch_wait_ms=args.batch_wait_ms)
+                           report_every_s=args.report_every, batch_wait_ms=args.batch_wait_ms,
+                           model_process=args.model_process)
     if args.openenv_files:
         from ..integrations.openenv_files import write_openenv_files
 

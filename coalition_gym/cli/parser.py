@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     _option(p, "--policy-style", ServeOptions, "policy_style")
     _option(p, "--report-every", ServeOptions, "report_every_s")
     _option(p, "--batch-wait-ms", ServeOptions, "batch_wait_ms")
+    _option(p, "--model-process", ServeOptions, "model_process")
     p.add_argument("--openenv-files", default=None, metavar="DIR",
                    help="write OpenEnv's files for this server (openenv.yaml, pyproject.toml, uv.lock, "
                         "server/app.py, server/Dockerfile) to DIR and exit; files there that it did not write "

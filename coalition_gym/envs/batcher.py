@@ -14,10 +14,11 @@ Episodes never see each other: an episode's Asks and seeds are its own, so how s
 is batched together, never what an episode generates (with backends whose replies do not depend on the batch
 they come in, which every backend here promises: ``Generator.generate``).
 
-Gathering: when new work arrives the batcher waits for the other live episodes (handed in before, not ended, not in
-a call now) to arrive too, and not at all once they all have; at most half the time its recent calls to local
-backends took (a wait buys a larger batch, and never costs more than half the call it fills; a remote backend's
-calls overlap, so a larger batch saves them nothing) and at most ``wait_s``. Members that
+Gathering: when new work arrives the batcher waits for the other live callers (a server's open sessions, which
+come back with their next episode; or, handed in without a caller, episodes not ended) that are not in a call now
+to arrive too, and not at all once they all have; at most half the time its recent waves spent in local backends
+(a wait buys a larger batch, and never costs more than half the wave it fills; a remote backend's calls overlap,
+so a larger batch saves them nothing) and at most ``wait_s``. Members that
 answer in microseconds are thus not waited for; a local model's forward pass, whose cost grows far slower than its
 batch, is.
 """
@@ -28,7 +29,7 @@ import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping
+from typing import Callable, Hashable, Mapping
 
 from ..agents.base import Generator, settle
 from ..errors import BackendError
@@ -36,14 +37,17 @@ from ..types import Ask, Sample
 from .dispatch import RunStats
 from .seated import SeatedEpisode
 
-Waiter = tuple[SeatedEpisode, Callable[[], None]]
+Waiter = tuple[SeatedEpisode, Callable[[], None], Hashable]
+#: the longest new work waits for the live callers by default (and never more than half a recent wave): 64 sessions
+#: of the shipped zoo take about 0.15 s to come back with their next episodes (benchmarks/served_envs.py)
+WAIT_S = 0.25
 
 
 class _Open:
     """An episode whose wave is out: its Asks, the replies so far and how many backend calls it still waits for."""
 
-    def __init__(self, episode: SeatedEpisode, done: Callable[[], None], asks: list[Ask]):
-        self.episode, self.done, self.asks = episode, done, asks
+    def __init__(self, episode: SeatedEpisode, done: Callable[[], None], caller: Hashable, asks: list[Ask]):
+        self.episode, self.done, self.caller, self.asks = episode, done, caller, asks
         self.replies: list[Sample | BaseException | None] = [None] * len(asks)
         self.left = 0
 
@@ -52,14 +56,14 @@ class WaveBatcher:
     """See the module doc. ``backends``: the names the episodes' Asks go to; ``stats``: where calls are counted;
     ``wait_s``: the longest new work waits for live episodes that have not arrived yet (see the module doc)."""
 
-    def __init__(self, backends: Mapping[str, Generator], stats: RunStats | None = None, *, wait_s: float = 0.05,
+    def __init__(self, backends: Mapping[str, Generator], stats: RunStats | None = None, *, wait_s: float = WAIT_S,
                  name: str = "cgym-batcher"):
         self.backends, self.stats, self.wait_s, self.name = backends, stats or RunStats(), wait_s, name
         self.waves = 0
-        self.call_s = 0.0  # the recent calls' seconds (a moving average): what a wait may cost at most, halved
+        self.wave_s = 0.0  # the recent waves' seconds in local calls (a moving average): a wait's bound, halved
         self._cond = threading.Condition()
         self._queue: list[Waiter] = []
-        self._live: set[int] = set()  # episodes handed in and not ended (what new work may wait for)
+        self._live: set[Hashable] = set()  # callers expected back (what new work may wait for)
         self._open = 0  # episodes with a call out
         self._lanes: dict[int, list[tuple[_Open, list[int]]]] = {}  # backend -> Asks waiting for it
         self._busy: dict[int, int] = {}  # backend -> its calls running
@@ -70,30 +74,34 @@ class WaveBatcher:
         self._closed = False
 
     # -- callers ------------------------------------------------------------------------------------------
-    def submit(self, episode: SeatedEpisode, done: Callable[[], None]) -> None:
+    def submit(self, episode: SeatedEpisode, done: Callable[[], None], caller: Hashable | None = None) -> None:
         """Answer ``episode``'s member Asks (in waves with the others') and call ``done`` (from a thread of the
-        batcher's) once it waits for a seat or has ended; at once when it has nothing to ask."""
+        batcher's) once it waits for a seat or has ended; at once when it has nothing to ask. ``caller``: who
+        hands the episode in (a server's session), expected back with its next episode until :meth:`leave`;
+        None: the episode alone, expected back until it ends."""
+        caller = id(episode) if caller is None else caller
         if episode.done or not episode.backend_asks():
-            self.forget(episode)
+            if caller == id(episode):
+                self.leave(caller)
             done()
             return
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
-            self._live.add(id(episode))
-            self._queue.append((episode, done))
+            self._live.add(caller)
+            self._queue.append((episode, done, caller))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
                 self._thread.start()
             self._cond.notify()
 
-    def run(self, episode: SeatedEpisode) -> None:
+    def run(self, episode: SeatedEpisode, caller: Hashable | None = None) -> None:
         """:meth:`submit` and wait (a thread's call)."""
         ready = threading.Event()
-        self.submit(episode, ready.set)
+        self.submit(episode, ready.set, caller)
         ready.wait()
 
-    async def run_async(self, episode: SeatedEpisode) -> None:
+    async def run_async(self, episode: SeatedEpisode, caller: Hashable | None = None) -> None:
         """:meth:`submit` and await (no thread is held while the wave runs)."""
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
@@ -105,13 +113,17 @@ class WaveBatcher:
         def wake() -> None:
             loop.call_soon_threadsafe(settle_ready)
 
-        self.submit(episode, wake)
+        self.submit(episode, wake, caller)
         await ready
 
     def forget(self, episode: SeatedEpisode) -> None:
-        """The episode will not come back (it ended, or its session closed): waves stop waiting for it."""
+        """The episode (handed in without a caller) will not come back: waves stop waiting for it."""
+        self.leave(id(episode))
+
+    def leave(self, caller: Hashable) -> None:
+        """``caller`` will not come back (its session closed): waves stop waiting for it."""
         with self._cond:
-            self._live.discard(id(episode))
+            self._live.discard(caller)
 
     def close(self) -> None:
         with self._cond:
@@ -130,31 +142,35 @@ class WaveBatcher:
                 if self._queue:
                     self._gather()
                 arrived, self._queue = self._queue, []
-                for episode, done in arrived:
-                    self._enter(episode, done)
+                for episode, done, caller in arrived:
+                    self._enter(episode, done, caller)
                 calls = self._launchable()
             if calls:
                 self.waves += 1
             for key, items in calls:  # remote backends overlap in the pool; a local one runs here, and what
                 if self._limit(key) > 1:  # arrives meanwhile waits in its lane for the next call
                     self._pool.submit(self._call, key, items)
-            for key, items in calls:
-                if self._limit(key) == 1:
-                    self._call(key, items)
+            local = [(key, items) for key, items in calls if self._limit(key) == 1]
+            start = time.perf_counter()
+            for key, items in local:
+                self._call(key, items)
+            if local:  # a remote backend's calls overlap: a larger batch saves it nothing, so it sets no wait
+                seconds = time.perf_counter() - start
+                self.wave_s = seconds if self.wave_s == 0 else 0.8 * self.wave_s + 0.2 * seconds
 
     def _gather(self) -> None:
         """Wait (under the lock) until every live episode not in a call is queued, or the wait's bound passed."""
-        deadline = time.monotonic() + min(self.wait_s, 0.5 * self.call_s)
+        deadline = time.monotonic() + min(self.wait_s, 0.5 * self.wave_s)
         while len(self._queue) < len(self._live) - self._open and not self._closed:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
             self._cond.wait(left)
 
-    def _enter(self, episode: SeatedEpisode, done: Callable[[], None]) -> None:
+    def _enter(self, episode: SeatedEpisode, done: Callable[[], None], caller: Hashable) -> None:
         """Put an arrived episode's Asks in their backends' lanes (under the lock)."""
         asks = episode.backend_asks()
-        entry = _Open(episode, done, asks)
+        entry = _Open(episode, done, caller, asks)
         by_backend: dict[int, list[int]] = {}
         for k, ask in enumerate(asks):
             backend = self.backends.get(ask.member)
@@ -202,8 +218,6 @@ class WaveBatcher:
         with self._cond:
             seconds = time.perf_counter() - start
             self.stats.record(backend, len(asks), seconds)
-            if self._limit(key) == 1:  # a remote backend's calls overlap: a larger batch saves it nothing
-                self.call_s = 0.8 * self.call_s + 0.2 * seconds
             self._busy[key] -= 1
             pos = 0
             for entry, slots in items:
@@ -225,10 +239,10 @@ class WaveBatcher:
                 self._open -= 1
                 again = not entry.episode.done and bool(entry.episode.backend_asks())
                 if again:
-                    self._queue.append((entry.episode, entry.done))
+                    self._queue.append((entry.episode, entry.done, entry.caller))
                     self._cond.notify()
-                elif entry.episode.done:
-                    self._live.discard(id(entry.episode))
+                elif entry.episode.done and entry.caller == id(entry.episode):
+                    self._live.discard(entry.caller)
             if not again:
                 try:
                     entry.done()

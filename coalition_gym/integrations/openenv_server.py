@@ -169,7 +169,8 @@ class Served:
     def __init__(self, spec: SystemSpec, options: ServeOptions):
         self.options = options
         self.driver = SeatDriver(spec, policy_name=options.policy_name, policy_style=options.policy_style,
-                                 batched=True, wait_s=options.batch_wait_ms / 1000.0)
+                                 batched=True, wait_s=options.batch_wait_ms / 1000.0,
+                                 model_process=options.model_process == "auto")
         self.system = self.driver.system
         self.env_id = options.env_id or f"coalition_gym/{self.system.protocol.name}"
         self.scrub = Scrubber(local_paths(self.system), options.token)
@@ -232,7 +233,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
                           **kwargs: Any) -> SeatObservation:
         with self._errors():
             run = self._begin(seed, episode_id, kwargs)
-            await self._served.driver.advance_async(run)
+            await self._served.driver.advance_async(run, id(self))
             return self._observation(run)
 
     def step(self, action: SeatAction, timeout_s: Optional[float] = None, **kwargs: Any) -> SeatObservation:
@@ -245,7 +246,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
                          **kwargs: Any) -> SeatObservation:
         with self._errors():
             run = self._give(action)
-            await self._served.driver.advance_async(run)
+            await self._served.driver.advance_async(run, id(self))
             record = await asyncio.to_thread(self._served.driver.record, run, self._credit) if run.done else None
             return self._after_step(run, record)
 
@@ -267,6 +268,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
             self._closed = True
             if self._run is not None:
                 self._served.driver.close(self._run)
+            self._served.driver.leave(id(self))
             self._served.count(sessions_open=-1)
 
     # -- the episode -------------------------------------------------------------------------------------------
@@ -418,6 +420,7 @@ def build_app(spec: SystemSpec, options: ServeOptions) -> Any:
         return failure(500, f"internal error ({type(exc).__name__}): {scrub.error(exc)}")
 
     add_load_reports(app, served, options.report_every_s)
+    app.router.on_shutdown.append(served.driver.close)  # the batcher and the model process, if any
     app.state.served = served
     return Guard(app, options.token, options.max_body_bytes)
 

@@ -31,9 +31,12 @@ class ServeOptions:
     env_id: str = setting("", doc="the env id served (names the environment in /metadata)")
     report_every_s: float = setting(60.0, ge=0, doc="seconds between the console's load lines (sessions open, "
                                     "episodes/s, steps/s, mean batch size per backend; 0: none)")
-    batch_wait_ms: float = setting(50.0, ge=0, le=10000, doc="longest a batch of member requests waits for the "
-                                   "other open sessions' requests (never more than half the recent calls' time; "
-                                   "0: send what is there)")
+    batch_wait_ms: float = setting(250.0, ge=0, le=10000, doc="longest a batch of member requests waits for the "
+                                   "other open sessions' requests (never more than half a recent wave's time in local "
+                                   "models; none for remote or simulated members; 0: send what is there)")
+    model_process: str = setting("auto", choices=("auto", "off"), doc="auto: local models on the CPU (hf backends "
+                                 "loaded from a folder) answer from a process of their own, beside the one that "
+                                 "talks to the clients; off: in the server's process")
 
     def __post_init__(self) -> None:
         check_settings(self, "serve options")

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 from ..agents.base import Generator
 from ..agents.cache import CachedGenerator, GenerationCache, ask_key
-from ..envs.batcher import WaveBatcher
+from ..agents.model_process import ModelProcess, in_model_process
+from ..envs.batcher import WAIT_S, WaveBatcher
 from ..envs.dispatch import RunStats
 from ..envs.runner import ProgramFailed, run_programs, score_outcomes
 from ..envs.seated import SeatedEpisode, drive, final_infos
@@ -106,7 +107,7 @@ class SeatDriver:
     """The system ``source`` names with one policy seat (see the module doc)."""
 
     def __init__(self, source: System | SystemSpec, *, policy_name: str = "policy", policy_style: str = "chat",
-                 in_coalition: bool = True, batched: bool = False, wait_s: float = 0.05):
+                 in_coalition: bool = True, batched: bool = False, wait_s: float = WAIT_S, model_process: bool = False):
         check_style(policy_style)
         self.system = seated_system(source, {policy_name: policy_style}, in_coalition=in_coalition)
         if not self.system.items:
@@ -114,7 +115,14 @@ class SeatDriver:
         self.system.prepare()
         self.policy_name, self.policy_style = policy_name, policy_style
         self.stats = RunStats()
-        self.batcher = WaveBatcher(self.system.backends, self.stats, wait_s=wait_s) if batched else None
+        self.model_process: ModelProcess | None = None
+        self.batcher: WaveBatcher | None = None
+        if batched:  # the batcher's local models may answer from a process of their own (agents.model_process)
+            backends, self.model_process = (in_model_process(self.system.backends) if model_process
+                                            else (self.system.backends, None))
+            if self.model_process is not None:
+                self.model_process.wait_ready()
+            self.batcher = WaveBatcher(backends, self.stats, wait_s=wait_s)
         self._without_policy: dict[tuple[str, int], float] = {}
         self._index: dict[str, Item] | None = None
 
@@ -169,12 +177,19 @@ class SeatDriver:
             for run in runs:
                 self.batcher.run(run.episode)
 
-    async def advance_async(self, run: SeatRun) -> None:
-        """:meth:`advance` for one run, awaited (batched drivers hold no thread while the wave runs)."""
+    async def advance_async(self, run: SeatRun, caller: Hashable | None = None) -> None:
+        """:meth:`advance` for one run, awaited (batched drivers hold no thread while the wave runs). ``caller``:
+        who plays it (a server's session), whose next episode the batcher's waves may wait for until
+        :meth:`leave`."""
         if self.batcher is None:
             self.advance([run])
         else:
-            await self.batcher.run_async(run.episode)
+            await self.batcher.run_async(run.episode, caller)
+
+    def leave(self, caller: Hashable) -> None:
+        """``caller`` plays no more episodes (its session closed)."""
+        if self.batcher is not None:
+            self.batcher.leave(caller)
 
     def start(self, item: Item, seed: int) -> SeatRun:
         run = self.begin(item, seed)
@@ -202,12 +217,15 @@ class SeatDriver:
             self.batcher.forget(run.episode)
 
     def close(self, run: SeatRun | None = None) -> None:
-        """Forget one abandoned run, or (no run) stop the batcher."""
+        """Forget one abandoned run, or (no run) stop the batcher and the model process."""
         if self.batcher is not None:
             if run is None:
                 self.batcher.close()
             else:
                 self.batcher.forget(run.episode)
+        if run is None and self.model_process is not None:
+            self.model_process.close()
+            self.model_process = None
 
     # -- the end of an episode -----------------------------------------------------------------------------
     def records(self, runs: Sequence[SeatRun], credit: bool = False) -> list[SeatRecord]:

@@ -109,3 +109,36 @@ def test_an_abandoned_episode_does_not_hold_the_others_back():
     worker.start()
     worker.join(timeout=120)  # a liveness bound, not a speed one: the episode takes milliseconds
     assert not worker.is_alive()
+
+
+def test_a_session_that_comes_back_with_its_next_episode_is_waited_for():
+    """Sessions (callers) play episodes one after another: a wave waits for the open sessions between two
+    episodes, not only for the episodes in play, so every wave after the first carries every session."""
+    local = Counting("local", delay=0.1)
+    system = system_of({"a": local, "b": local, "c": local})
+    batcher = WaveBatcher(system.backends, wait_s=1.0)
+    sessions, episodes = 8, 3
+
+    def session(k: int) -> None:
+        pause = random.Random(k)
+        for e in range(episodes):
+            item = system.items[(k * episodes + e) % len(system.items)]
+            episode = SeatedEpisode(system.start(item, k * 100 + e), ["policy"], None)
+            while True:
+                batcher.run(episode, caller=("session", k))
+                if episode.done:
+                    break
+                time.sleep(pause.uniform(0, 0.01))
+                episode.answer("policy", Sample(text="Answer: 1"))
+            time.sleep(pause.uniform(0, 0.02))  # the client between two episodes: its session stays open
+        batcher.leave(("session", k))
+
+    threads = [threading.Thread(target=session, args=(k,)) for k in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    full = 3 * sessions  # the three members share the backend
+    # the first wave goes before the others arrive (no wave timed yet), the last ones as sessions finish
+    assert local.sizes.count(full) >= len(local.sizes) - 3, local.sizes

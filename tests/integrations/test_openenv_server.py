@@ -336,3 +336,43 @@ def test_a_backend_that_is_not_reentrant_is_called_one_wave_at_a_time_by_the_bat
     dev_threads = {t for t in backend.threads if not t.startswith("cgym-batcher")}
     assert len(dev_threads) <= 1  # the dev-score measurement at build time; every episode's call: the batcher's
     assert max(backend.sizes) > 2  # and a wave carried several sessions' requests
+
+
+def test_local_models_answer_from_the_model_process_and_every_episode_equals_its_replay():
+    """`cgym serve` runs CPU zoo models in a process of their own (--model-process auto, the default): the server
+    has that child, and 8 concurrent sessions each get their in-process episode, as with --model-process off."""
+    import psutil
+
+    spec = SystemSpec("debate", task="zoo:arith", collaborators="zoo:tiny", task_kwargs={"size": 40},
+                      protocol_settings={"rounds": 2})
+
+    def replay(seed: int) -> dict:
+        env = CollaborationEnv(spec)
+        env.reset(seed=seed)
+        call = 0
+        while True:
+            _, reward, done, _, info = env.step(reply_for(seed, call))
+            call += 1
+            if done:
+                return {"reward": reward, "transcript": info["transcript"]}
+
+    def served(url: str, seed: int) -> dict:
+        with ServedEnv(url) as env:
+            env.reset(seed=seed)
+            call = 0
+            while True:
+                result = env.step(reply_for(seed, call))
+                call += 1
+                if result.done:
+                    return {"reward": result.reward, "transcript": result.observation["details"]["transcript"]}
+
+    args = ["--pool", "zoo:tiny", "--task", "zoo:arith", "--size", "40", "--set", "rounds=2"]
+    want = [replay(seed) for seed in range(8)]
+    for mode in ("auto", "off"):
+        with ServerProcess("coalition_gym/Debate-v0", args + ["--model-process", mode]) as proc:
+            children = [c for c in psutil.Process(proc.process.pid).children()  # type: ignore[union-attr]
+                        if "spawn_main" in " ".join(c.cmdline())]  # (not multiprocessing's resource tracker)
+            assert len(children) == (1 if mode == "auto" else 0), mode
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                got = list(pool.map(lambda seed: served(proc.url, seed), range(8)))
+        assert got == want, mode
