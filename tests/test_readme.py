@@ -88,6 +88,17 @@ def test_the_blocks_run_in_order(tmp_path, monkeypatch):
         exec(compile(block, f"README.md block {k + 1}", "exec"), namespace)
 
 
+def test_the_commands_it_shows_are_reachable_as_it_says():
+    """The README says to activate .venv (or call .venv/bin/cgym): the console script is installed beside this
+    interpreter, and it runs."""
+    import subprocess
+
+    assert "source .venv/bin/activate" in README.read_text() and "`.venv/bin/cgym`" in README.read_text()
+    cgym = Path(sys.executable).parent / "cgym"
+    assert cgym.is_file()
+    assert subprocess.run([str(cgym), "--version"], capture_output=True, text=True, timeout=120).returncode == 0
+
+
 def test_there_is_a_trl_example():
     assert any("GRPOTrainer" in block and "SystemOutcomeReward" in block for block in BLOCKS)
     assert any("GRPOTrainer" in block and "ProtocolRollout(\"debate\"" in block for block in BLOCKS)  # multi-round

@@ -8,7 +8,7 @@ import math
 import typing
 from typing import Any, Sequence
 
-from ..errors import did_you_mean
+from ..errors import close_names, did_you_mean
 from ..failures import FailureLimit
 from ..settings_check import bounds_of
 from ..version import __version__
@@ -85,6 +85,22 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose unknown flag is refused by the (sub)command that got it, with that command's usage
+    and the close flags (argparse leaves it to the top level: its usage, and no suggestion)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        flags = [e for e in extras if e.startswith("-") and len(e) > 1]
+        if flags:
+            name = flags[0].split("=", 1)[0]
+            known = [o[2:] for o in self._option_string_actions if o.startswith("--")]
+            close = [f"--{c}" for c in close_names(name.lstrip("-"), known)]  # the dashes every flag shares: no hint
+            hint = f" Did you mean {', '.join(close)}?" if close else f" See `{self.prog} --help`."
+            self.error(f"unrecognized argument {name}.{hint}")
+        return parsed, extras
+
+
 def _examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
@@ -140,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..reports.robustness import RobustnessOptions
     from ..reports.sweep import SweepOptions
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="cgym", formatter_class=_Formatter,
         description="Measure and train multi-LLM collaboration: collaboration protocols as environments, "
                     "compositional strength (Shapley, LOO, Banzhaf) of each model, and C-RL training.",

@@ -233,6 +233,26 @@ class SystemSpec:
     protocol_settings: Mapping[str, Any] = field(default_factory=dict)
     n_items: int | None = None
 
+    def __post_init__(self) -> None:
+        """The fields' shapes, checked when the spec is made (names are checked when the System is built)."""
+        from ..tasks.base import SPLITS
+
+        if self.n_items is not None and (isinstance(self.n_items, bool) or not isinstance(self.n_items, int)
+                                         or self.n_items < 1):
+            raise ConfigError(f"n_items={self.n_items!r}: give a whole number >= 1, or None for every item")
+        if self.split is not None and self.split not in SPLITS:
+            raise UnknownNameError("split", str(self.split), SPLITS)
+        if self.members is not None:
+            if isinstance(self.members, str) or not all(isinstance(m, str) for m in self.members):
+                raise ConfigError(f"members={self.members!r}: give a list of member names, e.g. ['atlas', 'delta']")
+            repeated = sorted({m for m in self.members if list(self.members).count(m) > 1})
+            if repeated:
+                raise ConfigError(f"members names {repeated[0]!r} twice")
+        for name in ("task_kwargs", "protocol_settings"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Mapping):
+                raise ConfigError(f"{name}={value!r}: give a mapping of names to values")
+
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "SystemSpec":
         """The spec ``gym.make(env_id, **kwargs)`` names: the spec's own fields by name, every other keyword

@@ -17,7 +17,10 @@ from coalition_gym.cli import main
 RUN = ["run", "coalition_gym/Debate-v0"]
 #: (argv, a fragment of the message). Every case must exit 2 within a second, before any episode runs.
 CASES: list[tuple[list[str], str]] = [
-    (["envs", "--nope"], "unrecognized arguments: --nope"),
+    (["envs", "--nope"], "cgym envs: error: unrecognized argument --nope. See `cgym envs --help`"),
+    (["train", "--polcy", "x"], "cgym train: error: unrecognized argument --polcy. Did you mean --policy?"),
+    (["eval", "--ouput", "x"], "cgym eval: error: unrecognized argument --ouput. Did you mean --out?"),
+    (["eval", "--estimatr=loo"], "Did you mean --estimator"),
     (["run"], "required: env_id"),
     (["run", "coalition_gym/Debat-v0"], "Did you mean 'coalition_gym/Debate-v0'"),
     (RUN + ["--episodes", "0"], "--episodes: 0 must be >= 1"),
@@ -114,7 +117,7 @@ CASES: list[tuple[list[str], str]] = [
     (["zoo", "build", "--recipe", "nope"], "unknown zoo recipe 'nope'"),
     (["zoo", "build", "--out", "/dev/null/zoo"], "lies under /dev/null, which is a file"),
     (["zoo", "list", "--out", "/dev/null/zoo"], "lies under /dev/null, which is a file"),
-    (["tasks", "--bogus"], "unrecognized arguments: --bogus"),
+    (["tasks", "--bogus"], "unrecognized argument --bogus"),
     (["demo", "--items", "0"], "--items: 0 must be >= 1"),
     (["demo", "--pool", "sim:nope"], "unknown pool preset 'sim:nope'"),
     (["demo", "--task", "rg/nope"], "unknown reasoning-gym dataset 'nope'"),
@@ -142,6 +145,12 @@ def test_bad_input_is_refused_in_one_line_before_any_work(argv, says, tmp_path, 
     assert code == 2 and len(lines) == 1 and says in lines[0], err
     assert "Traceback" not in err and out == ""
     assert list(tmp_path.iterdir()) == []  # refused before any work: no output folder was made
+
+
+def test_a_mistyped_flag_gets_its_subcommands_usage(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = call(["train", "--polcy", "x"])
+    assert code == 2 and err.startswith("usage: cgym train ") and "--policy" in err
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The System: the one way every driver starts an episode."""
 
+import re
+
 import numpy as np
 import pytest
 from conftest import Recorder
@@ -71,3 +73,13 @@ def test_build_system_checks_what_the_spec_names():
     with pytest.raises(ConfigError, match="clashes"):
         System.build(SystemSpec("debate", "rg/basic_arithmetic", "sim:demo", task_kwargs={"size": 5}),
                      {"atlas": "chat"})
+
+
+@pytest.mark.parametrize("fields,says", [
+    ({"n_items": -1}, "n_items=-1"), ({"n_items": 0}, "n_items=0"), ({"n_items": 2.5}, "n_items=2.5"),
+    ({"split": "validation"}, "unknown split 'validation'"), ({"members": "atlas"}, "a list of member names"),
+    ({"members": ["atlas", "atlas"]}, "'atlas' twice"), ({"protocol_settings": 3}, "a mapping"),
+])
+def test_a_spec_checks_its_fields_when_made(fields, says):
+    with pytest.raises((ConfigError, UnknownNameError), match=re.escape(says)):
+        SystemSpec("majority_vote", **fields)
