@@ -52,12 +52,17 @@ class Pool:
 
     def select(self, names: Sequence[str]) -> list[str]:
         """Validate a coalition drawn from this pool, keeping the caller's order."""
-        unknown = [n for n in names if n not in self.members]
-        if unknown:
-            raise UnknownNameError(f"member of pool {self.name!r}", unknown[0], self.members)
-        if len(set(names)) != len(names):
-            raise ConfigError(f"coalition {list(names)} names a member twice")
-        return list(names)
+        return checked_coalition(self.name, names, list(self.members))
+
+
+def checked_coalition(pool: str, names: Sequence[str], known: Sequence[str]) -> list[str]:
+    """``names`` as a list when each is one of pool ``pool``'s members ``known`` and none repeats."""
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UnknownNameError(f"member of pool {pool!r}", unknown[0], known)
+    if len(set(names)) != len(names):
+        raise ConfigError(f"coalition {list(names)} names a member twice")
+    return list(names)
 
 
 # -- presets: pools by name ----------------------------------------------------------------------------
@@ -139,6 +144,20 @@ def check_pool_name(spec: str) -> None:
         raise UnknownNameError("pool preset", spec, pool_names())
     if preset.check is not None:
         preset.check(spec)
+
+
+def check_member_names(spec: str, members: Sequence[str]) -> None:
+    """Refuse ``members`` that pool ``spec`` would refuse, before anything is built where that is cheap: a
+    simulated preset is built (microseconds), a zoo preset's names are its recipe's; a pool file's members
+    are checked when it is loaded."""
+    check_pool_name(spec)
+    if _looks_like_file(spec):
+        return
+    if spec.startswith("zoo:") and spec[len("zoo:"):] in RECIPES:
+        checked_coalition(spec, members, [m.name for m in RECIPES[spec[len("zoo:"):]].models])
+        return
+    if spec.startswith("sim:"):
+        load_pool(spec).select(list(members))
 
 
 # -- the built-in presets: the simulated pools and the zoo, registered like a user's --------------------------

@@ -9,6 +9,7 @@ own protocols, tasks, backends, methods and adversaries (:mod:`coalition_gym.plu
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import signal
@@ -35,6 +36,16 @@ def _say(line: str) -> None:
     print(f"cgym: {redact(line)}", file=sys.stderr, flush=True)
 
 
+def check_members(args: argparse.Namespace) -> None:
+    """``--members`` against the pool (``--pool``, or ``--collaborators`` for training) where that is cheap."""
+    members = getattr(args, "members", None)
+    pool = getattr(args, "pool", None) or getattr(args, "collaborators", None)
+    if members and isinstance(pool, str):
+        from ..agents.pools import check_member_names
+
+        check_member_names(pool, [m.strip() for m in members.split(",") if m.strip()])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:  # numbers are range-checked by their argparse types; a bad one exits 2 with one line
@@ -53,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         load_entry_points(lambda line: _say(f"warning: {line}"))
         import_plugins(args.imports)
+        check_members(args)  # a typo in a name is named before anything about the output folder
         for option in FOLDER_OPTIONS:
             if getattr(args, option, None):
                 check_output_folder(getattr(args, option), option)

@@ -78,9 +78,13 @@ def _recorded_arguments(record: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def _shown(value: Any) -> str:
+    return "not given" if value is None else repr(value)
+
+
 def _difference(theirs: dict[str, Any], mine: dict[str, Any]) -> str:
     keys = [k for k in sorted(set(theirs) | set(mine)) if theirs.get(k) != mine.get(k)]
-    shown = [f"{_flag(k)} {theirs.get(k)!r} there, {mine.get(k)!r} here" for k in keys[:3]]
+    shown = [f"{_flag(k)} {_shown(theirs.get(k))} there, {_shown(mine.get(k))} here" for k in keys[:3]]
     return "; ".join(shown) + ("; ..." if len(keys) > 3 else "")
 
 

@@ -153,6 +153,23 @@ def test_a_mistyped_flag_gets_its_subcommands_usage(tmp_path, monkeypatch):
     assert code == 2 and err.startswith("usage: cgym train ") and "--policy" in err
 
 
+
+@pytest.mark.parametrize("argv,says", [
+    (["eval", "--members", "atlas,dleta"], "unknown member of pool 'sim:demo' 'dleta'. Did you mean 'delta'?"),
+    (["eval", "--pool", "zoo:default", "--members", "abacus,qill"], "Did you mean 'quill'?"),
+    (["train", "--collaborators", "sim:split", "--members", "ana,bne"], "Did you mean 'ben'?"),
+])
+def test_a_mistyped_member_is_named_before_the_output_folder(argv, says, tmp_path, monkeypatch):
+    """An --out holding another run is refused too, but the typo is what the user hears first."""
+    monkeypatch.chdir(tmp_path)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("a user's file")
+    code, out, err = call(argv + ["--out", str(taken)])
+    assert code == 2 and says in err and "--out" not in err, err
+    assert (taken / "notes.txt").read_text() == "a user's file" and len(list(taken.iterdir())) == 1
+
+
 if __name__ == "__main__":
     sys.argv = sys.argv[:1]
     print("| command | message | exit |\n|---|---|---|")
