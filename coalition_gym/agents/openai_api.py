@@ -220,6 +220,17 @@ class OpenAIGenerator(Generator):
     def _where(self) -> str:
         return f"server {self.base_url} (model {self.model!r})"
 
+    def probe(self, timeout: float = 3.0) -> str | None:
+        """Why the server cannot be reached (one TCP connection, at most ``timeout`` seconds), or None when it
+        accepts connections. Says nothing of the model: a request does."""
+        try:
+            socket.create_connection((self._endpoint.host, self._endpoint.port), timeout=timeout).close()
+            return None
+        except (socket.timeout, TimeoutError):
+            return f"no answer within {timeout:g}s"
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+
     def _backoff(self, attempt: int, wait: float | None) -> float:
         if wait is not None:
             return min(wait, self.backoff_max)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -389,8 +390,40 @@ def pool_from_config(config: Mapping[str, Any], base_dir: str | Path | None = No
         (members if kind == "member" else helpers)[entry["name"]] = gen
     if helpers_cfg is None:
         helpers = {n: SimulatedAgent(p) for n, p in DEFAULT_HELPERS.items() if n not in members}
+    warn_unreachable(name, {**members, **helpers})
     return Pool(members=members, helpers=helpers, styles=styles,
                 dev_scores={k: float(v) for k, v in dev_scores.items()}, name=name)
+
+
+class UnreachableServerWarning(UserWarning):
+    """A pool member's server did not accept a connection when the pool was loaded: its requests will be retried,
+    and fail when the retries are spent."""
+
+
+def warn_unreachable(pool: str, backends: Mapping[str, Generator], timeout: float = 3.0) -> list[str]:
+    """Probe every remote backend's server once, all at once (``timeout`` seconds at most in all), and warn,
+    naming the members, for each that does not answer: a member whose server is down is named before the run,
+    not after its retries. Returns the warnings' texts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    remote: dict[str, list[tuple[str, Any]]] = {}
+    for member, backend in backends.items():
+        inner = getattr(backend, "inner", backend)
+        for server in getattr(inner, "replicas", [inner]):
+            if hasattr(server, "probe"):
+                remote.setdefault(server.base_url, []).append((member, server))
+    if not remote:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(remote))) as probes:
+        reasons = dict(zip(remote, probes.map(lambda url: remote[url][0][1].probe(timeout), remote)))
+    said = []
+    for url, reason in reasons.items():
+        if reason is not None:
+            names = ", ".join(sorted({m for m, _ in remote[url]}))
+            said.append(f"pool {pool!r}: the server of {names} at {url} does not answer ({reason}); its requests "
+                        "will be retried and then fail: start it, or leave the member out (--members)")
+            warnings.warn(said[-1], UnreachableServerWarning, stacklevel=2)
+    return said
 
 
 def _check_entry(pool: str, kind: str, index: int, entry: Any) -> dict[str, Any]:

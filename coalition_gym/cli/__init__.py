@@ -14,7 +14,8 @@ import os
 import shlex
 import signal
 import sys
-from typing import Sequence
+import warnings
+from typing import Any, Sequence
 
 from ..errors import CoalitionGymError
 from ..plugins import import_plugins, load_entry_points
@@ -34,6 +35,12 @@ def _raise_terminated(signum, frame):  # noqa: ARG001 - the signal handler's sig
 
 def _say(line: str) -> None:
     print(f"cgym: {redact(line)}", file=sys.stderr, flush=True)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """A warning as one ``cgym: warning:`` line: its text, not Python's source line and location."""
+    _say(f"warning: {' '.join(str(message).split())}")
 
 
 def check_members(args: argparse.Namespace) -> None:
@@ -61,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError:  # not the main thread: leave signals alone
             previous_term = None
     started = False
+    previous_show = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         load_entry_points(lambda line: _say(f"warning: {line}"))
         import_plugins(args.imports)
@@ -95,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"error: {exc.strerror or exc}{where}; {where_kept(args)}")
         return 1
     finally:
+        warnings.showwarning = previous_show
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
 

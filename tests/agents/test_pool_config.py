@@ -210,3 +210,27 @@ def test_openai_member_with_several_base_urls():
     pool = load_pool({"members": [{"name": "served", "backend": "openai", "model": "m",
                                    "base_url": ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]}]})
     assert isinstance(pool.members["served"], ReplicaGenerator) and len(pool.members["served"].replicas) == 2
+
+
+def test_a_member_whose_server_does_not_answer_is_named_when_the_pool_loads():
+    import socket
+    import warnings
+
+    from coalition_gym.agents.pools import UnreachableServerWarning
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    up = f"http://127.0.0.1:{listening.getsockname()[1]}/v1"
+    config = {"name": "half", "members": [
+        {"name": "up", "backend": "openai", "model": "m", "base_url": up},
+        {"name": "down", "backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+        {"name": "down2", "backend": "openai", "model": "n", "base_url": "http://127.0.0.1:9/v1"},
+        {"name": "local", "backend": "sim", "model": "sim:demo/atlas"}]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pool = pool_from_config(config)
+    listening.close()
+    said = [str(w.message) for w in caught if issubclass(w.category, UnreachableServerWarning)]
+    assert set(pool.members) == {"up", "down", "down2", "local"}  # a warning, not a refusal: it may come up
+    assert len(said) == 1 and "down, down2 at http://127.0.0.1:9/v1 does not answer" in said[0], said

@@ -251,3 +251,18 @@ def test_eval_with_a_raised_exact_limit_says_the_cost_then_enumerates(tmp_path, 
     assert out.index("2^13 - 1 = 8191 coalitions") < out.index("full coalition")  # said before the work
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["primary_estimator"] == "shapley" and summary["cost"]["coalitions_evaluated"] == 2 ** 13 - 1
+
+
+def test_a_warning_reaches_the_terminal_as_one_cgym_line(tmp_path):
+    """A pool whose server is down is named before the run, as one `cgym: warning:` line: no Python warning
+    text (category, file, source line) reaches the user."""
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("name: down\nmembers:\n  - {name: atlas, backend: sim, model: sim:demo/atlas}\n"
+                    "  - {name: far, backend: openai, model: m, base_url: 'http://127.0.0.1:9/v1', max_retries: 0}\n")
+    done = subprocess.run([sys.executable, "-m", "coalition_gym.cli", "run", "coalition_gym/MajorityVote-v0",
+                           "--pool", str(pool), "--episodes", "1", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    lines = done.stderr.splitlines()
+    said = [line for line in lines if "does not answer" in line]
+    assert len(said) == 1 and said[0].startswith("cgym: warning: pool 'down': the server of far"), done.stderr
+    assert "UnreachableServerWarning" not in done.stderr and "warnings.warn" not in done.stderr
