@@ -16,7 +16,8 @@ carries the replies of the others, which are used and never sent again. ``seed``
 whether the server honours it is up to the server. With ``logprobs=True`` the request asks for
 per-token log-probs and ``Sample.logprobs`` holds them when the server returns them.
 ``Sample.n_tokens`` is the reply's generated-token count: the server's ``usage.completion_tokens`` when it
-sends it, else its log-prob entries, else the count of the ``tokenizer`` given (see :meth:`count_tokens`).
+sends it, else its log-prob entries, else the count of the ``tokenizer`` given (see
+:meth:`OpenAIGenerator.count_tokens`).
 
 For several GPUs, run ``vllm serve MODEL --tensor-parallel-size N`` (or one server per GPU) and point
 this backend at it: ``OpenAIGenerator("http://127.0.0.1:8000/v1", "MODEL")``.

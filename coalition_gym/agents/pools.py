@@ -339,7 +339,7 @@ def pool_from_config(config: Mapping[str, Any], base_dir: str | Path | None = No
           - {name: judge, backend: sim, profile: {judge_skill: 0.8}}
         dev_scores: {abacus: 0.9}       # optional, for tie-breaks
 
-    ``backend`` is one of sim, hf, openai, vllm, or a kind added by :func:`register_backend`.
+    ``backend`` is one of sim, hf, openai, vllm, or a kind added by :func:`~.backends.register_backend`.
     ``model`` is required except for sim: an HF folder
     (relative paths are read from the file's folder), ``zoo:<recipe>/<model>``, a server's model id,
     or for sim a preset member ``sim:<preset>/<name>``. ``style`` is chat or compact (zoo models

@@ -2,7 +2,7 @@
 
 Each Ask becomes its own ``SamplingParams`` (seed, temperature, top_p, max_tokens, and logprobs when
 asked), so seeds stay per Ask and results do not depend on the batch. Chats go through the model's
-chat template (``LLM.chat``); a tokenizer without one gets :func:`hf.plain_prompt` via ``LLM.generate``.
+chat template (``LLM.chat``); a tokenizer without one gets :func:`.hf.plain_prompt` via ``LLM.generate``.
 ``Sample.logprobs`` are vLLM's log-probs of the sampled tokens (raw model log-probs by default; see
 vLLM's ``logprobs_mode``), which is not the temperature-scaled quantity of the HF backend.
 

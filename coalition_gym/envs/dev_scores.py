@@ -7,10 +7,12 @@ skill differs too much across tasks for one number (the zoo's quill spells words
 cannot add). Without dev scores a ``"dev"`` rule falls back to coalition order, so the first member wins
 every tie whatever it knows, and a leaderboard built on that is wrong, not just noisy.
 
-:func:`dev_scores_for` is the one call every driver makes, through :attr:`System.dev` (once per System, for
+:func:`dev_scores_for` is the one call every driver makes, through :attr:`~coalition_gym.envs.system.System.dev`
+(once per System, for
 its frozen members, unless the System was given ``dev_scores``). Precedence: dev scores the pool states
 explicitly (a pool file's ``dev_scores``, ``zoo_pool(dev_task=...)``) win as given; otherwise, when the
-protocol needs them (:meth:`Protocol.needs_dev_scores`), each member answers the first ``n_items`` items
+protocol needs them (:meth:`~coalition_gym.envs.protocols.base.Protocol.needs_dev_scores`), each member answers the
+first ``n_items`` items
 of the dev split alone (greedy, the protocol's ``max_new_tokens``, one batched call per backend through
 the runner's :func:`~coalition_gym.envs.runner.dispatch`, behind the caller's generation cache when one
 is given) and the task scores the answers. Seeds do not depend on the member's name, so a score is a
@@ -284,7 +286,7 @@ def dev_scores_for(system: SystemParts, members: Sequence[str] | None = None, *,
     ``backends`` default to the pool's (a driver with other generators for those names, e.g. trained
     copies, passes its own); prompt styles are the system's. Explicit pool dev scores win; otherwise they
     are measured when the protocol needs them, and cached (see the module doc). A System measures its own
-    once (:attr:`System.dev`); call this for other members, backends or dev sets."""
+    once (:attr:`~coalition_gym.envs.system.System.dev`); call this for other members, backends or dev sets."""
     protocol, task, pool, styles = system.protocol, system.task, system.pool, system.styles
     explicit = getattr(pool, "dev_scores", None)
     if explicit:

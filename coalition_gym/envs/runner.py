@@ -130,7 +130,8 @@ def score_outcomes(task: Task, contexts: Sequence[EpisodeContext],
 def run_episodes(system: "System", items: Iterable[Item], seed: int = 0, *, stats: RunStats | None = None,
                  progress: bool = False, description: str = "episodes") -> list[EpisodeResult]:
     """One execution of ``system`` per item (its coalition, the runner's per-item episode seed), scored by
-    the task. The dev scores are the system's (:attr:`System.dev`: given ones, or measured on the task's
+    the task. The dev scores are the system's (:attr:`~coalition_gym.envs.system.System.dev`: given ones, or measured
+    on the task's
     dev split when the protocol needs them, cached)."""
     contexts = [system.context(it, episode_seed(seed, it)) for it in items]
     protocol, task, backends = system.protocol, system.task, system.backends

@@ -2,7 +2,7 @@
 
 Every sub-environment is a :class:`CollaborationEnv`-style episode with one policy seat. After the
 policy's actions are given, the collaborators' Asks of *all* sub-environments go to the backends in
-one batched call per backend per wave (:func:`seated.drive`), which is where the speed comes from
+one batched call per backend per wave (:func:`.seated.drive`), which is where the speed comes from
 with real models. Autoreset follows Gymnasium's default ``NEXT_STEP`` mode: the step after a
 sub-environment terminates resets it (its action is ignored, reward 0) and returns the new first
 observation. ``gym.make_vec(id, num_envs=n)`` builds this class for every registered id.

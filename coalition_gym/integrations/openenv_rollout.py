@@ -16,12 +16,14 @@ trainer's current model (:class:`~coalition_gym.training.trl_rollouts.RowPolicy`
 sampler, ``turns`` as there), step it, until the server says done; the reward is the system's score it returns.
 
 It is the in-process :class:`~coalition_gym.training.trl_rollouts.ProtocolRollout` with another
-:class:`~coalition_gym.training.trl_rollouts.RowSeats`: the same row loop (:func:`~coalition_gym.training.
-trl_rollouts.play_rows`), episode seeds (``stable_hash("trl", seed, item_id, global_step + 1)``: all G rows of a
+:class:`~coalition_gym.training.trl_rollouts.RowSeats`: the same row loop
+(:func:`~coalition_gym.training.trl_rollouts.play_rows`), episode seeds (``stable_hash("trl", seed, item_id,
+global_step + 1)``: all G rows of a
 prompt face the same collaborator draws; the policy's own samples are seeded per row and call), dataset and
 reward function, which reports each step's share of informative groups (``informative_groups``) and warns when
 none can teach anything. Rows are spread over the servers round-robin; each turn's requests go out in parallel (one
-thread per session), and each server batches its sessions' member requests. :attr:`last_episodes` holds each
+thread per session), and each server batches its sessions' member requests. :attr:`ServedRollout.last_episodes` holds
+each
 row's :class:`~coalition_gym.training.seat_driver.SeatRecord` as the server built it (item, episode seed, the
 seat's replies, the reward), enough to replay it in-process: the rewards are the in-process environment's (tests).
 """

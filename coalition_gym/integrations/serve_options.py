@@ -17,7 +17,7 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 @dataclass
 class ServeOptions:
-    """How ``cgym serve`` serves a System (the System itself is a :class:`SystemSpec`)."""
+    """How ``cgym serve`` serves a System (the System itself is a :class:`~coalition_gym.envs.system.SystemSpec`)."""
 
     host: str = setting("127.0.0.1", doc="interface to bind; another than 127.0.0.1 requires a token")
     port: int = setting(8000, ge=0, le=65535, doc="TCP port (0: any free port)")

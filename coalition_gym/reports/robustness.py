@@ -16,7 +16,8 @@ Per protocol, over items (``right`` = score >= 1):
   saboteur can look weak alone and still drag a system, or look harmless and not).
 
 CIs are 95% paired item-bootstrap percentile intervals (``stats.bootstrap_mean``: the same resampled
-items for every quantity of a protocol). The adversary is a profile name (:data:`ADVERSARIES`) or a
+items for every quantity of a protocol). The adversary is a profile name
+(:data:`~coalition_gym.agents.adversaries.ADVERSARIES`) or a
 Hugging Face model folder (e.g. a ``cgym train --reward negate`` checkpoint), seated in the compact
 prompt style with 16 new tokens when it is a character-level zoo model (vocabulary under 1000) and in
 the chat style otherwise. It inherits the seat's description and dev score (it *is* that seat to the protocol).

@@ -5,7 +5,7 @@ reasoning-gym seeds item ``i`` with ``seed + i``, so seeds one apart would make 
 copies of each other (they did, until this was fixed: 99.9% of test questions were train questions);
 the stride keeps the splits' seed ranges disjoint for any size below it. A generator with a small
 question space (one-digit arithmetic has 360 questions) still repeats questions across splits, as
-independent draws from it do: :func:`split_overlap` tells how much.
+independent draws from it do: :func:`.base.split_overlap` tells how much.
 The answer kind reads the final ``Answer:`` line and scores with reasoning-gym's own ``score_answer``
 (:class:`ReasoningGymAnswer`).
 """

@@ -4,7 +4,7 @@ Each job lives in its own module: loading the models and the vLLM engine (:mod:`
 collector for one seat or K, :mod:`.rollouts`), the updates (:mod:`.policy_updates` over the one
 :mod:`.update_loop`), evaluation and selection (:mod:`.evaluation`), checkpoints (:mod:`.checkpoints`), files
 (:mod:`.reporting`), learning-signal numbers (:mod:`.diagnostics`, :mod:`.team.diagnostics`). What differs per
-recipe is its strategy (:mod:`.methods`; the team's in :mod:`.team.strategy`: rollouts, reward, update), which
+recipe is its strategy (:mod:`.strategies`; the team's in :mod:`.team.strategy`: rollouts, reward, update), which
 gets the updates objects, never the trainer.
 
 Every seat has its own model (any architecture or tokenizer; with ``shared_base`` one adapter each of one model),

@@ -80,7 +80,7 @@ class Row:
 class RowPolicy(Generator):
     """The policy's backend during a rollout: samples from an :class:`~coalition_gym.agents.hf.HFGenerator`
     over the trainer's model and builds each execution's :class:`Row` (executions told apart by the
-    ``info["rollout"]`` that :func:`tag_policy_asks` adds)."""
+    ``info["rollout"]`` that :func:`.rollouts.tag_policy_asks` adds)."""
 
     identity = "trl-rollout-policy"
 
@@ -233,7 +233,8 @@ class DriverSeats:
 class RowRollout:
     """What every TRL ``rollout_func`` here shares: the call TRL makes (the trainer's model behind a
     :class:`RowPolicy`, the step's episode seeds, :func:`play_rows` over :meth:`seats`), failures counted and
-    shown, :attr:`last_episodes` (one :class:`SeatRecord` per row) and :attr:`reward`, the matching reward
+    shown, :attr:`last_episodes` (one :class:`SeatRecord` per row) and ``reward`` (set by each kind), the matching
+    reward
     function, which watches for steps in which no group can teach anything. Subclasses give ``prompts`` (a
     :class:`PromptIndex`), ``seed``, ``turns``, ``watch`` and :meth:`seats`."""
 

@@ -540,8 +540,8 @@ class CrossFitted:
 
 class ReplicateCounts:
     """How often each of a fit's coalitions (``fit.masks``) is in a replicate of the design's sampled units: the
-    enumerated ones always once, a sampled one as often as the replicate holds its unit (for :meth:`CrossFitted.
-    refit`); ``index`` maps a coalition to its row."""
+    enumerated ones always once, a sampled one as often as the replicate holds its unit (for
+    :meth:`CrossFitted.refit`); ``index`` maps a coalition to its row."""
 
     def __init__(self, fit: TypeFit, design: Design):
         self.index = {m: k for k, m in enumerate(fit.masks)}

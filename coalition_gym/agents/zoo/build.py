@@ -183,7 +183,7 @@ HEARTBEAT_SECONDS = 15.0
 def build_zoo(recipe: "str | ZooRecipe" = "default", out: str | Path | None = None, force: bool = False,
               progress: bool = True, log: Callable[[str], None] | None = None,
               workers: int | None = None) -> ZooBuild:
-    """Train, save and evaluate every model of a recipe under ``out`` (default :func:`zoo_home`), in a
+    """Train, save and evaluate every model of a recipe under ``out`` (default :func:`.recipes.zoo_home`), in a
     folder named by the recipe's hash. An existing complete build is reused unless ``force``.
     ``workers`` processes train models side by side (default :func:`default_workers`)."""
     spec = get_recipe(recipe)

@@ -86,7 +86,7 @@ def _tensors(batch: Sequence[_Example], context: int) -> tuple[Any, Any, Any]:
 def train_model(spec: ZooModelSpec, recipe: ZooRecipe, progress: bool = False,
                 on_step: Callable[[str], None] | None = None) -> tuple[Any, dict[str, Any]]:
     """Train one zoo model from scratch; deterministic for a given spec, torch build and thread count
-    (:func:`build_zoo` always trains on one thread). ``$COALITION_GYM_ZOO_DEVICE`` (default cpu) picks
+    (:func:`.build.build_zoo` always trains on one thread). ``$COALITION_GYM_ZOO_DEVICE`` (default cpu) picks
     the device; it is not part of the recipe's hash, and a GPU build is not bit-identical to a CPU one."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel

@@ -1,9 +1,9 @@
 """Settings of team training (``cgym train --policy A --policy B ...``): several trainable seats in one
 protocol, each with its own model, optimiser, checkpoints and dev selection, rewarded by a credit mode
-(:mod:`.credit`).
+(:mod:`..credit`).
 
-The settings a team shares with single-seat C-RL are the same fields (:class:`~coalition_gym.training.config.
-RunSettings`, ``LoraSettings``, ``ClippedPGSettings``), and the ``tiny`` / ``paper`` presets are the same
+The settings a team shares with single-seat C-RL are the same fields (:class:`..config.RunSettings`,
+``LoraSettings``, ``ClippedPGSettings``), and the ``tiny`` / ``paper`` presets are the same
 (:data:`coalition_gym.training.config.PRESETS`), so a user who knows ``cgym train`` knows these; a team's
 ``eval_decoding`` defaults to greedy and its ``group_size`` must be >= 2. What is new: ``policies`` (K >= 2
 model specs, one per seat), ``seats`` (their names), ``credit`` and ``shared_base``.

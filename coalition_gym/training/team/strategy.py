@@ -1,5 +1,5 @@
 """What a team adds to the one trainer (:class:`~coalition_gym.training.trainer.Trainer`), as the single-seat
-recipes add theirs in :mod:`..methods`: the ``team-crl`` strategy (each seat's group-relative advantages on
+recipes add theirs in :mod:`..strategies`: the ``team-crl`` strategy (each seat's group-relative advantages on
 *its own* credit, :mod:`..credit`, broadcast to its calls of that execution; each seat's clipped policy gradient
 on its own calls, C-RL's loss and settings), the refusals that need the models, the evaluation's per-seat view
 (:class:`TeamEval`: each seat's solo score, the seat alone; own score, its answer inside the team; leave-one-out
@@ -42,7 +42,7 @@ TIMING_KEYS = ("rollout_seconds", "credit_seconds", "update_seconds", "step_seco
 
 class TeamCRL:
     """Team C-RL: every seat rewarded by its credit in each execution, updated on its own calls. The one trainer
-    calls it as it calls a single policy's strategy (:class:`..methods.Method`)."""
+    calls it as it calls a single policy's strategy (:class:`..strategies.Strategy`)."""
 
     trains, solo, selection_sign = True, False, 1.0
     selection_mode = "team"  # the team's dev system score, with every seat's view (TeamEval)
