@@ -47,6 +47,7 @@ ENV_ID, TASK, SIZE, REPLY = "coalition_gym/MajorityVote-v0", "zoo:arith", 200, "
 RESULTS = Path(__file__).resolve().parent / "results"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SESSIONS = (1, 8, 32, 64)
+DEFAULT_POOLS = "sim:demo,zoo:tiny,zoo:default,mock-openai"
 #: episodes per pass (a multiple of every n): sized so one pass takes a few seconds on 2 cores; behind the mock,
 #: where an episode waits out the latency, 8 per session (16 for one: a rate, not a count, is what is compared)
 EPISODES = {"sim:demo": 384, "zoo:tiny": 384, "zoo:default": 256}
@@ -197,18 +198,27 @@ def vec_pass(env: Any, episodes: int, n: int) -> dict[str, Any]:
             "cpu_ms_per_episode": 1000 * (time.process_time() - cpu) / done}
 
 
-def in_process_rewards(spec: Any, seeds: list[int]) -> list[float]:
+def in_process_rewards(spec: Any, seeds: list[int], threads: int = 1) -> list[float]:
+    """Each seed's episode in a ``CollaborationEnv`` of its own; ``threads`` of them at once (behind a remote
+    server, where an episode waits out its latency), one env per thread."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     from coalition_gym.envs.gym_env import CollaborationEnv
 
-    env = CollaborationEnv(spec, policy_style="compact")
-    out = []
-    for seed in seeds:
-        env.reset(seed=seed)
+    local = threading.local()
+
+    def play(seed: int) -> float:
+        if not hasattr(local, "env"):
+            local.env = CollaborationEnv(spec, policy_style="compact")
+        local.env.reset(seed=seed)
         done, reward = False, 0.0
         while not done:
-            _, reward, done, _, _ = env.step(REPLY)
-        out.append(float(reward))
-    return out
+            _, reward, done, _, _ = local.env.step(REPLY)
+        return float(reward)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(play, seeds))
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -245,7 +255,7 @@ def bench_pool(pool: str, pool_arg: str, repeats: int, scale: int) -> dict[str, 
         server.stop()
         for env in vecs.values():
             env.close()
-    replay = in_process_rewards(spec, seeds)
+    replay = in_process_rewards(spec, seeds, threads=64 if pool.startswith("mock") else 1)
     same = all(r["rewards"] == replay[:len(r["rewards"])] for key, rs in runs.items() if key.startswith("served")
                for r in rs)
     for rs in runs.values():
@@ -331,12 +341,28 @@ def table(pools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def kept_pools(path: Path, pools: list[dict[str, Any]], mock: dict[str, Any],
+               order: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """This run's pools with the earlier result's other pools kept (a ``--pools`` rerun of some pools replaces
+    only those), in the default order."""
+    import json
+
+    if not path.exists():
+        return pools, mock
+    earlier = json.loads(path.read_text())
+    fresh = {p["pool"] for p in pools}
+    merged = [p for p in earlier.get("pools", []) if p["pool"] not in fresh] + pools
+    rank = {name: k for k, name in enumerate(order)}
+    merged.sort(key=lambda p: rank.get(p["pool"].split(" ")[0], len(rank)))
+    return merged, {**{k: v for k, v in earlier.get("mock_openai", {}).items() if k not in fresh}, **mock}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--repeats", type=int, default=3, help="timed passes per mode, interleaved; the median is shown")
     p.add_argument("--latency", default="0.25,1.0", help="the mock OpenAI server's answer times (s), comma-separated: "
                                                          "one mock pool each")
-    p.add_argument("--pools", default="sim:demo,zoo:tiny,zoo:default,mock-openai")
+    p.add_argument("--pools", default=DEFAULT_POOLS, help="pools to run; the result file's other pools are kept")
     p.add_argument("--quick", action="store_true", help="a smoke run (few episodes; results not overwritten)")
     p.add_argument("--serve-mock", type=int, default=None, metavar="PORT", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -367,13 +393,14 @@ def main() -> None:
                     mock_batches[name] = mock.stats()
                 print(table(pools[-1:]), flush=True)
     step = trl_step(1 if args.quick else args.repeats)
-    text = table(pools)
     trl_line = (f"TRL step ({step['rows']} rows = {step['prompts']} prompts x G={step['group']}): in process "
                 f"{step['median_s']['in_process']:.2f} s, over one server {step['median_s']['served']:.2f} s "
                 f"({step['served_vs_in_process']:.2f}x); rewards equal: {step['same_rewards']}")
+    name = "served_envs.quick" if args.quick else "served_envs"
+    pools, mock_batches = kept_pools(RESULTS / f"{name}.json", pools, mock_batches, DEFAULT_POOLS.split(","))
+    text = table(pools)
     print(text)
     print(trl_line)
-    name = "served_envs.quick" if args.quick else "served_envs"
     result = {"machine": machine_info(), "env_id": ENV_ID, "task": TASK, "latencies_s": args.latency,
               "pools": pools, "mock_openai": mock_batches, "trl_step": step, "total_seconds": elapsed_seconds()}
     print(f"wrote {write_json(RESULTS / f'{name}.json', result)}")
