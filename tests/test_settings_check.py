@@ -1,5 +1,6 @@
 """Settings declared on dataclass fields (``setting(...)``) and checked in one place (``check_settings``)."""
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -123,3 +124,43 @@ def test_a_redeclared_field_keeps_its_bounds():
         make_config("dapo-indiv", eps_high=-1)
     with pytest.raises(ConfigError, match="aggregation='sum'; use one of"):
         make_config("grpo-indiv", aggregation="sum")
+
+
+def test_every_number_of_every_settings_class_is_bounded():
+    """A settings class (a dataclass with declared settings, or named ...Config/Options/Settings/Spec) in the
+    package: each int or float field (optional or not) declares bounds or choices, so a bad value is refused
+    where it is given and listings can say what it takes."""
+    import importlib
+    import inspect
+    import pkgutil
+    import typing
+
+    import coalition_gym
+    from coalition_gym.settings_check import bounds_of
+
+    classes = {}
+    for info in pkgutil.walk_packages(coalition_gym.__path__, "coalition_gym."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an optional extra not installed
+            continue
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__:
+                classes[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    unbounded, checked = [], 0
+    for name, cls in sorted(classes.items()):
+        fields = dataclasses.fields(cls)
+        if not (any(bounds_of(f) for f in fields) or cls.__name__.endswith(("Config", "Options", "Settings", "Spec"))):
+            continue
+        hints = typing.get_type_hints(cls)
+        for f in fields:
+            kinds = [a for a in (typing.get_args(hints[f.name]) or (hints[f.name],)) if a is not type(None)]
+            if kinds not in ([int], [float]):
+                continue
+            checked += 1
+            b = bounds_of(f)
+            if b is None or (b.ge, b.gt, b.le, b.choices) == (None, None, None, None):
+                unbounded.append(f"{name}.{f.name}")
+    assert checked > 100 and unbounded == [], unbounded

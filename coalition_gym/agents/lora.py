@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import ConfigError
+from ..settings_check import check_settings, setting
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -36,10 +37,13 @@ class LoraSpec:
     """An adapter's shape: rank, scale (``alpha / r``), dropout and the modules it wraps (``all-linear``, or
     comma-separated module names such as ``c_attn,c_proj`` or ``q_proj,v_proj``)."""
 
-    r: int
-    alpha: int
-    dropout: float = 0.0
-    target: str = "all-linear"
+    r: int = setting(ge=1, doc="the adapter's rank")
+    alpha: int = setting(ge=1, doc="the adapter's scale numerator (scale = alpha / r)")
+    dropout: float = setting(0.0, ge=0, le=1, doc="dropout on the adapter's input")
+    target: str = setting("all-linear", doc="all-linear, or comma-separated module names")
+
+    def __post_init__(self) -> None:
+        check_settings(self, "lora")
 
     def peft_config(self) -> Any:
         from peft import LoraConfig

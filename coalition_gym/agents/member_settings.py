@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..result_files import write_json
+from ..settings_check import check_settings, setting
 
 SETTINGS_FILE = "coalition_gym.json"
 STYLES = ("chat", "compact")
@@ -25,12 +26,16 @@ DECODINGS = ("greedy", "sampled")
 
 @dataclass(frozen=True)
 class MemberSettings:
-    style: str | None = None  # the prompt style the model was trained on (chat, compact)
+    style: str | None = setting(None, choices=(*STYLES, None), doc="the prompt style the model was trained on")
     system_prompt: str = ""
-    max_new_tokens: int | None = None
-    context_length: int | None = None
-    decoding: str | None = None  # how the trainer evaluated (and selected) this checkpoint
+    max_new_tokens: int | None = setting(None, ge=1, doc="the new tokens the trainer allowed")
+    context_length: int | None = setting(None, ge=1, doc="the model's context in tokens")
+    decoding: str | None = setting(None, choices=(*DECODINGS, None),
+                                   doc="how the trainer evaluated (and selected) this checkpoint")
     provenance: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_settings(self, "member settings")
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": 1, **asdict(self)}

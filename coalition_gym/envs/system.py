@@ -18,6 +18,7 @@ from ..agents.base import Generator
 from ..agents.cache import GenerationCache
 from ..agents.pools import DEFAULT_POOL, Pool, load_pool
 from ..errors import ConfigError, UnknownNameError
+from ..settings_check import check_settings, setting
 from ..tasks import DEFAULT_TASK, Task
 from ..tasks import make as make_task
 from ..types import Item
@@ -231,15 +232,13 @@ class SystemSpec:
     split: str | None = "train"
     task_kwargs: Mapping[str, Any] | None = None
     protocol_settings: Mapping[str, Any] = field(default_factory=dict)
-    n_items: int | None = None
+    n_items: int | None = setting(None, ge=1, doc="the first n items of the split (None: all)")
 
     def __post_init__(self) -> None:
         """The fields' shapes, checked when the spec is made (names are checked when the System is built)."""
         from ..tasks.base import SPLITS
 
-        if self.n_items is not None and (isinstance(self.n_items, bool) or not isinstance(self.n_items, int)
-                                         or self.n_items < 1):
-            raise ConfigError(f"n_items={self.n_items!r}: give a whole number >= 1, or None for every item")
+        check_settings(self, "system spec")
         if self.split is not None and self.split not in SPLITS:
             raise UnknownNameError("split", str(self.split), SPLITS)
         if self.members is not None:

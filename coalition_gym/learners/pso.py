@@ -24,37 +24,30 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from ..settings_check import check_settings, setting
 
 
 @dataclass
 class PSOConfig:
-    population: int = 5
-    iterations: int = 5
-    inertia: float = 0.2
-    cognitive: float = 0.3
-    social: float = 0.4
-    repel: float = 0.05
-    step: float = 0.5
-    step_decay: float = 0.95
-    min_step: float = 0.1
-    patience: int = 5
-    restart_patience: int = 3
+    population: int = setting(5, ge=1, doc="particles")
+    iterations: int = setting(5, ge=1, doc="iterations at most")
+    inertia: float = setting(0.2, ge=0, doc="weight of a particle's own velocity")
+    cognitive: float = setting(0.3, ge=0, doc="pull toward the particle's best")
+    social: float = setting(0.4, ge=0, doc="pull toward the swarm's best")
+    repel: float = setting(0.05, ge=0, doc="push away from the swarm's worst")
+    step: float = setting(0.5, ge=0, doc="step size")
+    step_decay: float = setting(0.95, gt=0, le=1, doc="step size factor per iteration")
+    min_step: float = setting(0.1, ge=0, doc="smallest step size")
+    patience: int = setting(5, ge=1, doc="iterations without a better global best before stopping")
+    restart_patience: int = setting(3, ge=1, doc="iterations without a better personal best before a restart")
     weight_randomness: bool = True
     bounds: tuple[float, float] | None = (0.0, 1.0)
-    seed: int = 0
+    seed: int = setting(0, ge=0, doc="the swarm's seed")
 
     def __post_init__(self) -> None:
-        if self.population < 1 or self.iterations < 1:
-            raise ConfigError(f"pso: population={self.population} and iterations={self.iterations} must be >= 1")
-        for key in ("inertia", "cognitive", "social", "repel", "step", "min_step"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"pso: {key}={getattr(self, key)} must be >= 0")
+        check_settings(self, "pso")
         if self.inertia + self.cognitive + self.social + self.repel <= 0:
             raise ConfigError("pso: inertia, cognitive, social and repel cannot all be 0")
-        if not 0 < self.step_decay <= 1:
-            raise ConfigError(f"pso: step_decay={self.step_decay} must be in (0, 1]")
-        if self.patience < 1 or self.restart_patience < 1:
-            raise ConfigError("pso: patience and restart_patience must be >= 1")
         if self.bounds is not None and not self.bounds[0] < self.bounds[1]:
             raise ConfigError(f"pso: bounds={self.bounds} must be (low, high) with low < high")
 

@@ -28,6 +28,7 @@ from ..envs.protocols import make_protocol
 from ..envs.system import System
 from ..errors import ConfigError, did_you_mean
 from ..failures import FailureSummary
+from ..settings_check import check_settings, setting
 from ..valuation.game import CoalitionGame
 
 #: cost units: what one item's cost counts
@@ -133,9 +134,12 @@ class ArmOptions:
     """How arms run: ``unit`` of cost, ``seed`` (episode seeds), ``progress`` bars, ``record_text``."""
 
     unit: str = "tokens"
-    seed: int = 0
+    seed: int = setting(0, ge=0, doc="episode seed")
     progress: bool = False
     record_text: bool = False
+
+    def __post_init__(self) -> None:
+        check_settings(self, "arm options")
 
 
 def run_arm(system: System, name: str, kind: str, options: ArmOptions, label: str | None = None) -> Arm:

@@ -35,7 +35,7 @@ class EpisodeRunOptions:
     ``record_text`` (reply texts in episodes.jsonl)."""
 
     episodes: int = setting(100, ge=1, doc="episodes to run")
-    seed: int = setting(0, doc="episode seed (the same for every coalition)")
+    seed: int = setting(0, ge=0, doc="episode seed (the same for every coalition)")
     n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over episodes")
     progress: bool = False
     record_text: bool = True

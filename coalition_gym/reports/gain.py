@@ -57,7 +57,7 @@ class GainOptions:
     unit: str = setting("tokens", choices=tuple(UNITS), doc="what cost counts: generated tokens per item (as "
                         "the backends count them) or model calls per item; self-consistency's k is matched on it")
     max_k: int = setting(16, ge=1, doc="the most answers self-consistency may draw to match a protocol's cost")
-    seed: int = setting(0, doc="episode and bootstrap seed (the same for every system)")
+    seed: int = setting(0, ge=0, doc="episode and bootstrap seed (the same for every system)")
     n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over items")
     tolerance: float = setting(0.1, ge=0, doc="how much more than the protocol the pool vote may cost")
     progress: bool = False

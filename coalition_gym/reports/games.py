@@ -15,6 +15,7 @@ from typing import Any
 
 from ..agents.cache import GenerationCache
 from ..envs.system import System, SystemSpec
+from ..settings_check import check_settings, setting
 from ..training.collaborative import TrainedCoalitionGame, make_coalition_settings
 from ..training.recipes import recipe_names
 from ..valuation.game import CoalitionGame
@@ -26,10 +27,13 @@ class GameOptions:
     ``record_text`` (reply texts in the records), and ``train_dir``, where a coalition-training recipe keeps
     its trained checkpoints (a killed run resumes from it; None: a temporary folder)."""
 
-    seed: int = 0
+    seed: int = setting(0, ge=0, doc="episode seed (the estimators' and bootstraps' too)")
     progress: bool = False
     record_text: bool = True
     train_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        check_settings(self, "game options")
 
 
 def trains_coalitions(protocol: Any) -> bool:

@@ -156,10 +156,11 @@ class EvalOptions:
 
     n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over items")
     mc: Mapping[str, Any] | None = None
-    budget_generations: int | None = None
+    budget_generations: int | None = setting(None, ge=1, doc="generations the auto estimator may spend")
     requested: str | None = None
     split: str | None = None
-    best_team: int | None = None  # K: report the best coalition of K members next to the top K by Shapley
+    best_team: int | None = setting(None, ge=1, doc="K: report the best coalition of K members next to the top K "
+                                    "by Shapley")
     exact_limit: int = setting(EXACT_LIMIT, ge=1, doc="the most members exact estimators enumerate 2^n coalitions for")
 
 

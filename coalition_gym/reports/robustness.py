@@ -189,7 +189,7 @@ class RobustnessOptions:
     (reply texts in the per-episode records)."""
 
     seat: str | None = None
-    seed: int = setting(0, doc="episode and bootstrap seed (the same for both systems)")
+    seed: int = setting(0, ge=0, doc="episode and bootstrap seed (the same for both systems)")
     n_boot: int = setting(N_BOOT, ge=2, doc="bootstrap resamples over items")
     progress: bool = False
     record_text: bool = False

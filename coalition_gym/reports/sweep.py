@@ -49,7 +49,7 @@ class SweepOptions:
     ``alpha`` (the Benjamini-Hochberg level), ``progress`` bars and ``record_text`` (reply texts in the
     results files)."""
 
-    seed: int = setting(0, doc="episode, bootstrap and permutation seed")
+    seed: int = setting(0, ge=0, doc="episode, bootstrap and permutation seed")
     cache_dir: Path | None = None
     alpha: float = setting(0.05, gt=0, le=0.5, doc="Benjamini-Hochberg false discovery rate")
     progress: bool = False

@@ -31,6 +31,7 @@ from typing import Sequence
 
 from ..sandbox.launcher import Limits, RunResult
 from ..sandbox.two_process import SplitProgram, candidate_program, run_split, run_splits, tests_program
+from ..settings_check import check_settings, setting
 from .result import ScoreResult, as_text, unparsed
 
 KERNEL_LIMITS_CPU = Limits(wall_seconds=120.0, cpu_seconds=240, memory_bytes=16 << 30, processes=64,
@@ -212,14 +213,17 @@ _main(__report__, time.perf_counter, _torch.allclose)
 
 @dataclass(frozen=True)
 class KernelConfig:
-    device: str = "auto"  # auto | cpu | cuda
-    n_correctness: int = 3
-    n_timing: int = 10
-    warmup: int = 2
-    atol: float = 1e-2
-    rtol: float = 1e-2
-    seed: int = 0
-    threads: int = 1
+    device: str = setting("auto", choices=("auto", "cpu", "cuda"), doc="where the kernels run")
+    n_correctness: int = setting(3, ge=1, doc="random inputs the candidate must match the reference on")
+    n_timing: int = setting(10, ge=1, doc="timed runs of each")
+    warmup: int = setting(2, ge=0, doc="untimed runs first")
+    atol: float = setting(1e-2, ge=0, doc="absolute tolerance of the comparison")
+    rtol: float = setting(1e-2, ge=0, doc="relative tolerance of the comparison")
+    seed: int = setting(0, ge=0, doc="the inputs' seed")
+    threads: int = setting(1, ge=1, doc="torch threads of the program")
+
+    def __post_init__(self) -> None:
+        check_settings(self, "kernel config")
 
 
 def kernel_program(reference: str, candidate: str, config: KernelConfig = KernelConfig()) -> SplitProgram:

@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..settings_check import check_settings, setting
 from .exact import EXACT_LIMIT, ValuationResult, exact_shapley, result_of
 from .game import Game
 from .proxy import CrossFitted, ReplicateCounts, cross_fitted, shrunk_to_prediction
@@ -245,11 +246,14 @@ class SampledSettings:
     """The stop rules of ``--estimator mc``: tolerance (largest sampling stderr of a pair's Shapley
     interaction), a budget in distinct coalitions and/or generations, and a round limit."""
 
-    tolerance: float = 0.005
-    budget: int | None = None
-    budget_generations: int | None = None
-    max_rounds: int = 500
+    tolerance: float = setting(0.005, ge=0, doc="stop once every pair's sampling stderr is below this (0: never)")
+    budget: int | None = setting(None, ge=1, doc="distinct coalitions at most")
+    budget_generations: int | None = setting(None, ge=1, doc="generations at most")
+    max_rounds: int = setting(500, ge=1, doc="sampling rounds at most")
     proxy: bool = PROXY_INTERACTIONS  # regression adjustment (.proxy) of the sampled interactions
+
+    def __post_init__(self) -> None:
+        check_settings(self, "sampled interactions")
 
     def stop(self) -> StopRule:
         rule: StopRule = MaxRounds(self.max_rounds)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ...errors import ConfigError, UnknownNameError
+from ...settings_check import check_settings, setting
 from ...tasks.zoo_tasks import ZOO_TASKS
 from .tokenizer import ZOO_FORMAT_VERSION
 
@@ -22,17 +23,18 @@ class ZooModelSpec:
 
     name: str
     mix: Mapping[str, float]  # zoo task -> sampling weight
-    n_embd: int = 128
-    n_layer: int = 4
-    n_head: int = 4
-    steps: int = 600
-    batch_size: int = 48
-    lr: float = 3e-3
-    debate_fraction: float = 0.15  # share of steps that train on debate follow-up prompts
-    seed: int = 0
-    context: int = 512
+    n_embd: int = setting(128, ge=1, doc="embedding width")
+    n_layer: int = setting(4, ge=1, doc="transformer layers")
+    n_head: int = setting(4, ge=1, doc="attention heads (n_embd must be a multiple)")
+    steps: int = setting(600, ge=1, doc="training steps")
+    batch_size: int = setting(48, ge=1, doc="sequences per step")
+    lr: float = setting(3e-3, gt=0, doc="learning rate")
+    debate_fraction: float = setting(0.15, ge=0, le=1, doc="share of steps that train on debate follow-up prompts")
+    seed: int = setting(0, ge=0, doc="initialisation and data seed")
+    context: int = setting(512, ge=1, doc="context length in tokens")
 
     def __post_init__(self) -> None:
+        check_settings(self, f"zoo model {self.name!r}")
         unknown = [t for t in self.mix if t not in ZOO_TASKS]
         if unknown:
             raise UnknownNameError("zoo task", unknown[0], ZOO_TASKS)
