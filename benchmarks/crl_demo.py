@@ -289,8 +289,17 @@ def table(setting: str, methods: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+#: signal keys renamed since results were recorded (issue 50: the seat's own score is ``policy_score`` everywhere)
+OLD_SIGNAL_KEYS = {"reward_policy_score_corr": "reward_solo_corr", "policy_score_mean": "solo_score_mean"}
+
+
+def signal_value(part: dict[str, Any], key: str) -> Any:
+    """``part[key]``, or its value under the old name in a report recorded before the rename."""
+    return part.get(key, part.get(OLD_SIGNAL_KEYS.get(key, key)))
+
+
 def signal_table(setting: str, methods: dict[str, Any]) -> str:
-    keys = ("informative_groups", "pivotality", "reward_solo_corr", "grad_token_share", "reward_mean")
+    keys = ("informative_groups", "pivotality", "reward_policy_score_corr", "grad_token_share", "reward_mean")
     rows = [f"learning signal, {setting} (first -> last fifth of training, mean over seeds)", "",
             "| method | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
     for name, m in methods.items():
@@ -299,8 +308,8 @@ def signal_table(setting: str, methods: dict[str, Any]) -> str:
             continue
         cells = []
         for k in keys:
-            first = [s["first"][k] for s in sig if s["first"].get(k) is not None]
-            last = [s["last"][k] for s in sig if s["last"].get(k) is not None]
+            first = [v for s in sig if (v := signal_value(s["first"], k)) is not None]
+            last = [v for s in sig if (v := signal_value(s["last"], k)) is not None]
             cells.append(f"{np.mean(first):.2f} -> {np.mean(last):.2f}" if first and last else "-")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(rows)

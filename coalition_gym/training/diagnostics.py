@@ -5,7 +5,8 @@
   rewards differ too: how often the policy's reply changes the outcome. With shared collaborator draws
   the policy is the only thing that differs inside a group, so this is the policy's own effect; with
   fresh draws it also counts the collaborators' noise.
-- ``reward_solo_corr``: within-group correlation of the reward and the policy's own (solo) score:
+- ``reward_policy_score_corr``: within-group correlation of the reward and the policy's own score
+  (``policy_score``, its answer scored alone, as everywhere a seat's own score is logged):
   1 when the method pays for solo correctness, near 0 when the system does not care who is right.
 - ``adv_abs_mean``: mean |advantage| per execution; ``grad_token_share``: share of the policy's tokens
   that carry a non-zero advantage (the rest only dilute the token-mean).
@@ -64,7 +65,7 @@ def signal_metrics(rollouts: Sequence[Rollout], rewards: Sequence[float], advant
     out: dict[str, Any] = {
         "informative_groups": len(informative_groups(rewards, groups)) / n_groups,
         "pivotality": pivotality(rollouts, rewards),
-        "reward_solo_corr": within_group_corr(rewards, [r.own_score for r in rollouts], groups),
+        "reward_policy_score_corr": within_group_corr(rewards, [r.own_score for r in rollouts], groups),
         "policy_tokens": int(sum(tokens)),
         "failed_rollouts": sum(r.error is not None for r in rollouts),
     }
@@ -77,8 +78,8 @@ def signal_metrics(rollouts: Sequence[Rollout], rewards: Sequence[float], advant
     return out
 
 
-SIGNAL_KEYS = ("informative_groups", "pivotality", "reward_solo_corr", "adv_abs_mean", "grad_token_share",
-               "grad_tokens", "reward_mean", "system_score_mean", "solo_score_mean")
+SIGNAL_KEYS = ("informative_groups", "pivotality", "reward_policy_score_corr", "adv_abs_mean", "grad_token_share",
+               "grad_tokens", "reward_mean", "system_score_mean", "policy_score_mean")
 
 
 def summarise_signal(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ class ProbeResult:
     group_size: int
     informative_groups: float  # share of groups whose rewards are not all equal
     pivotality: float | None  # None: the policy's answers never differed inside a group
-    solo_score: float  # the policy's own answers, scored (inside the system for collaborative methods)
+    policy_score: float  # the policy's own answers, scored (inside the system for collaborative methods)
     reward_mean: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -49,7 +49,7 @@ class ProbeResult:
     def line(self) -> str:
         piv = "n/a" if self.pivotality is None else f"{self.pivotality:.2f}"
         return (f"probe ({self.groups} groups x G={self.group_size}, untrained policy): informative groups "
-                f"{self.informative_groups:.2f}, pivotality {piv}, policy's own score {self.solo_score:.3f}, "
+                f"{self.informative_groups:.2f}, pivotality {piv}, policy's own score {self.policy_score:.3f}, "
                 f"reward {self.reward_mean:.3f}")
 
 
@@ -83,7 +83,7 @@ def seat_probe(rollouts: Sequence[Rollout], rewards: Sequence[float], group_size
         piv = pivotality(rollouts, rewards, seat)
         own = [r.own_scores.get(seat, 0.0) for r in rollouts]
     return ProbeResult(groups=groups, group_size=group_size, informative_groups=informative, pivotality=piv,
-                       solo_score=float(np.mean(own)) if own else 0.0,
+                       policy_score=float(np.mean(own)) if own else 0.0,
                        reward_mean=float(np.mean(rewards)) if len(rewards) else 0.0)
 
 
@@ -114,12 +114,12 @@ def _elsewhere(setting: ProbeSetting) -> str:
 
 def diagnose(result: ProbeResult, setting: ProbeSetting, who: str = "the policy") -> str:
     """Why no group was informative for ``who``, and what to try."""
-    if result.solo_score < CANNOT_SOLVE:
-        return (f"{who} cannot solve the task: its own answers score {result.solo_score:.3f} on {setting.task}. "
+    if result.policy_score < CANNOT_SOLVE:
+        return (f"{who} cannot solve the task: its own answers score {result.policy_score:.3f} on {setting.task}. "
                 "Try an easier task, a stronger policy, or more new tokens (max_new_tokens)")
     if result.pivotality is None:
         return (f"{who} gave the same answer in all G={setting.group_size} executions of every item (its own score "
-                f"{result.solo_score:.3f}), so no group has a better and a worse execution. Raise "
+                f"{result.policy_score:.3f}), so no group has a better and a worse execution. Raise "
                 "rollout_temperature or group_size, or pick a task it has not mastered")
     if not setting.solo and result.pivotality == 0.0:
         return (f"the collaborators decide every item: no other answer of {who} changed the outcome of "

@@ -311,7 +311,7 @@ class Trainer(RunItems):
             return float(np.mean(xs)) if len(xs) else 0.0
         return {"step": step, "reward_mean": mean(arr), "reward_std": float(arr.std()) if len(arr) else 0.0,
                 "system_score_mean": mean([r.reward for r in rollouts]),
-                "solo_score_mean": mean([r.own_score for r in rollouts]),  # the recorded name of the own score
+                "policy_score_mean": mean([r.own_score for r in rollouts]),
                 "rollouts": len(rollouts), "policy_calls": sum(len(r.calls) for r in rollouts),
                 **signal_metrics(rollouts, rewards, advantages), **extra, **metrics,
                 **({"sampler_logprob_gap": self.last_logprob_gap} if self.engine is not None else {}),

@@ -108,7 +108,7 @@ def test_methods_report_against_base(tmp_path):
         assert lo <= r["collab"]["mean"] <= hi
     metrics = [json.loads(x) for x in (tmp_path / "crl-seed0" / "metrics.jsonl").read_text().splitlines()]
     step_rows = [m for m in metrics if "reward_mean" in m]
-    assert step_rows and {"reward_std", "informative_groups", "pivotality", "reward_solo_corr", "adv_abs_mean",
+    assert step_rows and {"reward_std", "informative_groups", "pivotality", "reward_policy_score_corr", "adv_abs_mean",
                           "grad_token_share", "clip_low", "clip_high", "loss", "tokens", "grad_norm",
                           "rollout_seconds", "update_seconds"} <= set(step_rows[0])
     crl = reports[1]

@@ -9,7 +9,8 @@
 - ``credit_mean``, ``credit_var``: the seat's credit over the step's executions (variance over all of them).
 - ``adv_nonzero``: share of the seat's executions with a non-zero advantage; ``grad_token_share``: share of
   the seat's tokens that carry one.
-- ``own_score``: the seat's own answer scored alone, inside the team's executions.
+- ``policy_score``: the seat's own answer scored alone, inside the team's executions (the name a seat's own
+  score has in every log: the gym env's info, the single-seat rows' ``policy_score_mean``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..credit import seat_credit
 from ..rollouts import Rollout
 
 SEAT_KEYS = ("informative_groups", "pivotality", "credit_mean", "credit_var", "adv_nonzero", "grad_token_share",
-             "own_score", "calls", "tokens")
+             "policy_score", "calls", "tokens")
 
 
 def loo_credit(rollout: Rollout, seat: str, seats: Sequence[str]) -> float | None:
@@ -59,7 +60,7 @@ def seat_signal(rollouts: Sequence[Rollout], seat: str, seats: Sequence[str],
         "credit_var": float(np.var(credit)),
         "adv_nonzero": float(np.mean(adv > 0)),
         "grad_token_share": sum(t for t, a in zip(tokens, adv) if a > 0) / max(sum(tokens), 1),
-        "own_score": float(np.mean([r.own_scores.get(seat, 0.0) for r in rollouts])),
+        "policy_score": float(np.mean([r.own_scores.get(seat, 0.0) for r in rollouts])),
         "calls": sum(len(r.calls_of(seat)) for r in rollouts),
         "tokens": int(sum(tokens)),
     }

@@ -2,12 +2,12 @@
 recipes add theirs in :mod:`..strategies`: the ``team-crl`` strategy (each seat's group-relative advantages on
 *its own* credit, :mod:`..credit`, broadcast to its calls of that execution; each seat's clipped policy gradient
 on its own calls, C-RL's loss and settings), the refusals that need the models, the evaluation's per-seat view
-(:class:`TeamEval`: each seat's solo score, the seat alone; own score, its answer inside the team; leave-one-out
+(:class:`TeamEval`: each seat's solo score, the seat alone; policy score, its answer inside the team; leave-one-out
 and Shapley value over the seats) and the report.
 
 Files of a team run: ``out/config.json``, ``out/metrics.jsonl`` (per step the team reward and every seat's
 diagnostics, :mod:`.diagnostics`), ``out/report.json`` (system score before/after on test with CIs, each seat's
-solo / own / leave-one-out / Shapley before and after, the counterfactual cost, seconds per step), and per seat
+solo / policy score / leave-one-out / Shapley before and after, the counterfactual cost, seconds per step), and per seat
 ``out/<seat>/`` with ``best/`` and ``last/`` (HF model folders with their ``coalition_gym.json``: a pool member as
 they stand; with LoRA, adapter folders; ``last/`` also holds the optimiser state), ``config.json`` and
 ``report.json``. With ``shared_base`` every seat is one adapter of one shared model (:mod:`.config`).
@@ -86,7 +86,7 @@ class TeamCRL:
 @dataclass
 class TeamEval:
     """One evaluation pass: the team's system score per item, and per seat its ``solo`` score (the seat alone),
-    ``own`` score (its own answer inside the team), ``loo`` and ``shapley`` value over the seats (None above
+    ``policy_score`` (its own answer inside the team), ``loo`` and ``shapley`` value over the seats (None above
     SHAPLEY_SEAT_LIMIT seats), each with a CI; and what the counterfactuals cost."""
 
     system: EvalResult
@@ -126,7 +126,7 @@ class TeamEval:
             loo = [loo_credit(r, seat, names) for r in rollouts]
             seats[seat] = {
                 "solo": solo[seat],
-                "own": summarise("own", [r.own_scores.get(seat, 0.0) for r in rollouts], seed),
+                "policy_score": summarise("policy_score", [r.own_scores.get(seat, 0.0) for r in rollouts], seed),
                 "loo": summarise("loo", [v or 0.0 for v in loo], seed),
                 "shapley": summarise("shapley", [r.credit[seat] for r in rollouts], seed) if shapley else None}
         return cls(summarise("system", [r.reward for r in rollouts], seed), seats, cost)

@@ -22,7 +22,7 @@ from coalition_gym.agents.pools import load_pool
 from coalition_gym.envs.protocols import Protocol, make_protocol
 from coalition_gym.envs.pz_env import CollaborationParallelEnv
 from coalition_gym.envs.runner import episode_seed
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.training.export import export_team, pool_line
@@ -121,7 +121,7 @@ def test_credit_modes_run_end_to_end(tmp_path, protocol, credit):
         assert s["n"] == 3 and s["ci"][0] <= s["mean"] <= s["ci"][1]
     for seat in ("seat0", "seat1"):
         for when in ("before", "after"):
-            assert set(report["per_seat"][seat][when]) == {"solo", "own", "loo", "shapley"}
+            assert set(report["per_seat"][seat][when]) == {"solo", "policy_score", "loo", "shapley"}
         seat_report = json.loads((run / seat / "report.json").read_text())
         assert seat_report["best_step"] == report["best_step"] and seat_report["policy"] in SEATS
         for folder in ("best", "last"):
@@ -300,8 +300,9 @@ def test_the_pettingzoo_env_is_the_external_view_of_the_team(protocol):
     script = {"cirrus": right, "delta": right}  # two right seats outvote the frozen member; one alone ties it
     settings = {"rounds": 2} if protocol == "debate" else {}
     pool = load_pool("sim:demo")
-    system = System(make_protocol(protocol, **settings), task, pool, ["atlas", "cirrus", "delta"],
-                    seats={s: pool.styles.get(s, "chat") for s in script})
+    # the seats are pool members the scripts answer in their place (as the PettingZoo view makes them)
+    system = System.build(SystemSpec(make_protocol(protocol, **settings), task, pool, ["atlas", "cirrus", "delta"],
+                                     split=None)).replace(seats={s: pool.styles.get(s, "chat") for s in script})
     policies = {s: RecordingPolicy(ScriptedPolicy(s, f)) for s, f in script.items()}
     seed = 5
     rollouts = collect(system, items, policies, RolloutPlan(1, seed, "episode"), "shapley")
