@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # The CPU wheel of torch lies on this machine's disk; asking for exactly this version never pulls CUDA.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test lint bench bench-all clean ship-zoo
+.PHONY: install demo test lint docs bench bench-all clean ship-zoo
 
 install: $(STAMP)
 
@@ -27,8 +27,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check coalition_gym
 	$(VENV)/bin/mypy
 
-# What each script runs and how long it took (the total_seconds in its benchmarks/results/ JSON): README.md,
-# "Two commands"; tests/test_readme.py fails when that table and these lists differ.
+# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link or cross-reference fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# What each script runs and how long it took (the total_seconds in its benchmarks/results/ JSON): docs/benchmarks.md;
+# tests/test_readme.py fails when that table and these lists differ.
 bench: $(STAMP)
 	$(PY) benchmarks/env_throughput.py
 	$(PY) benchmarks/valuation_cost.py

@@ -1,5 +1,5 @@
 """`cgym serve` as an operator runs it: a quiet console (a client leaving says nothing, a failure one line), the
-token named to a client without it (and the README's client sending it), OpenEnv's files that `openenv validate`
+token named to a client without it (and the docs' client sending it), OpenEnv's files that `openenv validate`
 passes and that never replace a file they did not write, bad ports, hosts and names refused in one line before the
 System is built, WebSocket validation errors that name the field, and the load (`/metrics`, the console's line).
 Servers start on 127.0.0.1 on free ports and stop at the end."""
@@ -135,9 +135,9 @@ def test_a_websocket_client_without_the_token_is_told_about_the_token(server):
 
 
 def readme_client_code() -> str:
-    """The README's served-client code: its Python block's import of ``ServedEnv`` and its ``with ServedEnv(url,
+    """The served-client code of docs/serve/openenv.md: its Python block's import of ``ServedEnv`` and its ``with ServedEnv(url,
     token=token)`` statement."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "serve" / "openenv.md").read_text(), re.S)
     lines = next(b for b in blocks if "ServedEnv(url, token=token)" in b).splitlines()
     start = next(k for k, line in enumerate(lines) if "with ServedEnv(url, token=token)" in line)
     imports = [line for line in lines if line.startswith("from ") and "import ServedEnv" in line]
@@ -145,13 +145,13 @@ def readme_client_code() -> str:
     return imports[0] + "\n" + textwrap.dedent("\n".join(lines[start:]))
 
 
-def test_the_readmes_client_drives_a_server_started_with_token(capsys):
+def test_the_docs_client_drives_a_server_started_with_token(capsys):
     code = readme_client_code()
     assert "GenericEnvClient" not in code
     with ServerProcess("coalition_gym/Debate-v0", ["--pool", "sim:demo", "--task", "zoo:arith", "--set", "rounds=2",
                                                    "--token", TOKEN, "--report-every", "0"]) as proc:
         namespace = {"url": proc.url, "token": TOKEN}
-        exec(compile(code, "README.md (served client)", "exec"), namespace)
+        exec(compile(code, "docs/serve/openenv.md (served client)", "exec"), namespace)
     assert namespace["result"].done and set(namespace["details"]["members"]) == {"atlas", "borealis", "cirrus",
                                                                                   "delta", "policy"}
     assert capsys.readouterr().out.strip().startswith(str(namespace["result"].reward))

@@ -1,6 +1,6 @@
 """A training run ends with a verdict (issue 41, item 5): the paired system difference to Base with its 95% CI
 and better / worse / no difference, read in the direction the method optimises; the direction of "best" said
-where it is not "higher"; the probe's hint never repeats the setting it was given; the README's --export
+where it is not "higher"; the probe's hint never repeats the setting it was given; the docs' --export
 example has a learning signal."""
 
 import json
@@ -64,16 +64,18 @@ def test_the_probe_hint_never_repeats_the_setting_it_was_given(settings, repeate
 
 
 @pytest.mark.slow
-def test_the_readme_export_example_has_a_learning_signal(tmp_path):
-    """The README's `cgym train ... --export` command, probed as it is written: some group is informative."""
+def test_the_docs_export_example_has_a_learning_signal(tmp_path):
+    """The docs' `cgym train ... --export` command (docs/train/crl.md, and the README's train example), probed as
+    it is written: some group is informative."""
     from coalition_gym.cli.parser import build_parser
     from coalition_gym.cli.commands import _given_settings
     from coalition_gym.training.config import make_config, preset_for
     from coalition_gym.training.trainer import Trainer
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "train" / "crl.md").read_text()
     command = next(b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "--export runs/trained" in b)
     argv = command.split("\n#")[0].replace("\\\n", " ").split()[1:]
+    assert " ".join(argv) in " ".join((ROOT / "README.md").read_text().replace("\\\n", " ").split())
     assert "--force" not in argv  # a run with signal needs no force
     args = build_parser().parse_args(argv)
     args.policy = args.policy[0]  # one --policy: a single seat (as cmd_train reads it)
