@@ -13,11 +13,11 @@ output, and exits with :data:`EXIT_TOO_MANY_FAILURES` when they pass ``--max-fai
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from .errors import ConfigError
 from .result_files import redact
 
 EXIT_TOO_MANY_FAILURES = 3
@@ -49,8 +49,8 @@ class FailureLimit:
                     return cls(count=count)
         except ValueError:
             pass
-        raise argparse.ArgumentTypeError(f"{text!r} is not a failure limit; give a count such as 0 or 3, "
-                                         "a percentage such as 5%, or 'default'")
+        raise ConfigError(f"{text!r} is not a failure limit; give a count such as 0 or 3, "
+                          "a percentage such as 5%, or 'default'")
 
     def describe(self) -> str:
         if self.count is not None:

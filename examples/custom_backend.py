@@ -29,7 +29,7 @@ from coalition_gym import (
     make_task,
     register_backend,
 )
-from coalition_gym.demo import calculator_policy
+from coalition_gym.reports.demo import calculator_policy
 from coalition_gym.reports.leaderboard import format_leaderboard
 
 

@@ -1,11 +1,11 @@
 """Failure limits and the one redaction every output passes through."""
 
-import argparse
 import json
 
 import pytest
 
 from coalition_gym import result_files
+from coalition_gym.errors import ConfigError
 from coalition_gym.failures import FailureLimit, FailureSummary
 
 
@@ -25,7 +25,7 @@ def test_limits_parse(text, limit):
 
 @pytest.mark.parametrize("text", ["-1", "x", "3.5", "101%", "-2%", "%"])
 def test_bad_limits_are_refused(text):
-    with pytest.raises(argparse.ArgumentTypeError, match="not a failure limit"):
+    with pytest.raises(ConfigError, match="not a failure limit"):
         FailureLimit.parse(text)
 
 

@@ -3,9 +3,10 @@ included), no two modules import each other through any chain, and every module 
 
 A module's layer is that of the longest prefix naming it in LAYERS (``envs.protocols`` places every protocol
 module; ``envs`` only the modules no longer prefix names). Low to high: leaves (types, errors, the version) ->
-result files, settings, learners, prompt text -> the sandbox -> scorers -> tasks -> agents -> protocols ->
-the runner and registration -> the system, executors and seated episodes -> the environments -> failures,
-records -> valuation -> training, testing -> reports -> demo -> cli. So a scorer never needs a task, a backend
+result files, settings, learners, prompt text, failure counts and run records -> the sandbox -> scorers ->
+tasks -> agents -> protocols -> the runner and registration -> the system, executors and seated episodes ->
+the environments and their contract checks -> valuation -> training -> reports (the demo among them) ->
+integrations -> cli. So a scorer never needs a task, a backend
 never needs the protocol machinery, a protocol never needs the runner, the environments never need valuation
 or training, and valuation never needs training. The package root re-exports the public API and sits above
 everything: a module inside the package importing from it (``from coalition_gym import x``) is a breach.
@@ -17,7 +18,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
 LAYERS = [
     {"types", "errors", "version"},
-    {"result_files", "settings_check", "learners", "plugins", "prompts"},
+    {"result_files", "settings_check", "learners", "plugins", "prompts", "failures", "records"},
     {"sandbox"},
     {"scorers"},
     {"tasks"},
@@ -26,12 +27,10 @@ LAYERS = [
     {"envs.registration", "envs.dev_scores", "envs.runner"},
     {"envs.system", "envs.executors", "envs.seated"},
     {"envs"},  # the environments (gym_env, pz_env, vector_env, wrappers) and the package's __init__
-    {"failures", "records"},
     {"valuation"},
     {"training", "testing"},
     {"reports"},
     {"integrations"},  # environments as services (cgym serve, verifiers): above reports, below the cli
-    {"demo"},
     {"cli"},
 ]
 ROOT = len(LAYERS)  # the package root, above everything

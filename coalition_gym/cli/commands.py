@@ -541,9 +541,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from ..reports.demo import DemoOptions, run_demo
 
-    result = run_demo(pool_spec=args.pool, task_name=args.task, n_items=args.items, seed=args.seed, out=Path(args.out))
+    result = run_demo(DemoOptions(pool=args.pool, task=args.task, items=args.items, seed=args.seed, out=args.out))
     write_run_record(Path(args.out), args.record.finish(demo={"pool": result["pool"], "task": result["task"],
                                                              "n_items": result["n_items"], "seed": args.seed}))
     return 0

@@ -188,7 +188,11 @@ class RayExecutor(Executor):
             self._ray.shutdown()
 
 
-def make_executor(name: str = "local", address: str | None = None, num_cpus: int | None = None) -> Executor:
+#: the executors :func:`make_executor` makes, the default first (``--executor``'s choices)
+EXECUTORS = ("local", "ray")
+
+
+def make_executor(name: str = EXECUTORS[0], address: str | None = None, num_cpus: int | None = None) -> Executor:
     if name == "local":
         return LocalExecutor()
     if name == "ray":
@@ -196,5 +200,5 @@ def make_executor(name: str = "local", address: str | None = None, num_cpus: int
     raise ConfigError(f"unknown executor {name!r}; use 'local' or 'ray'")
 
 
-__all__ = ["Executor", "LocalExecutor", "OnProgress", "RayExecutor", "ExecutionCounts", "make_executor", "run_shard",
-           "run_cached", "wrap_with_cache", "RAY_HINT"]
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "OnProgress", "RayExecutor", "ExecutionCounts", "make_executor",
+           "run_shard", "run_cached", "wrap_with_cache", "RAY_HINT"]

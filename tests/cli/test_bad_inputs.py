@@ -50,7 +50,7 @@ CASES: list[tuple[list[str], str]] = [
     (["eval", "--estimator", "shapely"], "unknown estimator 'shapely'. Did you mean 'shapley'"),
     (["eval", "--items", "0"], "--items: 0 must be >= 1"),
     (["eval", "--bootstrap", "0"], "--bootstrap: 0 must be >= 2"),
-    (["eval", "--mc-tolerance", "-1"], "--mc-tolerance: -1 must be > 0"),
+    (["eval", "--mc-tolerance", "-1"], "--mc-tolerance: -1 must be >= 0"),
     (["eval", "--mc-budget", "0"], "--mc-budget: 0 must be >= 1"),
     (["eval", "--members", "atlas,zeus"], "unknown member of pool 'sim:demo' 'zeus'"),
     (["eval", "--task", "nope"], "unknown task 'nope'"),

@@ -139,7 +139,7 @@ def test_an_unwritable_out_is_refused_before_any_work(command, tmp_path, capsys)
 
 @pytest.mark.parametrize("command, says", [
     (["sweep", "--alpha", "7"], "--alpha: 7 must be <= 0.5"),
-    (["eval", "--mc-tolerance", "-1"], "--mc-tolerance: -1 must be > 0.0"),
+    (["eval", "--mc-tolerance", "-1"], "--mc-tolerance: -1 must be >= 0"),
     (["eval", "--items", "0"], "--items: 0 must be >= 1"),
     (["train", "--steps", "abc"], "--steps: 'abc' is not an integer"),
     (["run", "coalition_gym/MajorityVote-v0", "--episodes", "0"], "--episodes: 0 must be >= 1"),

@@ -25,6 +25,8 @@ BUILTIN_PROTOCOLS: tuple[type[Protocol], ...] = (Debate, LLMBlender, SLMMux, Maj
                                                  HeterogeneousSwarms, Feedback, PromptRouting, TrainedRouter, Cascade)
 #: protocol name -> class; extended by ``coalition_gym.register_protocol``
 PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in BUILTIN_PROTOCOLS}
+#: the protocols a comparison of systems (``cgym sweep``, ``robustness``, ``gain``) runs when none are named
+COMPARED_PROTOCOLS = ("debate", "llm_blender", "slm_mux", "majority_vote")
 
 
 def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
@@ -59,7 +61,7 @@ def settings_per_protocol(protocols: "list[str]", settings: dict[str, Any]) -> d
     return per_protocol
 
 
-__all__ = ["PROTOCOLS", "settings_per_protocol", "BUILTIN_PROTOCOLS", "make_protocol", "Protocol", "EpisodeContext",
-           "ProgramGen",
+__all__ = ["PROTOCOLS", "COMPARED_PROTOCOLS", "settings_per_protocol", "BUILTIN_PROTOCOLS", "make_protocol", "Protocol",
+           "EpisodeContext", "ProgramGen",
            "Debate", "LLMBlender", "MajorityVote", "SLMMux", "MixtureOfAgents", "HeterogeneousSwarms",
            "Feedback", "PromptRouting", "TrainedRouter", "Cascade", "SwarmGraph", "SelectedCheckpoint"]

@@ -6,20 +6,23 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 
 import gymnasium as gym
 
-from .agents.pools import load_pool
-from .envs.protocols import PROTOCOLS
-from .envs.registration import ENV_IDS
-from .envs.system import System, SystemSpec
-from .reports.leaderboard import EvalReport, evaluate, summary, write_report
-from .result_files import write_json, write_text
-from .tasks import make as make_task
-from .valuation.game import CoalitionGame
-from .valuation.stats import signed, signed_ci
+from ..agents.pools import DEFAULT_POOL, load_pool
+from ..envs.protocols import PROTOCOLS
+from ..envs.registration import ENV_IDS
+from ..envs.system import System, SystemSpec
+from ..result_files import write_json, write_text
+from ..settings_check import check_settings, setting
+from ..tasks import DEFAULT_TASK
+from ..tasks import make as make_task
+from ..valuation.game import CoalitionGame
+from ..valuation.stats import signed, signed_ci
+from .leaderboard import EvalReport, evaluate, summary, write_report
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
@@ -62,10 +65,28 @@ def _table(report: EvalReport) -> list[str]:
     return lines
 
 
-def run_demo(pool_spec: str = "sim:demo", task_name: str = "rg/basic_arithmetic", n_items: int = 1000,
-             seed: int = 0, out: Path = Path("runs/demo"), gym_episodes: int = 60) -> dict:
-    pool = load_pool(pool_spec)
-    task = make_task(task_name, size=n_items)
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``cgym demo`` runs: the ``pool`` and ``task``, ``items`` per protocol, the ``seed``, the ``out``
+    folder and the episodes of the seated policy per environment (``gym_episodes``)."""
+
+    pool: str = DEFAULT_POOL
+    task: str = DEFAULT_TASK
+    items: int = setting(1000, ge=1, doc="items per protocol")
+    seed: int = setting(0, ge=0, doc="episode and bootstrap seed")
+    out: str = "runs/demo"
+    gym_episodes: int = setting(60, ge=1, doc="episodes of the seated policy per environment")
+
+    def __post_init__(self) -> None:
+        check_settings(self, "demo options")
+
+
+def run_demo(options: DemoOptions = DemoOptions()) -> dict:
+    """Every protocol's leaderboard on the demo pool, then the calculator policy seated in every environment;
+    writes summary.json, strength.md and a leaderboard folder per protocol under ``options.out``."""
+    seed, out, gym_episodes = options.seed, Path(options.out), options.gym_episodes
+    pool = load_pool(options.pool)
+    task = make_task(options.task, size=options.items)
     items = task.items("test")
     print(f"Pool {pool.name}: members {pool.member_names}, fixed helpers {list(pool.helpers)}; "
           f"task {task.name}, {len(items)} items, seed {seed}\n")
