@@ -33,7 +33,7 @@ from _common import elapsed_seconds, machine_info, write_json  # noqa: E402
 
 from coalition_gym.agents.pools import Pool, load_pool  # noqa: E402
 from coalition_gym.envs.protocols import make_protocol  # noqa: E402
-from coalition_gym.envs.system import System  # noqa: E402
+from coalition_gym.envs.system import System, SystemSpec  # noqa: E402
 from coalition_gym.tasks import make as make_task  # noqa: E402
 from coalition_gym.training.collaborative import TrainedCoalitionGame, make_coalition_settings  # noqa: E402
 from coalition_gym.training.collaborative.common import dev_score  # noqa: E402
@@ -51,10 +51,15 @@ def ci(per_item: np.ndarray, seed: int = 0) -> list[float]:
     return [float(b.mean[0]), float(b.ci_low[0]), float(b.ci_high[0])]
 
 
+def on_test_items(protocol, task, pool: Pool, items) -> System:
+    """``protocol`` over ``pool`` on ``items``, the first test items of ``task``."""
+    return System.build(SystemSpec(protocol, task, pool, split="test", n_items=len(items)))
+
+
 def solo_per_item(pool: Pool, task, items, seed: int) -> dict[str, np.ndarray]:
     """Each member's single greedy answer per item."""
     single = make_protocol("majority_vote", temperature=0.0, max_new_tokens=16)
-    game = CoalitionGame(System(single, task, pool, items=items), seed=seed)
+    game = CoalitionGame(on_test_items(single, task, pool, items), seed=seed)
     return {m: game.per_item([m]) for m in pool.member_names}
 
 
@@ -63,15 +68,15 @@ def before(method: str, pool: Pool, task, items, dev, seed: int) -> np.ndarray:
         greedy = SamplingParams(temperature=0.0, max_new_tokens=16)
         scores = {m: dev_score(copy_member(m, pool), task, dev, greedy, seed) for m in pool.member_names}
         best = max(scores, key=lambda m: (scores[m], -pool.member_names.index(m)))
-        return CoalitionGame(System(make_protocol("majority_vote", max_new_tokens=16), task, pool, items=items),
+        return CoalitionGame(on_test_items(make_protocol("majority_vote", max_new_tokens=16), task, pool, items),
                              seed=seed).per_item([best])
     debate = make_protocol("debate", rounds=2, max_new_tokens=16)
-    return CoalitionGame(System(debate, task, pool, items=items), seed=seed).per_item(pool.member_names)
+    return CoalitionGame(on_test_items(debate, task, pool, items), seed=seed).per_item(pool.member_names)
 
 
 def run(method: str, pool: Pool, task, items, settings: dict, seed: int) -> dict:
     recipe = make_coalition_settings(method, **settings)
-    game = TrainedCoalitionGame(recipe, System(recipe.evaluation, task, pool, items=items), seed=seed, progress=True)
+    game = TrainedCoalitionGame(recipe, on_test_items(recipe.evaluation, task, pool, items), seed=seed, progress=True)
     start = time.perf_counter()
     loo = ESTIMATORS["loo"](game, n_boot=2000, seed=seed)
     full = frozenset(game.players)

@@ -39,8 +39,7 @@ from _common import elapsed_seconds, machine_info, write_json
 
 from coalition_gym import PROTOCOLS as ALL_PROTOCOLS
 from coalition_gym.agents.pools import load_pool
-from coalition_gym.envs.protocols import make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.reports.gain import GainOptions, GainReport, gain, gain_share
 from coalition_gym.reports.pareto import pareto_front, points
 from coalition_gym.result_files import write_text
@@ -69,8 +68,7 @@ def fmt(e: dict[str, Any]) -> str:
 def run_setting(pool_spec: Any, task_name: str, items: int) -> tuple[GainReport, float]:
     start = time.perf_counter()
     pool, task = load_pool(pool_spec), make_task(task_name, size=items)
-    test = task.items("test")[:items]
-    systems = [System(make_protocol(name), task, pool, items=test) for name in PROTOCOLS]
+    systems = [System.build(SystemSpec(name, task, pool, split="test", n_items=items)) for name in PROTOCOLS]
     return gain(systems, OPTIONS), time.perf_counter() - start
 
 

@@ -23,7 +23,16 @@ from statistics import median
 
 from _common import machine_info, write_json
 
-from coalition_gym import AgentProfile, CollaborationEnv, SimulatedAgent, System, load_pool, make_task, run_episodes
+from coalition_gym import (
+    AgentProfile,
+    CollaborationEnv,
+    SimulatedAgent,
+    System,
+    SystemSpec,
+    load_pool,
+    make_task,
+    run_episodes,
+)
 from coalition_gym.envs import PROTOCOLS, RunStats, make_protocol
 
 #: Protocols with episodes (Sparta and multi-agent finetuning train their members first: collab_training.py)
@@ -42,17 +51,18 @@ def overhead(wall: float, backend: float) -> float:
 def bench_runner(name, task, items, pool):
     """Batched and unbatched runs of the same episodes (same seeds, so the same results)."""
     protocol, coalition, backends = make_protocol(name), pool.member_names, pool.backends()
+    spec = SystemSpec(protocol, task, backends, coalition, split=None)  # the backends as they are, no pool file
 
     gc.collect()  # start each timing without the previous one's garbage
     stats = RunStats()
     start = time.perf_counter()
-    batched = run_episodes(System.from_backends(protocol, task, backends, coalition), items, stats=stats)
+    batched = run_episodes(System.build(spec), items, stats=stats)
     wall = time.perf_counter() - start  # end to end, including protocol.start() and scoring
 
     gc.collect()
     one_stats = RunStats()
     start = time.perf_counter()
-    single = [r for it in items for r in run_episodes(System.from_backends(protocol, task, backends, coalition), [it],
+    single = [r for it in items for r in run_episodes(System.build(spec), [it],
                                                       stats=one_stats)]
     one_wall = time.perf_counter() - start
 

@@ -67,7 +67,7 @@ from coalition_gym.agents import pools
 from coalition_gym.agents.cache import ask_key
 from coalition_gym.agents.simulated import random_profiles
 from coalition_gym.envs.runner import episode_seed, run_programs, score_outcomes
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.valuation.closed_form import structured_game
 from coalition_gym.valuation.game import Game
@@ -169,8 +169,8 @@ def build_table(protocol_name: str, pool_name: str, n_items: int, **settings) ->
             continue
         recorded: set = set()
         backends = {name: KeyRecorder(g, recorded) for name, g in pool.backends().items()}
-        system = System.from_backends(protocol, task, backends, members, styles=pool.styles,
-                                      dev_scores=pool.dev_scores, learned=learned)
+        spec = SystemSpec(protocol, task, pools.Pool(members=backends, styles=pool.styles), members, split=None)
+        system = System.build(spec, dev_scores=pool.dev_scores, learned=learned)
         contexts = [system.context(it, episode_seed(0, it)) for it in items]
         outcomes = run_programs([protocol.start(c) for c in contexts], backends)
         values[mask] = np.array([r.score for r in score_outcomes(task, contexts, outcomes)])
@@ -208,7 +208,7 @@ class TableGame(Game):
 def build_structured(protocol_name: str, pool_name: str, n_items: int, **settings) -> dict:
     """A game beyond enumeration: its structure read off the members answering alone (``closed_form``)."""
     task = make_task("rg/basic_arithmetic", size=n_items)
-    system = System(make_protocol(protocol_name, **settings), task, load_pool(pool_name), items=task.items())
+    system = System.build(SystemSpec(protocol_name, task, pool_name, split="test", protocol_settings=settings))
     game = structured_game(system)
     return {"players": game.players, "n": len(game.players), "structured": game, "items": n_items}
 

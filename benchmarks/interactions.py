@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coalition_gym import System, make_protocol, make_task
+from coalition_gym import System, SystemSpec, make_protocol, make_task
 from coalition_gym.agents.pools import Pool
 from coalition_gym.agents.simulated import DEFAULT_HELPERS, AgentProfile, SimulatedAgent
 from coalition_gym.valuation.estimators import exact_shapley, sampled_shapley_values
@@ -76,8 +76,8 @@ def structured_pool(world_seed: int = 0, extra: int = 0) -> Pool:
 
 def structured_game(world_seed: int = 0, per_task: int = 100, extra: int = 0) -> CoalitionGame:
     task = make_task(TASK, size=per_task)
-    system = System(make_protocol("debate", rounds=2, tie_break="dev"), task, structured_pool(world_seed, extra),
-                    items=task.items("test"))
+    system = System.build(SystemSpec(make_protocol("debate", rounds=2, tie_break="dev"), task,
+                                     structured_pool(world_seed, extra), split="test"))
     return CoalitionGame(system, seed=0)
 
 

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from coalition_gym import System, load_pool, make_task, run_episodes
+from coalition_gym import System, SystemSpec, load_pool, make_task, run_episodes
 from coalition_gym import __version__ as package_version
-from coalition_gym.envs import PROTOCOLS, make_protocol
+from coalition_gym.envs import PROTOCOLS
 from coalition_gym.training.swarm_search import optimise_swarm, swarm_system
 from coalition_gym.valuation import CoalitionGame, leave_one_out, solo
 from coalition_gym.valuation.stats import spearman
@@ -57,10 +57,12 @@ def prepare(name: str, pool, task, items, graph_path: Path, seed: int):
     if name == "heterogeneous_swarms":
         search = optimise_swarm(swarm_system(pool, task), seed=seed, out=graph_path)
         graph_path = Path(os.path.relpath(graph_path))  # results name it as the README does
-        return System(make_protocol(name, graph=str(graph_path)), task, pool, items=items), search.generations, {
+        spec = SystemSpec(name, task, pool, split="test", n_items=len(items),
+                          protocol_settings={"graph": str(graph_path)})
+        return System.build(spec), search.generations, {
             "dev_score": search.dev_score, "dev_items": search.dev_items, "end": search.graph.meta["end"],
             "edges": search.graph.meta["decoded_edges"], "pso_history": search.pso.history, "graph": str(graph_path)}
-    system = System(make_protocol(name), task, pool, items=items)
+    system = System.build(SystemSpec(name, task, pool, split="test", n_items=len(items)))
     if name == "trained_router":
         known = system.protocol.fit(system.learned, task, pool.backends(), pool.member_names, pool.styles)
         return system, sum(len(v) for v in known.values()), {
@@ -80,7 +82,8 @@ def measure(name: str, pool, task, items, graph_path: Path, seed: int) -> dict:
     full = game.value(players)
     best = max(players, key=lambda p: alone[p])
     # The full coalition once more, outside the game, to read each episode's cost (same seeds).
-    replay = System(protocol, task, pool, players, dev_scores=pool.dev_scores, learned=system.learned)
+    replay = System.build(SystemSpec(protocol, task, pool, players, split=None), dev_scores=pool.dev_scores,
+                          learned=system.learned)
     episodes = run_episodes(replay, items, seed=seed)
     costs = [r.outcome.details["cost"] for r in episodes if r.outcome is not None]
     corr = spearman(alone.values, loo.values)

@@ -37,8 +37,8 @@ from _common import machine_info, write_json
 
 from coalition_gym.agents.adversaries import ADVERSARIES
 from coalition_gym.agents.pools import load_pool
-from coalition_gym.envs.protocols import PROTOCOLS, make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.protocols import PROTOCOLS
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.reports.robustness import RobustnessOptions, robustness
 from coalition_gym.result_files import write_text
 from coalition_gym.tasks import make as make_task
@@ -58,7 +58,7 @@ def part1(items: int, seed: int) -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     effects: dict[str, list[np.ndarray]] = {p: [] for p in EPISODIC}
     for kind in ADVERSARIES:
-        systems = [System(make_protocol(name), task, pool, items=task.items("test")) for name in EPISODIC]
+        systems = [System.build(SystemSpec(name, task, pool, split="test")) for name in EPISODIC]
         report = robustness(systems, kind, RobustnessOptions(seed=seed))
         for row in report.rows:
             cells.setdefault(row.protocol, {})[kind] = {q: row.estimates[q] for q in
@@ -95,12 +95,12 @@ def part2(items: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
         {"name": "abacus", "backend": "hf", "model": "zoo:default/abacus"}]}))
     pool = load_pool(str(pool_file))
     task = make_task("zoo:arith", size=2000)
-    test = list(task.items("test"))[:items]
     settings = {"majority_vote": {"tie_break": "first", "temperature": 1.0}}
     rows = {}
     best = train_root / f"crl-seed{seed}" / "best"
     for adversary in [*ADVERSARIES, str(best)]:
-        systems = [System(make_protocol(name, **cfg), task, pool, items=test) for name, cfg in settings.items()]
+        systems = [System.build(SystemSpec(name, task, pool, split="test", n_items=items, protocol_settings=cfg))
+                   for name, cfg in settings.items()]
         report = robustness(systems, adversary, RobustnessOptions(seat="abacus", seed=seed))
         label = "trained (crl, reward negate)" if adversary == str(best) else adversary
         rows[label] = {q: report.rows[0].estimates[q] for q in

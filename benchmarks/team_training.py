@@ -127,7 +127,7 @@ def evaluate(s: dict[str, Any], common: dict[str, Any], seed: int, models: dict[
     from coalition_gym.agents.hf import HFGenerator
     from coalition_gym.agents.options import HFOptions
     from coalition_gym.agents.pools import Pool
-    from coalition_gym.envs.system import System
+    from coalition_gym.envs.system import System, SystemSpec
     from coalition_gym.training.evaluation import eval_seed
     from coalition_gym.valuation.game import CoalitionGame
 
@@ -140,8 +140,9 @@ def evaluate(s: dict[str, Any], common: dict[str, Any], seed: int, models: dict[
     frozen = list(base.frozen)
     pool = Pool(members={**{n: base.pool.members[n] for n in frozen}, **gens}, helpers=dict(base.pool.helpers),
                 styles={**base.pool.styles, **{seat: "compact" for seat in seats}}, name=f"{tag}-eval")
-    items = list(base.task.items("test"))[: common["test_items"]]
-    system = System(base.protocol, base.task, pool, [*frozen, *seats], items=items, dev_scores={})
+    spec = SystemSpec(base.protocol, base.task, pool, [*frozen, *seats], split="test", n_items=common["test_items"])
+    system = System.build(spec, dev_scores={})
+    items = system.items
     game = CoalitionGame(system, seed=eval_seed(seed))
     subsets = [frozenset(c) for r in range(len(seats) + 1) for c in combinations(seats, r)]
     values = {sub: (game.per_item(set(frozen) | sub) if (frozen or sub) else np.zeros(len(items))) for sub in subsets}

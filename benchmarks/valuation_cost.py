@@ -32,7 +32,7 @@ from _common import machine_info, write_json
 
 from coalition_gym import load_pool, make_task
 from coalition_gym.envs import make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out, sampled_shapley_values
 
 TASK = "rg/basic_arithmetic"
@@ -48,7 +48,8 @@ def measure(estimator, protocol, pool, task, items, share: bool, repeats: int, *
     """Run ``estimator`` on a fresh game ``repeats`` times; counts come from the first, time is the median."""
     runs = []
     for _ in range(repeats):
-        game = CoalitionGame(System(make_protocol(protocol), task, pool, items=items), share_generations=share)
+        system = System.build(SystemSpec(protocol, task, pool, split="test", n_items=len(items)))
+        game = CoalitionGame(system, share_generations=share)
         gc.collect()  # start each timing without the previous one's garbage
         start = time.perf_counter()
         result = estimator(game, n_boot=N_BOOT, **kwargs)

@@ -22,7 +22,7 @@ import coalition_gym  # noqa: F401  (registers the ids)
 from coalition_gym.agents import load_pool
 from coalition_gym.envs.executors import LocalExecutor, RayExecutor
 from coalition_gym.envs.protocols import make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.tasks import make as make_task
 from coalition_gym.valuation import CoalitionGame, exact_shapley, leave_one_out
 
@@ -46,7 +46,8 @@ def episodes_per_second(env_id: str, n: int, episodes: int, **kwargs) -> tuple[f
 def eval_job(executor, pool_spec: str, protocol: str, items: int) -> tuple[float, list[float], int]:
     pool, task = load_pool(pool_spec), make_task("rg/basic_arithmetic", size=items)
     start = time.perf_counter()
-    game = CoalitionGame(System(make_protocol(protocol), task, pool, items=task.items()), seed=0, executor=executor)
+    game = CoalitionGame(System.build(SystemSpec(make_protocol(protocol), task, pool,
+                                                 split="test")), seed=0, executor=executor)
     values = exact_shapley(game, n_boot=100).values.tolist() + leave_one_out(game, n_boot=100).values.tolist()
     return time.perf_counter() - start, values, game.coalitions_evaluated
 

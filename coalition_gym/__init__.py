@@ -33,7 +33,7 @@ from .envs import (
 )
 from .envs.protocols.base import EpisodeContext, Protocol
 from .envs.registration import register_protocol
-from .envs.system import System
+from .envs.system import System, SystemSpec
 from .errors import CoalitionGymError
 from .reports.leaderboard import EvalOptions, evaluate
 from .scorers.kinds import AnswerKind, register_answer_kind
@@ -66,4 +66,5 @@ __all__ = ["AgentProfile", "Generator", "Pool", "SimulatedAgent", "load_pool", "
            "AnswerKind", "ScoreResult", "register_answer_kind",
            "register_estimator", "register_sampler", "register_pool", "Sampler", "setting", "check_settings",
            "SamplingParams", "CoalitionGame", "exact_banzhaf", "exact_shapley", "leave_one_out",
-           "sampled_shapley_values", "solo", "evaluate", "EvalOptions", "System", "__version__"]
+           "sampled_shapley_values", "solo", "evaluate", "EvalOptions", "System", "SystemSpec",
+           "__version__"]

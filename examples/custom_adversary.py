@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from coalition_gym import Generator, Sample, System, make_protocol, make_task, register_adversary
+from coalition_gym import Generator, Sample, System, SystemSpec, make_task, register_adversary
 from coalition_gym.agents import load_pool
 from coalition_gym.reports.robustness import RobustnessOptions, robustness
 
@@ -39,8 +39,7 @@ register_adversary("echo_last", lambda seat: EchoLast(), "copies the last peer a
 
 if __name__ == "__main__":
     pool, task = load_pool("sim:demo"), make_task("rg/basic_arithmetic", size=60)
-    items = list(task.items("test"))
-    systems = [System(make_protocol(name), task, pool, items=items) for name in ("majority_vote", "debate")]
+    systems = [System.build(SystemSpec(name, task, pool, split="test")) for name in ("majority_vote", "debate")]
     report = robustness(systems, "echo_last", RobustnessOptions(n_boot=500))
     for row in report.ranking():
         effect = row.estimates["effect"]

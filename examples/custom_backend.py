@@ -23,6 +23,7 @@ from coalition_gym import (
     Generator,
     Sample,
     System,
+    SystemSpec,
     evaluate,
     load_pool,
     make_protocol,
@@ -50,7 +51,7 @@ if __name__ == "__main__":
         {"name": "atlas", "backend": "sim", "model": "sim:demo/atlas"},
         {"name": "delta", "backend": "sim", "model": "sim:demo/delta"}]})
     task = make_task("rg/basic_arithmetic", size=40)
-    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, pool, items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("debate", rounds=2), task, pool, split="test")))
     report = evaluate(game, ["shapley"], EvalOptions(n_boot=200))
     print(format_leaderboard(report))
     print("recorded as:", report.record["pool"]["members"]["calculator"])

@@ -23,9 +23,8 @@ from coalition_gym import (
     CoalitionGame,
     EvalOptions,
     System,
+    SystemSpec,
     evaluate,
-    load_pool,
-    make_protocol,
     make_task,
     register_estimator,
 )
@@ -49,7 +48,7 @@ register_estimator("pair_synergy", pair_synergy, rank=50)
 
 if __name__ == "__main__":
     task = make_task("rg/basic_arithmetic", size=40)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec("majority_vote", task, "sim:demo", split="test")))
     report = evaluate(game, ["pair_synergy", "loo"], EvalOptions(n_boot=200))
     print(format_leaderboard(report))
     print("ranked by:", report.primary)

@@ -30,9 +30,8 @@ from coalition_gym import (
     Pool,
     SimulatedAgent,
     System,
+    SystemSpec,
     evaluate,
-    load_pool,
-    make_protocol,
     make_task,
     register_pool,
 )
@@ -65,8 +64,7 @@ register_pool("sim:clones-N", clones, "N copies of one model sharing every error
 
 if __name__ == "__main__":
     task = make_task("rg/basic_arithmetic", size=200)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:clones-3"),
-                                items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec("majority_vote", task, "sim:clones-3", split="test")))
     report = evaluate(game, ["shapley", "interactions"], EvalOptions(n_boot=200))
     print(format_leaderboard(report))
     print(interaction_summary(report.interactions)["sentence"])

@@ -24,6 +24,7 @@ from coalition_gym import (
     Outcome,
     Protocol,
     System,
+    SystemSpec,
     evaluate,
     load_pool,
     make_protocol,
@@ -61,10 +62,11 @@ env_id = register_protocol(TwoSamplesVote)
 if __name__ == "__main__":
     pool, task = load_pool("sim:demo"), make_task("rg/basic_arithmetic", size=40)
     protocol = make_protocol("two_samples_vote", temperature=0.7)
-    results = run_episodes(System(protocol, task, pool), task.items("test"), seed=0)
+    system = System.build(SystemSpec(protocol, task, pool, split="test"))
+    results = run_episodes(system, system.items, seed=0)
     print(f"system score: {sum(r.score for r in results) / len(results):.3f} on {len(results)} items")
 
-    game = CoalitionGame(System(protocol, task, pool, items=task.items("test")), seed=0)
+    game = CoalitionGame(system, seed=0)
     report = evaluate(game, ["loo", "shapley"], EvalOptions(n_boot=200))
     print(format_leaderboard(report))
 

@@ -19,8 +19,8 @@ from coalition_gym import (
     Item,
     ScoreResult,
     System,
+    SystemSpec,
     load_pool,
-    make_protocol,
     make_task,
     register_answer_kind,
     register_task,
@@ -70,5 +70,6 @@ if __name__ == "__main__":
     task, pool = make_task("tolerant_decimal_arithmetic", size=30), load_pool("sim:demo")
     strict = make_task("rg/decimal_arithmetic", size=30)
     for t in (strict, task):
-        results = run_episodes(System(make_protocol("majority_vote"), t, pool), t.items("test"), seed=0)
+        system = System.build(SystemSpec("majority_vote", t, pool, split="test"))
+        results = run_episodes(system, system.items, seed=0)
         print(f"{t.name}: {sum(r.score for r in results) / len(results):.3f}")

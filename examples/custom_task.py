@@ -19,7 +19,7 @@ import random
 
 import gymnasium as gym
 
-from coalition_gym import Item, System, Task, load_pool, make_protocol, make_task, register_task, run_episodes
+from coalition_gym import Item, System, SystemSpec, Task, load_pool, make_task, register_task, run_episodes
 from coalition_gym.errors import ConfigError
 
 WORDS = ("collaboration", "shapley", "gymnasium", "protocol", "coalition", "leaderboard", "transformer",
@@ -54,7 +54,8 @@ register_task("vowel_count", VowelCount)  # now make_task("vowel_count"), --task
 
 if __name__ == "__main__":
     task, pool = make_task("vowel_count", size=30), load_pool("sim:independent")
-    results = run_episodes(System(make_protocol("majority_vote"), task, pool), task.items("test"), seed=0)
+    system = System.build(SystemSpec("majority_vote", task, pool, split="test"))
+    results = run_episodes(system, system.items, seed=0)
     print(f"majority vote on {task.name}: {sum(r.score for r in results) / len(results):.3f}")
     env = gym.make("coalition_gym/Debate-v0", task="vowel_count", collaborators="sim:independent", rounds=2)
     obs, info = env.reset(seed=0)  # a training split item: environments are for training

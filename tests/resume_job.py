@@ -8,7 +8,7 @@ from coalition_gym.agents import load_pool
 from coalition_gym.agents.cache import GenerationCache
 from coalition_gym.agents.pools import Pool
 from coalition_gym.envs.protocols import make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.tasks import make
 from coalition_gym.valuation.estimators import exact_shapley, leave_one_out
 from coalition_gym.valuation.game import CoalitionGame
@@ -31,7 +31,8 @@ def main(cache_path: str, out_path: str, delay: float) -> None:
                 {n: Slow(g, delay) for n, g in base.helpers.items()}, name="slow-demo")
     task = make("rg/basic_arithmetic", size=20)
     cache = GenerationCache(cache_path)
-    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, pool, items=task.items(), cache=cache),
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("debate", rounds=2), task, pool,
+                                                 split="test"), cache=cache),
                          seed=5, max_programs=40)
     result = {"shapley": exact_shapley(game).values.tolist(), "loo": leave_one_out(game).values.tolist(),
               "generations": game.generations, "cache_hits": game.cache_hits,

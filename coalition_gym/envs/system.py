@@ -30,6 +30,11 @@ from .protocols import EpisodeContext, ProgramGen, Protocol, make_protocol
 class System:
     """protocol + task + pool + coalition (+ seats, styles, dev scores, learned state, items).
 
+    Build one with :meth:`System.build` from a :class:`SystemSpec`: the one public way, which resolves and
+    checks the names. The constructor is what ``build``, :meth:`replace` and :meth:`with_seats` call; every
+    system passes its one check (:meth:`_check`) and gets the protocol settings its pool knows
+    (:func:`with_pool_defaults`), however it was made.
+
     ``members``: the coalition in seat order (default: the pool's members); it may name ``seats``, which
     the pool does not answer (a policy, PettingZoo agents). ``seats`` maps each such name to its prompt
     style. ``items``: the split the system was built for (environments draw from it). ``dev_scores``:
@@ -51,6 +56,7 @@ class System:
         self.members = tuple(self.pool.member_names if self.members is None else self.members)
         self.seats = dict(self.seats)
         self.items = list(self.items)
+        self.protocol = with_pool_defaults(self.protocol, self.pool)
         if self.learned is None:
             self.learned = self.protocol.fresh_learned()
         self._by_id = {it.id: it for it in self.items}
@@ -76,40 +82,24 @@ class System:
     def build(cls, spec: "SystemSpec", seats: Mapping[str, str] | None = None, *, seats_in_coalition: bool = True,
               cache: GenerationCache | None = None, dev_scores: Mapping[str, float] | None = None,
               learned: Any = None) -> "System":
-        """The system ``spec`` names, checked: the one way to build a System from names (drivers, envs,
-        trainers, reports and CLI commands all come here). Refuses a coalition-training recipe as protocol,
-        a held-out task outside its test split and an empty split; fills the protocol settings the pool
-        knows (a router's member descriptions). ``seats`` (name -> prompt style) sit after the frozen
-        members when ``seats_in_coalition``, else they answer a fixed helper's requests and the coalition is
-        the frozen members alone. ``cache``, ``dev_scores`` and ``learned``: see the class."""
+        """The system ``spec`` names, checked: the one way to build a System (drivers, envs, trainers,
+        reports, CLI commands, examples and benchmarks all come here). The spec's protocol, task and pool may
+        be names or objects; a pool may also be a mapping of names to Generators (backends of your own).
+        Unknown names, a coalition-training recipe as protocol, a held-out task outside its test split and an
+        empty split are refused. ``seats`` (name -> prompt style) sit after the frozen members when
+        ``seats_in_coalition``, else they answer a fixed helper's requests and the coalition is the frozen
+        members alone. ``cache``, ``dev_scores`` and ``learned``: see the class."""
         seats = dict(seats or {})
         proto = make_protocol(spec.protocol, **dict(spec.protocol_settings))
         the_task = make_task(spec.task, **dict(spec.task_kwargs or {}))
-        items: list[Item] = []
-        if spec.split is not None:
-            if the_task.held_out and spec.split != "test":
-                raise ConfigError(f"task {the_task.name!r} is held out (evaluation only: a test split and nothing "
-                                  f"to train on), and it was asked for split={spec.split!r}; pass split='test' "
-                                  "to evaluate on it")
-            items = list(the_task.items(spec.split))[:spec.n_items]
-            if not items:
-                raise ConfigError(f"task {the_task.name!r} has no items in split {spec.split!r}")
+        items = _split_items(the_task, spec.split, spec.n_items)
         pool = load_pool(spec.collaborators)
-        proto = with_pool_defaults(proto, pool)
         chosen = pool.select(list(spec.members)) if spec.members is not None else pool.member_names
         if seats_in_coalition:
             _refuse_clashes(seats, pool)
         members = list(chosen) + (list(seats) if seats_in_coalition else [])
         return cls(proto, the_task, pool, members, seats=seats, items=items, dev_scores=dev_scores, cache=cache,
                    learned=learned)
-
-    @classmethod
-    def from_backends(cls, protocol: Protocol, task: Task, backends: Mapping[str, Generator],
-                      members: Sequence[str], **options: Any) -> "System":
-        """A system whose names are bound to ``backends`` directly (no pool file); ``options`` are the
-        other fields (``styles`` sets the prompt styles)."""
-        styles = dict(options.pop("styles", None) or {})
-        return cls(protocol, task, Pool(members=dict(backends), styles=styles, name="backends"), members, **options)
 
     # -- what episodes read --------------------------------------------------------------------------
     @property
@@ -193,9 +183,23 @@ class System:
 
     def with_protocol(self, protocol: Protocol) -> "System":
         """The same system under another protocol (its own learned state; the dev scores measured so far kept)."""
-        other = self.replace(protocol=with_pool_defaults(protocol, self.pool), learned=None)
+        other = self.replace(protocol=protocol, learned=None)
         other._dev = self._dev
         return other
+
+
+def _split_items(task: Task, split: str | None, n_items: int | None) -> list[Item]:
+    """The first ``n_items`` of ``task``'s ``split`` (None: no items of the system's own). A held-out task
+    has a test split only, and a split with no items is no split to draw from."""
+    if split is None:
+        return []
+    if task.held_out and split != "test":
+        raise ConfigError(f"task {task.name!r} is held out (evaluation only: a test split and nothing to train "
+                          f"on), and it was asked for split={split!r}; pass split='test' to evaluate on it")
+    items = list(task.items(split))[:n_items]
+    if not items:
+        raise ConfigError(f"task {task.name!r} has no items in split {split!r}")
+    return items
 
 
 def _refuse_clashes(seats: Iterable[str], pool: Pool) -> None:
@@ -220,10 +224,10 @@ def with_pool_defaults(protocol: Protocol, pool: Pool) -> Protocol:
 
 @dataclass(frozen=True)
 class SystemSpec:
-    """What names a system: protocol and task (names or objects), the pool (a name, file or Pool), the frozen
-    ``members`` (default: all the pool's), the ``split`` its items come from (None: no items of its own, the
-    driver gives each episode's item), the first ``n_items`` of it (None: all), the task's keyword arguments
-    and the protocol's settings."""
+    """What names a system: protocol and task (names or objects), the pool (a name, a file, a Pool or a mapping of
+    names to Generators: backends of your own), the frozen ``members`` (default: all the pool's), the ``split``
+    its items come from (None: no items of its own, the driver gives each episode's item), the first
+    ``n_items`` of it (None: all), the task's keyword arguments and the protocol's settings."""
 
     protocol: "str | Protocol" = "debate"
     task: Any = DEFAULT_TASK

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coalition_gym import System, make_protocol, make_task, run_episodes
+from coalition_gym import System, SystemSpec, make_protocol, make_task, run_episodes
 from coalition_gym.agents.adversaries import ADVERSARIES, STYLE_LINE
 from coalition_gym.agents.pools import load_pool, pool_from_config
 from coalition_gym.agents.simulated import DEFAULT_HELPERS, AgentProfile, SimulatedAgent, adversary_profile
@@ -39,8 +39,8 @@ def test_confidently_wrong_is_wrong_certain_and_self_consistent():
         assert len(answers) == 1 and answers != {it.gold}  # one answer at temperature 1, and wrong
         assert all("confidence: 100%" in t for t in texts)
     # SLM-MUX reads self-consistency as confidence: the saboteur's is always the maximum
-    results = run_episodes(System.from_backends(make_protocol("slm_mux", temperature=1.0), TASK, {"mole": mole},
-                                                ["mole"]), ITEMS[:30], seed=0)
+    results = run_episodes(System.build(SystemSpec(make_protocol("slm_mux", temperature=1.0), TASK, {"mole": mole},
+                                                   ["mole"], split=None)), ITEMS[:30], seed=0)
     assert all(r.outcome.details["confidence"]["mole"] == 1.0 and r.score == 0 for r in results)
 
 
@@ -59,7 +59,8 @@ def _adoption(kind: str) -> float:
     """Fraction of (item, honest member) pairs whose final debate answer is the adversary's answer."""
     pool = load_pool("sim:independent")
     backends = {**pool.backends(), "agent4": agent(kind, "agent4")}
-    results = run_episodes(System.from_backends(make_protocol("debate", rounds=2), TASK, backends, pool.member_names),
+    results = run_episodes(System.build(SystemSpec(make_protocol("debate", rounds=2), TASK, backends, pool.member_names,
+                                                   split=None)),
                            ITEMS, seed=0)
     adopted = total = 0
     for r in results:

@@ -15,7 +15,7 @@ from conftest import Scripted
 from coalition_gym.agents import load_pool
 from coalition_gym.agents.cache import CachedGenerator, CacheWarning, GenerationCache, ask_key
 from coalition_gym.envs.protocols import make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.tasks import make
 from coalition_gym.types import Ask, Message, Sample, SamplingParams
 from coalition_gym.valuation.estimators import exact_shapley
@@ -60,8 +60,8 @@ def test_corrupted_cache_file_is_reported_and_the_run_continues(tmp_path):
         cache = GenerationCache(path)
     assert cache.status.startswith("disabled")
     task = make("rg/basic_arithmetic", size=10)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items(),
-                                cache=cache))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:demo"),
+                                                 split="test"), cache=cache))
     assert exact_shapley(game).values.sum() == pytest.approx(game.value(game.players))
 
 
@@ -80,7 +80,8 @@ def test_a_corrupted_entry_is_regenerated(tmp_path):
 
 def test_coalitions_share_first_round_generations():
     task = make("rg/basic_arithmetic", size=25)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items()))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:demo"),
+                                                 split="test")))
     exact_shapley(game)
     assert game.generations == 4 * 25  # each member answers each item once, for all 15 coalitions
     assert game.cache_hits == game.stats.asks - game.generations

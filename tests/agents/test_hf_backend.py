@@ -173,13 +173,14 @@ def test_a_prompt_that_fills_the_context_fails_alone(model_512):
 def test_a_too_long_prompt_is_a_failed_episode_the_run_goes_on(model_512):
     from conftest import ListTask
 
-    from coalition_gym import System, load_pool, make_protocol, run_episodes
+    from coalition_gym import System, SystemSpec, load_pool, make_protocol, run_episodes
     from coalition_gym.types import Item
 
     task = ListTask(("7", "8"))
     task._items[1] = Item(id="q1", question="x" * 600, gold="8", category="test")
     pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(model_512)}]})
-    results = run_episodes(System.from_backends(make_protocol("majority_vote"), task, pool.backends(), ["mine"]),
+    results = run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), task, pool.backends(), ["mine"],
+                                                   split=None)),
                            task.items(), seed=0)
     assert results[0].error is None
     assert results[1].score == 0.0 and "PromptTooLongError" in (results[1].error or "")
@@ -339,12 +340,13 @@ def test_vllm_generator_caps_new_tokens_and_never_cuts_a_prompt():
 def test_capped_requests_are_counted_in_the_leaderboards_cost(model_512):
     from conftest import ListTask
 
-    from coalition_gym import CoalitionGame, EvalOptions, System, evaluate, load_pool, make_protocol
+    from coalition_gym import CoalitionGame, EvalOptions, System, SystemSpec, evaluate, load_pool, make_protocol
     from coalition_gym.reports.leaderboard import summary
 
     task = ListTask(("7", "8", "9"))
     pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(model_512)},
                                   {"name": "atlas", "backend": "sim", "model": "sim:demo/atlas"}]})
-    game = CoalitionGame(System(make_protocol("majority_vote", tie_break="first"), task, pool, items=task.items()))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote", tie_break="first"), task, pool,
+                                                 split="test")))
     report = evaluate(game, ["loo"], EvalOptions(n_boot=20))
     assert summary(report)["cost"]["capped_new_tokens"] == 3  # mine's three answers, each capped once

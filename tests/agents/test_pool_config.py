@@ -11,7 +11,7 @@ from conftest import Scripted
 
 from coalition_gym.agents.hf import HFGenerator
 from coalition_gym.agents.openai_api import OpenAIGenerator
-from coalition_gym.agents.pools import WithSampling, load_pool, pool_from_config, pool_names
+from coalition_gym.agents.pools import Pool, WithSampling, load_pool, pool_from_config, pool_names
 from coalition_gym.agents.simulated import SimulatedAgent
 from coalition_gym.agents.zoo import build_zoo, zoo_task
 from coalition_gym.errors import BackendError, ConfigError, UnknownNameError
@@ -47,13 +47,14 @@ def test_yaml_pool_mixes_backends(home):
 def test_a_mixed_pool_runs_a_protocol_with_real_and_simulated_members(home):
     from coalition_gym.envs.protocols import make_protocol
     from coalition_gym.envs.runner import RunStats, run_episodes
-    from coalition_gym.envs.system import System
+    from coalition_gym.envs.system import System, SystemSpec
 
     pool = load_pool(FIXTURES / "mixed.yaml")
     task = zoo_task("arith", size=4)
     stats = RunStats()
-    system = System.from_backends(make_protocol("debate", rounds=2, max_new_tokens=8), task, pool.backends(),
-                                  ["pico", "pico-cold", "atlas", "rookie"], styles=pool.styles)
+    system = System.build(SystemSpec(make_protocol("debate", rounds=2, max_new_tokens=8), task,
+                                     Pool(members=dict(pool.backends()), styles=pool.styles),
+                                     ["pico", "pico-cold", "atlas", "rookie"], split=None))
     results = run_episodes(system, task.items("test"), stats=stats)
     assert len(results) == 4 and all(r.error is None for r in results)
     texts = [t for r in results for t in r.outcome.transcript if t.member == "pico"]

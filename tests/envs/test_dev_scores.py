@@ -15,7 +15,7 @@ from coalition_gym.envs import dev_scores as dev
 from coalition_gym.envs.dev_scores import DevScoreWarning, dev_scores_for, measure_dev_scores, score_key
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.runner import run_episodes
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.reports.leaderboard import evaluate, summary
 from coalition_gym.tasks import make as make_task
 from coalition_gym.types import SamplingParams
@@ -47,7 +47,7 @@ def test_majority_vote_over_the_zoo_on_reverse_follows_quill_not_coalition_order
     coalition scored near 0 although quill alone scores 1, and abacus's leave-one-out was about -1."""
     pool = load_pool("zoo:default")
     task = make_task("zoo:reverse", size=20)
-    report = evaluate(CoalitionGame(System(make_protocol("majority_vote"), task, pool, items=task.items("test"))),
+    report = evaluate(CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, pool, split="test"))),
                       ["loo"])
     game = report.game
     solo = dict(zip(game.players, report.solo.values))
@@ -60,7 +60,8 @@ def test_majority_vote_over_the_zoo_on_reverse_follows_quill_not_coalition_order
     assert max(recorded["scores"], key=recorded["scores"].get) == "quill"
     assert report.record["dev_scores"] == recorded  # the run record says it too
 
-    again = dev_scores_for(System(make_protocol("majority_vote"), task, pool))  # a second run: no generation at all
+    again = dev_scores_for(System.build(SystemSpec(make_protocol("majority_vote"), task, pool,
+                                                   split=None)))  # a second run: no generation at all
     assert sorted(again.cached) == sorted(pool.member_names) and again.generated == 0
     assert again.scores == game.dev.scores
 
@@ -68,12 +69,12 @@ def test_majority_vote_over_the_zoo_on_reverse_follows_quill_not_coalition_order
 def test_a_second_call_reads_the_cache_file_and_generates_nothing(home):
     pool = load_pool("sim:demo")
     task = make_task("rg/basic_arithmetic", size=30)
-    first = dev_scores_for(System(make_protocol("debate"), task, pool))
+    first = dev_scores_for(System.build(SystemSpec(make_protocol("debate"), task, pool, split=None)))
     assert first.source == "measured" and first.cached == () and first.generated == 4 * 30
     assert set(first.scores) == set(pool.member_names) and (home / "dev_scores.json").is_file()
     dev._MEMORY.clear()  # a new process: only the file remains
     ghosts = {m: Untouchable(g.identity) for m, g in pool.members.items()}
-    again = dev_scores_for(System(make_protocol("debate"), task, pool), backends=ghosts)
+    again = dev_scores_for(System.build(SystemSpec(make_protocol("debate"), task, pool, split=None)), backends=ghosts)
     assert again.scores == first.scores and sorted(again.cached) == sorted(pool.member_names)
     assert again.generated == 0
 
@@ -81,7 +82,7 @@ def test_a_second_call_reads_the_cache_file_and_generates_nothing(home):
 def test_the_scores_are_each_members_greedy_dev_accuracy():
     pool = load_pool("sim:specialists")
     task = make_task("rg/basic_arithmetic", size=40)
-    found = dev_scores_for(System(make_protocol("majority_vote"), task, pool))
+    found = dev_scores_for(System.build(SystemSpec(make_protocol("majority_vote"), task, pool, split=None)))
     items = task.items("dev")
     for name, gen in pool.members.items():
         asks = [dev.Ask(member=name, messages=tuple(task.prompt(it)), params=SamplingParams(temperature=0.0),
@@ -112,8 +113,10 @@ def test_the_cache_key_changes_with_member_task_split_style_and_items():
 
 def test_another_task_is_measured_anew_per_task_not_per_pool():
     pool = load_pool("sim:specialists")
-    arith = dev_scores_for(System(make_protocol("debate"), make_task("rg/basic_arithmetic", size=20), pool))
-    words = dev_scores_for(System(make_protocol("debate"), make_task("rg/spell_backward", size=20), pool))
+    arith = dev_scores_for(System.build(SystemSpec(make_protocol("debate"), make_task("rg/basic_arithmetic", size=20),
+                                                   pool, split=None)))
+    words = dev_scores_for(System.build(SystemSpec(make_protocol("debate"), make_task("rg/spell_backward", size=20),
+                                                   pool, split=None)))
     assert arith.cached == () and words.cached == () and arith.scores != words.scores
 
 
@@ -126,7 +129,7 @@ def test_a_protocol_that_needs_no_dev_scores_measures_nothing():
                   make_protocol("feedback", summariser="fuser"), make_protocol("prompt_routing", fallback="random"),
                   make_protocol("cascade"), make_protocol("trained_router")):
         assert not proto.needs_dev_scores(), proto.name
-        found = dev_scores_for(System(proto, task, pool), backends=ghosts)
+        found = dev_scores_for(System.build(SystemSpec(proto, task, pool, split=None)), backends=ghosts)
         assert found.source == "not needed" and found.scores == {}
     needing = [make_protocol("majority_vote"), make_protocol("debate"), make_protocol("slm_mux"),
                make_protocol("mixture_of_agents", aggregator=None), make_protocol("feedback"),
@@ -142,7 +145,8 @@ def test_explicit_pool_dev_scores_win_and_nothing_is_measured():
     pool = pool_from_config({"members": [{"name": "a", "backend": "sim"}, {"name": "b", "backend": "sim"}],
                              "dev_scores": {"a": 0.2, "b": 0.9}})
     pool.members = {m: Untouchable(g.identity) for m, g in pool.members.items()}
-    found = dev_scores_for(System(make_protocol("majority_vote"), make_task("rg/basic_arithmetic", size=5), pool))
+    found = dev_scores_for(System.build(SystemSpec(make_protocol("majority_vote"),
+                                                   make_task("rg/basic_arithmetic", size=5), pool, split=None)))
     assert found.source == "explicit" and found.scores == {"a": 0.2, "b": 0.9}
     assert found.record() == {"source": "explicit", "scores": {"a": 0.2, "b": 0.9}}
 
@@ -150,7 +154,8 @@ def test_explicit_pool_dev_scores_win_and_nothing_is_measured():
 def test_a_held_out_task_falls_back_with_a_warning_and_says_why():
     task = make_task("humaneval", size=2)
     with pytest.warns(DevScoreWarning, match="held out"):
-        found = dev_scores_for(System(make_protocol("majority_vote"), task, load_pool("sim:demo")))
+        found = dev_scores_for(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:demo"),
+                                                       split=None)))
     assert found.source == "unavailable" and found.scores == {} and "held out" in found.record()["why"]
 
 
@@ -163,11 +168,12 @@ def test_backends_without_a_stable_identity_are_measured_but_never_cached(home, 
         found = measure_dev_scores(task, backends, ["wrong", "right"])
     assert found.scores == {"wrong": 0.0, "right": 1.0}
     assert not (home / "dev_scores.json").exists()
-    results = run_episodes(System.from_backends(make_protocol("majority_vote"), task, backends, ["wrong", "right"]),
+    results = run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), task, backends, ["wrong", "right"],
+                                                   split=None)),
                            task.items())
     assert [r.score for r in results] == [1.0, 1.0, 1.0]  # a 1-1 tie goes to the better member on dev
-    first = run_episodes(System.from_backends(make_protocol("majority_vote", tie_break="first"), task, backends,
-                                              ["wrong", "right"]), task.items())
+    first = run_episodes(System.build(SystemSpec(make_protocol("majority_vote", tie_break="first"), task, backends,
+                                                 ["wrong", "right"], split=None)), task.items())
     assert [r.score for r in first] == [0.0, 0.0, 0.0]
 
 
@@ -181,14 +187,15 @@ def test_the_gym_env_and_the_game_read_measured_scores():
     assert "policy" not in found.scores  # a seat is never asked dev items
     pool = load_pool("sim:demo")
     task = make_task("rg/basic_arithmetic", size=10)
-    game = CoalitionGame(System(make_protocol("debate", rounds=1), task, pool, items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("debate", rounds=1), task, pool, split="test")))
     assert game.dev.scores == found.scores  # same members, task and settings: the same (cached) scores
     assert sorted(game.dev.cached) == sorted(pool.member_names)
 
 
 def test_the_cache_file_is_plain_json_with_what_each_score_is_about(home):
     pool = load_pool("sim:independent")
-    dev_scores_for(System(make_protocol("debate"), make_task("rg/basic_arithmetic", size=8), pool))
+    dev_scores_for(System.build(SystemSpec(make_protocol("debate"), make_task("rg/basic_arithmetic", size=8), pool,
+                                           split=None)))
     data = json.loads((home / "dev_scores.json").read_text())
     assert data["version"] == dev.CACHE_VERSION
     entries = list(data["entries"].values())
@@ -217,6 +224,6 @@ def test_an_adversary_inherits_its_seats_dev_score():
     from coalition_gym.reports.robustness import RobustnessOptions, robustness
 
     task = make_task("rg/basic_arithmetic", size=40)
-    system = System(make_protocol("slm_mux"), task, load_pool("sim:demo"), items=task.items("test"))
+    system = System.build(SystemSpec(make_protocol("slm_mux"), task, load_pool("sim:demo"), split="test"))
     report = robustness([system], "confidently_wrong", RobustnessOptions(n_boot=50))
     assert report.rows[0].estimates["effect"]["value"] > 0.4

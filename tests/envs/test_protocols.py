@@ -6,7 +6,7 @@ from conftest import Scripted, answer_text
 from coalition_gym.envs.protocols import EpisodeContext, make_protocol
 from coalition_gym.envs.protocols.voting import plurality
 from coalition_gym.envs.runner import run_programs
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError, EmptyCoalitionError, UnknownNameError
 from coalition_gym.prompts import parse_pairwise, parse_ranking
 
@@ -236,7 +236,7 @@ def test_every_role_a_protocol_uses_is_in_the_role_vocabulary():
     yields is a Role, and exactly the helper roles are excluded from a seat's own answer."""
     from coalition_gym import load_pool, make_task
     from coalition_gym.envs.protocols import PROTOCOLS
-    from coalition_gym.testing import run_one_program
+    from coalition_gym.envs.testing import run_one_program
     from coalition_gym.types import HELPER_ROLES, Role
 
     pool = load_pool("sim:demo")
@@ -244,7 +244,7 @@ def test_every_role_a_protocol_uses_is_in_the_role_vocabulary():
     item = task.items("test")[0]
     seen = set()
     for name in PROTOCOLS:  # coalition training's judges: test_collaborative
-        system = System(make_protocol(name), task, pool, dev_scores=pool.dev_scores)
+        system = System.build(SystemSpec(make_protocol(name), task, pool, split=None), dev_scores=pool.dev_scores)
         system.prepare()
         protocol, ctx = system.protocol, system.context(item, 1)
         asks, _ = run_one_program(protocol, ctx, pool.backends())

@@ -14,7 +14,7 @@ from coalition_gym import load_pool, parallel_env
 from coalition_gym.cli import main
 from coalition_gym.envs.protocols import PROTOCOLS, EpisodeContext, make_protocol
 from coalition_gym.envs.runner import run_episodes, run_programs, sample_tokens
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError, EmptyCoalitionError
 from coalition_gym.prompts import parse_route
 from coalition_gym.tasks import make as make_task
@@ -285,7 +285,8 @@ def test_seeds_never_depend_on_the_coalition(name):
     seen = {}
     for coalition in (["atlas", "delta"], ["atlas", "borealis", "cirrus", "delta"], ["atlas"]):
         backends = {n: Recorder(g) for n, g in pool.backends().items()}
-        run_episodes(System.from_backends(make_protocol(name), task, backends, coalition), task.items(), seed=2)
+        run_episodes(System.build(SystemSpec(make_protocol(name), task, backends, coalition,
+                                             split=None)), task.items(), seed=2)
         asked = {}
         for rec in backends.values():
             for ask in (a for c in rec.calls for a in c):
@@ -302,8 +303,8 @@ def test_empty_coalition_refused_and_coalition_of_one_runs(name, task):
     with pytest.raises(EmptyCoalitionError):
         proto.start(EpisodeContext(item=task.items()[0], task=task, members=(), seed=0))
     pool = load_pool("sim:demo")
-    results = run_episodes(System.from_backends(proto, make_task("rg/basic_arithmetic", size=10), pool.backends(),
-                                                ["delta"]), make_task(
+    results = run_episodes(System.build(SystemSpec(proto, make_task("rg/basic_arithmetic", size=10), pool.backends(),
+                                                   ["delta"], split=None)), make_task(
         "rg/basic_arithmetic", size=10).items())
     assert all(r.error is None and r.outcome.details["cost"]["calls"] >= 1 for r in results)
 

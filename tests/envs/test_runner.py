@@ -6,7 +6,7 @@ from conftest import ListTask, Scripted, answer_text
 from coalition_gym.agents import load_pool
 from coalition_gym.envs.protocols import EpisodeContext, make_protocol
 from coalition_gym.envs.runner import ProgramFailed, RunStats, run_episodes, run_programs
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import EmptyCoalitionError
 from coalition_gym.tasks import make
 from coalition_gym.types import Outcome, Sample
@@ -45,8 +45,8 @@ def test_seeds_do_not_depend_on_the_coalition():
     seen = {}
     for coalition in (["atlas", "delta"], ["atlas", "borealis", "cirrus"], ["atlas"]):
         rec = Scripted(lambda ask: answer_text("1"))
-        run_episodes(System.from_backends(make_protocol("majority_vote"), task, {m: rec for m in pool.member_names},
-                                          coalition), task.items(), seed=4)
+        run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), task, {m: rec for m in pool.member_names},
+                                             coalition, split=None)), task.items(), seed=4)
         seen[tuple(coalition)] = {(a.item.id, a.seed) for c in rec.calls for a in c
                                   if a.member == "atlas" and a.role != "dev"}  # not the dev-score measuring
     assert len(set(map(frozenset, seen.values()))) == 1
@@ -58,7 +58,8 @@ def test_same_member_same_prompt_same_sample_across_coalitions():
     proto = make_protocol("slm_mux")
 
     def atlas_turns(coalition):
-        res = run_episodes(System.from_backends(proto, task, pool.backends(), coalition), task.items(), seed=1)
+        res = run_episodes(System.build(SystemSpec(proto, task, pool.backends(), coalition,
+                                                   split=None)), task.items(), seed=1)
         return [[t.text for t in r.outcome.transcript if t.member == "atlas"] for r in res]
 
     assert atlas_turns(["atlas"]) == atlas_turns(["atlas", "delta"]) == atlas_turns(pool.member_names)
@@ -73,8 +74,8 @@ def test_a_failing_ask_loses_only_its_own_program():
         return answer_text(ask.item.gold)
 
     gen = Scripted(reply)
-    results = run_episodes(System.from_backends(make_protocol("majority_vote"), task, {"a": gen, "b": gen},
-                                                ["a", "b"]), task.items())
+    results = run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), task, {"a": gen, "b": gen},
+                                                   ["a", "b"], split=None)), task.items())
     assert [r.score for r in results] == [1.0, 1.0, 0.0, 1.0]
     assert results[2].error and "model crashed" in results[2].error and results[2].outcome is None
     assert all(r.error is None for i, r in enumerate(results) if i != 2)
@@ -87,8 +88,8 @@ def test_bad_backends_and_programs_are_recorded_not_raised():
         def generate(self, asks):
             return [Sample("x")]  # always one sample, whatever was asked
 
-    results = run_episodes(System.from_backends(make_protocol("majority_vote"), task, {"a": Short(None)}, ["a", "b"]),
-                           task.items())
+    system = System.build(SystemSpec("majority_vote", task, {"a": Short(None)}, split=None))
+    results = run_episodes(system.replace(members=("a", "b")), task.items())  # b: a member no backend answers
     assert all(r.error for r in results)
     assert "no backend is bound to 'b'" in results[0].error or "returned" in results[0].error
 
@@ -108,7 +109,8 @@ def test_bad_backends_and_programs_are_recorded_not_raised():
 def test_unparseable_answers_score_zero_and_are_recorded():
     task = ListTask(["1"])
     gen = Scripted(lambda ask: "I refuse to give a final answer here.")
-    (r,) = run_episodes(System.from_backends(make_protocol("majority_vote"), task, {"a": gen}, ["a"]), task.items())
+    (r,) = run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), task, {"a": gen}, ["a"],
+                                                split=None)), task.items())
     assert r.score == 0.0 and r.answer is None and not r.parsed and r.error is None
     assert r.to_dict()["transcript"][0]["text"].startswith("I refuse")
 
@@ -116,19 +118,22 @@ def test_unparseable_answers_score_zero_and_are_recorded():
 def test_empty_coalition_is_refused_by_run_episodes():
     task = ListTask(["1"])
     with pytest.raises(EmptyCoalitionError):
-        run_episodes(System.from_backends(make_protocol("debate"), task, {}, []), task.items())
+        run_episodes(System.build(SystemSpec(make_protocol("debate"), task, {}, [], split=None)), task.items())
 
 
 def test_runs_are_deterministic():
     task = make("rg/basic_arithmetic", size=30)
     pool = load_pool("sim:demo")
     for name in ("debate", "llm_blender", "slm_mux", "majority_vote"):
-        first = run_episodes(System.from_backends(make_protocol(name), task, pool.backends(), pool.member_names),
+        first = run_episodes(System.build(SystemSpec(make_protocol(name), task, pool.backends(), pool.member_names,
+                                                     split=None)),
                              task.items(), seed=9)
-        again = run_episodes(System.from_backends(make_protocol(name), task, pool.backends(), pool.member_names),
+        again = run_episodes(System.build(SystemSpec(make_protocol(name), task, pool.backends(), pool.member_names,
+                                                     split=None)),
                              task.items(), seed=9)
         assert [r.to_dict() for r in first] == [r.to_dict() for r in again]
-        other = run_episodes(System.from_backends(make_protocol(name), task, pool.backends(), pool.member_names),
+        other = run_episodes(System.build(SystemSpec(make_protocol(name), task, pool.backends(), pool.member_names,
+                                                     split=None)),
                              task.items(), seed=10)
         assert [r.to_dict() for r in first] != [r.to_dict() for r in other]
 
@@ -143,5 +148,6 @@ def test_episodes_are_scored_in_one_batch():
 
     task = Counting(["1", "2", "3"])
     gen = Scripted(lambda ask: answer_text(ask.item.gold))
-    results = run_episodes(System.from_backends(make_protocol("majority_vote"), task, {"a": gen}, ["a"]), task.items())
+    results = run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), task, {"a": gen}, ["a"],
+                                                   split=None)), task.items())
     assert task.batches == [3] and [r.score for r in results] == [1.0, 1.0, 1.0]

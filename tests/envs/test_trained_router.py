@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from conftest import Recorder, Scripted, answer_text
 
-from coalition_gym import CollaborationEnv, System, load_pool, make_protocol, make_task, run_episodes
+from coalition_gym import CollaborationEnv, System, SystemSpec, load_pool, make_protocol, make_task, run_episodes
 from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.learners.router_model import hashed_ngrams, logistic_learner
 
@@ -19,9 +19,10 @@ def test_trained_router_beats_random_routing_on_specialists(mixed):
     pool = load_pool("sim:specialists")
     items = mixed.items("test")
     router = make_protocol("trained_router")
-    routed = run_episodes(System(router, mixed, pool), items)
+    routed = run_episodes(System.build(SystemSpec(router, mixed, pool, split=None)), items)
     # A coalition of one is that member answering the same Ask the router would send it.
-    solo = {m: np.array([r.score for r in run_episodes(System(make_protocol("trained_router"), mixed, pool, [m]),
+    solo = {m: np.array([r.score for r in run_episodes(System.build(SystemSpec(make_protocol("trained_router"), mixed,
+                                                                               pool, [m], split=None)),
                                                          items)])
             for m in pool.member_names}
     random_routing = np.mean([s.mean() for s in solo.values()])  # expected score of a uniform draw
@@ -38,7 +39,7 @@ def test_dev_outcomes_are_measured_once_and_results_do_not_depend_on_batching(mi
     items = mixed.items("test")[:30]
     backends = {n: Recorder(g) for n, g in pool.backends().items()}
     router = make_protocol("trained_router", dev_items=30)
-    system = System.from_backends(router, mixed, backends, pool.member_names)
+    system = System.build(SystemSpec(router, mixed, backends, pool.member_names, split=None))
     batched = run_episodes(system, items)
     dev_asks = [a for r in backends.values() for c in r.calls for a in c if a.role == "dev"]
     assert len(dev_asks) == 3 * 30  # each member answered each dev item once, in one episode
@@ -47,7 +48,7 @@ def test_dev_outcomes_are_measured_once_and_results_do_not_depend_on_batching(mi
     again = run_episodes(system, items)  # the system keeps what its protocol learned
     assert len([a for r in backends.values() for c in r.calls for a in c if a.role == "dev"]) == 90
     assert all(r.outcome.details["cost"]["calls"] == 1 for r in again)  # routed: one member answers
-    one_by_one = System(make_protocol("trained_router", dev_items=30), mixed, pool)
+    one_by_one = System.build(SystemSpec(make_protocol("trained_router", dev_items=30), mixed, pool, split=None))
     single = [run_episodes(one_by_one, [it])[0] for it in items]
     assert [(r.answer, r.outcome.details["chosen"]) for r in batched] == \
         [(r.answer, r.outcome.details["chosen"]) for r in single]
@@ -56,22 +57,23 @@ def test_dev_outcomes_are_measured_once_and_results_do_not_depend_on_batching(mi
 def test_fit_ahead_of_time_forget_and_a_coalition_of_one(mixed):
     pool = load_pool("sim:specialists")
     router = make_protocol("trained_router", dev_items=12)
-    system = System(router, mixed, pool)
+    system = System.build(SystemSpec(router, mixed, pool, split=None))
     known = router.fit(system.learned, mixed, pool.backends(), pool.member_names)
     assert set(known) == set(pool.member_names) and all(len(v) == 12 for v in known.values())
     results = run_episodes(system, mixed.items()[:6])
     assert all(r.outcome.details["cost"]["calls"] == 1 and "fit" not in r.outcome.details for r in results)
     system.learned.forget(["wordy"])
     assert set(router.dev_outcomes(system.learned, mixed)) == {"mathy", "logician"}
-    (alone,) = run_episodes(System(make_protocol("trained_router"), mixed, pool, ["wordy"]), mixed.items()[:1])
+    (alone,) = run_episodes(System.build(SystemSpec(make_protocol("trained_router"), mixed, pool, ["wordy"],
+                                                    split=None)), mixed.items()[:1])
     assert alone.outcome.details["routed_by"] == "alone" and alone.outcome.details["cost"]["calls"] == 1
 
 
 def test_any_callable_can_be_the_learner(task):
     last = lambda questions, outcomes: (lambda q: np.arange(outcomes.shape[1], dtype=float))  # noqa: E731
     gen = Scripted(lambda ask: answer_text(ask.member))
-    out = run_episodes(System.from_backends(make_protocol("trained_router", learner=last), task,
-                                            {m: gen for m in "abc"}, ["a", "b", "c"]), task.items())
+    out = run_episodes(System.build(SystemSpec(make_protocol("trained_router", learner=last), task,
+                                               {m: gen for m in "abc"}, ["a", "b", "c"], split=None)), task.items())
     assert {r.outcome.details["chosen"] for r in out} == {"c"}
     assert isinstance(make_protocol("trained_router", learner=last).settings()["learner"], str)  # JSON-safe
     with pytest.raises(UnknownNameError, match="logistic"):
@@ -136,7 +138,9 @@ def test_the_router_knowledge_is_learned_state_outside_the_settings_and_can_be_s
     second = make_protocol("trained_router", dev_items=10)
     assert set(second.dev_outcomes(shared, mixed)) == set(pool.member_names)  # measured once, known to both
     assert first == second and "knowledge" not in first.settings() and first.settings()["dev_items"] == 10
-    assert isinstance(System(first, mixed, pool).learned, RouterKnowledge)  # each system starts its own
-    assert System(first, mixed, pool).learned is not System(first, mixed, pool).learned
-    results = run_episodes(System(second, mixed, pool, learned=shared), mixed.items("test")[:5])
+    spec = SystemSpec(first, mixed, pool, split=None)
+    assert isinstance(System.build(spec).learned, RouterKnowledge)  # each system starts its own
+    assert System.build(spec).learned is not System.build(spec).learned
+    results = run_episodes(System.build(SystemSpec(second, mixed, pool, split=None), learned=shared),
+                           mixed.items("test")[:5])
     assert all("fit" not in r.outcome.details for r in results)  # nobody was measured inside an episode

@@ -12,7 +12,7 @@ import matplotlib.figure
 import numpy as np
 import pytest
 
-from coalition_gym import CoalitionGame, EvalOptions, System, evaluate, load_pool, make_protocol, make_task
+from coalition_gym import CoalitionGame, EvalOptions, System, SystemSpec, evaluate, load_pool, make_protocol, make_task
 from coalition_gym.cli import main
 from coalition_gym.reports import compare
 from coalition_gym.reports.interaction_files import heatmap_png, interaction_summary
@@ -30,7 +30,8 @@ def _home(tmp_path, monkeypatch):
 
 def _eval(estimators, items=30, best_team=None):
     task = make_task("rg/basic_arithmetic", size=items)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:demo"),
+                                                 split="test")))
     return evaluate(game, estimators, EvalOptions(n_boot=100, best_team=best_team))
 
 
@@ -71,8 +72,8 @@ def test_interactions_alone_show_the_shapley_column_the_best_team_line_names():
 
 def test_sampled_interactions_alone_show_their_sampled_shapley_column(tmp_path):
     task = make_task("rg/basic_arithmetic", size=12)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:random-13"),
-                                items=task.items("test")))  # above the exact limit: sampled
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:random-13"),
+                                                 split="test")))  # above the exact limit: sampled
     report = evaluate(game, ["interactions"], EvalOptions(n_boot=50, mc={"budget": 60}))
     assert not report.interactions.exact and report.primary == "mc"
     assert "mc_shapley [95% CI]" in table(report).headers()
@@ -122,8 +123,8 @@ def test_the_clone_example_pool_is_made_of_exact_copies():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     task = make_task("rg/basic_arithmetic", size=200)  # the example's items
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:clones-3"),
-                                items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:clones-3"),
+                                                 split="test")))
     scores = {p: game.per_item([p]) for p in ("clone1", "clone2", "clone3")}
     assert all(np.array_equal(scores["clone1"], s) for s in scores.values())
     found = interaction_summary(interactions(game, n_boot=50))

@@ -17,7 +17,7 @@ from coalition_gym.cli import main
 from coalition_gym.envs.dispatch import sample_tokens
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.runner import run_episodes
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import BackendError, ConfigError
 from coalition_gym.reports.baselines import matched_k
 from coalition_gym.reports.gain import GainOptions, gain
@@ -102,8 +102,7 @@ def test_independent_errors_protocol_wins_and_k_matches_cost(tmp_path):
 
 def test_library_gain_matches_tokens_on_average():
     pool, task = load_pool("sim:independent"), make_task("rg/basic_arithmetic", size=30, seed=0)
-    items = task.items("test")[:30]
-    systems = [System(make_protocol("debate", rounds=2), task, pool, items=items)]
+    systems = [System.build(SystemSpec(make_protocol("debate", rounds=2), task, pool, split="test", n_items=30))]
     report = gain(systems, GainOptions(n_boot=200, max_k=6))
     row = report.rows[0]
     assert report.unit == "tokens" and row.match.k <= 6
@@ -141,12 +140,12 @@ def test_too_few_items_or_no_protocol_is_refused_before_work(monkeypatch):
     ran = []
     monkeypatch.setattr(SimulatedAgent, "generate", lambda self, asks: ran.append(asks) or [])
     with pytest.raises(ConfigError, match="at least 10 items"):
-        gain([System(make_protocol("debate"), task, pool, items=task.items("test")[:5])])
+        gain([System.build(SystemSpec(make_protocol("debate"), task, pool, split="test", n_items=5))])
     with pytest.raises(ConfigError, match="at least one protocol"):
         gain([])
     with pytest.raises(ConfigError, match="unit=.dollars.; use one of tokens, calls"):
-        items = make_task("rg/basic_arithmetic", size=20, seed=0).items("test")
-        gain([System(make_protocol("debate"), task, pool, items=items)], GainOptions(unit="dollars"))
+        spec = SystemSpec("debate", "rg/basic_arithmetic", pool, split="test", task_kwargs={"size": 20, "seed": 0})
+        gain([System.build(spec)], GainOptions(unit="dollars"))
     assert not ran
 
 
@@ -172,7 +171,7 @@ def test_simulated_replies_report_token_counts_of_their_text():
     pool, task = load_pool("sim:demo"), make_task("rg/basic_arithmetic", size=20, seed=0)
     items = task.items("test")[:20]
     for name in ("debate", "llm_blender", "majority_vote"):
-        for r in run_episodes(System(make_protocol(name), task, pool, items=items), items):
+        for r in run_episodes(System.build(SystemSpec(name, task, pool, split="test", n_items=20)), items):
             outcome = r.outcome
             assert outcome is not None
             words = sum(len(t.text.split()) for t in outcome.transcript)

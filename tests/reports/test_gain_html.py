@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from coalition_gym import System, load_pool, make_protocol, make_task
+from coalition_gym import System, SystemSpec, load_pool, make_protocol, make_task
 from coalition_gym.reports import gain_files
 from coalition_gym.reports.gain import GainOptions, gain
 from coalition_gym.reports.pareto import nice_ticks, pareto_front, points
@@ -20,7 +20,8 @@ def written(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("COALITION_GYM_HOME", str(home))  # the dev-score cache stays in the test
         task, pool = make_task("rg/basic_arithmetic", size=30), load_pool("sim:demo")
-        systems = [System(make_protocol(name), task, pool, items=task.items("test")[:30]) for name in PROTOCOLS]
+        systems = [System.build(SystemSpec(make_protocol(name), task, pool, split="test",
+                                           n_items=30)) for name in PROTOCOLS]
         report = gain(systems, GainOptions(n_boot=200))
     out = tmp_path_factory.mktemp("gain")
     paths = gain_files.write(report, out, {"command": "test"})

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from coalition_gym import CoalitionGame, System, load_pool, make_protocol, make_task
+from coalition_gym import CoalitionGame, System, SystemSpec, load_pool, make_protocol, make_task
 from coalition_gym.cli import main
 from coalition_gym.reports import compare
 from coalition_gym.reports.leaderboard import EvalOptions, evaluate, write_report
@@ -74,8 +74,8 @@ def test_best_team_is_reported_next_to_the_top_k_by_shapley(run):
 def test_compare_shows_the_matrices_side_by_side(run, tmp_path):
     other = tmp_path / "debate"
     task = make_task("rg/basic_arithmetic", size=30)
-    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, load_pool("sim:demo"),
-                                items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("debate", rounds=2), task, load_pool("sim:demo"),
+                                                 split="test")))
     write_report(evaluate(game, ["interactions", "loo"], EvalOptions(n_boot=100)), other)
     result = compare.compare([run, other])
     assert len(result["interactions"]) == 2

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from coalition_gym import System, load_pool, make_protocol, make_task
+from coalition_gym import System, SystemSpec, load_pool, make_protocol, make_task
 from coalition_gym.reports.gain import GainOptions, gain
 from coalition_gym.reports.pareto import pareto_front, pareto_plot, points, to_png, to_svg
 from coalition_gym.reports.sweep import SweepGrid, SweepReport, run_sweep
@@ -67,7 +67,7 @@ def test_one_call_writes_a_folder(tmp_path):
 
 def test_the_pareto_plot_is_one_drawing_in_two_formats(tmp_path):
     task, pool = make_task("rg/basic_arithmetic", size=12), load_pool("sim:demo")
-    systems = [System(make_protocol(name), task, pool, items=task.items("test")[:12])
+    systems = [System.build(SystemSpec(make_protocol(name), task, pool, split="test", n_items=12))
                for name in ("debate", "majority_vote")]
     report = gain(systems, GainOptions(n_boot=50))
     scene = pareto_plot(report)

@@ -15,7 +15,7 @@ from coalition_gym.agents.cache import GenerationCache  # noqa: E402
 from coalition_gym.agents.pools import Pool  # noqa: E402
 from coalition_gym.envs.executors import RayExecutor, make_executor  # noqa: E402
 from coalition_gym.envs.protocols import make_protocol  # noqa: E402
-from coalition_gym.envs.system import System  # noqa: E402
+from coalition_gym.envs.system import System, SystemSpec  # noqa: E402
 from coalition_gym.errors import BackendError, ConfigError  # noqa: E402
 from coalition_gym.tasks import make  # noqa: E402
 from coalition_gym.valuation import CoalitionGame, exact_shapley  # noqa: E402
@@ -33,7 +33,8 @@ def executor():
 
 def shapley(pool, executor=None, cache=None, items=25):
     task = make("rg/basic_arithmetic", size=items)
-    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, pool, items=task.items(), cache=cache),
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("debate", rounds=2), task, pool,
+                                                 split="test"), cache=cache),
                          seed=3, executor=executor)
     return exact_shapley(game, n_boot=50), game
 
@@ -55,7 +56,7 @@ def test_ray_gives_the_local_numbers_and_shares_the_cache(executor, tmp_path):
 def test_ray_reports_progress_shard_by_shard(executor):
     """Issue 41.2: the progress feed hears of every episode and generation as shards finish, on Ray too."""
     task = make("rg/basic_arithmetic", size=12)
-    system = System(make_protocol("debate", rounds=2), task, load_pool("sim:demo"), items=task.items())
+    system = System.build(SystemSpec(make_protocol("debate", rounds=2), task, load_pool("sim:demo"), split="test"))
     contexts = [system.context(it, 7) for it in system.items]
     heard = []
     outcomes, counts = executor.run(system.protocol, contexts, system.backends, GenerationCache(None),
@@ -121,8 +122,8 @@ def test_distributed_rollouts_equal_the_local_ones(executor):
 
     policy_backend = load_pool("zoo:tiny").members["pico"]
     task = make("zoo:arith", size=20)
-    system = System(make_protocol("majority_vote", max_new_tokens=6), task, load_pool("sim:split"),
-                    ["ana", "ben", "policy"], seats={"policy": "compact"})
+    system = System.build(SystemSpec(make_protocol("majority_vote", max_new_tokens=6), task, load_pool("sim:split"),
+                                     ["ana", "ben"], split=None), {"policy": "compact"})
     items, plan = task.items("train")[:4], RolloutPlan(group_size=2, seed=7, first_group=3)
     local = collect(system, items, RecordingPolicy(policy_backend), plan)
     remote = collect_distributed(executor, system, items, RecordingPolicy(policy_backend), plan)

@@ -12,7 +12,7 @@ from coalition_gym.agents.base import Generator
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.protocols.base import Protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.training.advantages import group_advantages
@@ -62,8 +62,8 @@ def test_collaborator_draws_are_shared_inside_a_group_only_when_asked(draws):
     items = task.items("train")[:3]
     a, b = SeedLog("a"), SeedLog("b")
     policy = RecordingPolicy(FakeHF())
-    system = System.from_backends(make_protocol("majority_vote"), task, {"a": a, "b": b}, ["a", "b", "policy"],
-                                  seats={"policy": "chat"}, dev_scores={})
+    system = System.build(SystemSpec("majority_vote", task, {"a": a, "b": b}, split=None), {"policy": "chat"},
+                          dev_scores={})
     rollouts = collect(system, items, policy, RolloutPlan(group_size=4, seed=5, draws=draws))
     assert len(rollouts) == 12 and {r.group for r in rollouts} == {0, 1, 2}
     for item in items:
@@ -80,7 +80,7 @@ def test_collaborator_draws_are_shared_inside_a_group_only_when_asked(draws):
 def test_unknown_draws_are_refused():
     task = make_task("zoo:arith", size=5)
     with pytest.raises(ConfigError, match="draws"):
-        collect(System.from_backends(make_protocol("majority_vote"), task, {}, ["policy"], seats={"policy": "chat"}),
+        collect(System.build(SystemSpec("majority_vote", task, {}, split=None), {"policy": "chat"}),
                 task.items("train")[:1], RecordingPolicy(FakeHF()), RolloutPlan(2, 0, draws="sometimes"))
 
 
@@ -187,12 +187,13 @@ class FirstMemberOnly(Protocol):
 def test_the_probe_tells_which_seats_a_protocol_can_ask():
     task = make_task("zoo:arith", size=10)
     pool = load_pool("sim:specialists")
-    coalition = pool.member_names + ["policy"]
     items = task.items("train")[:3]
-    assert protocol_asks(System(FirstMemberOnly(), task, pool, coalition), items, "policy") is False
-    assert protocol_asks(System(FirstMemberOnly(), task, pool, ["policy"] + pool.member_names), items, "policy") is True
+    last = System.build(SystemSpec(FirstMemberOnly(), task, pool, split=None), {"policy": "chat"})
+    assert protocol_asks(last, items, "policy") is False
+    assert protocol_asks(last.replace(members=("policy", *pool.member_names)), items, "policy") is True  # seated first
     for name in ("majority_vote", "debate", "prompt_routing", "cascade", "llm_blender"):
-        assert protocol_asks(System(make_protocol(name), task, pool, coalition), items, "policy") is True
+        system = System.build(SystemSpec(name, task, pool, split=None), {"policy": "chat"})
+        assert protocol_asks(system, items, "policy") is True
 
 
 def test_the_trainer_refuses_a_protocol_that_never_asks_the_policy(monkeypatch, tmp_path):
@@ -219,8 +220,8 @@ def test_rollout_temperature_and_greedy_evaluation_reach_the_policy_only():
     backend.generate = spy
     task = make_task("zoo:arith", size=5)
     policy = RecordingPolicy(backend, temperature=0.3)
-    system = System.from_backends(make_protocol("majority_vote", temperature=0.9), task, {}, ["policy"],
-                                  seats={"policy": "chat"}, dev_scores={})
+    system = System.build(SystemSpec(make_protocol("majority_vote", temperature=0.9), task, {}, split=None),
+                          {"policy": "chat"}, dev_scores={})
     rollouts = collect(system, task.items("train")[:2], policy, RolloutPlan(2, 0))
     assert seen == [0.3] * 4 and all(c.temperature == 0.3 for r in rollouts for c in r.calls)
     assert RecordingPolicy(FakeHF(), temperature=0.0).identity != RecordingPolicy(FakeHF()).identity

@@ -6,7 +6,7 @@ import pytest
 
 from coalition_gym.agents import load_pool
 from coalition_gym.envs.protocols import make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make
 from coalition_gym.valuation.closed_form import PluralityGame, PriorityGame, structured_game
@@ -42,7 +42,7 @@ def test_the_plurality_sum_over_counts_is_the_enumerated_value(n):
 
 def system(protocol, pool="sim:random-8", items=12, **settings):
     task = make("rg/basic_arithmetic", size=items)
-    return System(make_protocol(protocol, **settings), task, load_pool(pool), items=task.items())
+    return System.build(SystemSpec(make_protocol(protocol, **settings), task, load_pool(pool), split="test"))
 
 
 @pytest.mark.parametrize("protocol, settings", [("majority_vote", {"tie_break": "random"}), ("slm_mux", {}),

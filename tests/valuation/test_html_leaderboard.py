@@ -5,7 +5,7 @@ Skipped when Chromium or its driver is absent; .ci/run installs both first."""
 import pytest
 from conftest import CHROMIUM, DRIVER
 
-from coalition_gym import CoalitionGame, System, load_pool, make_protocol, make_task
+from coalition_gym import CoalitionGame, System, SystemSpec, load_pool, make_protocol, make_task
 from coalition_gym.reports.leaderboard import EvalOptions, evaluate, write_report
 
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromium and chromedriver "
@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs chromiu
 def page(tmp_path_factory):
     out = tmp_path_factory.mktemp("leaderboard")
     task = make_task("rg/basic_arithmetic", size=20)
-    game = CoalitionGame(System(make_protocol("debate", rounds=2), task, load_pool("sim:demo"),
-                                items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("debate", rounds=2), task, load_pool("sim:demo"),
+                                                 split="test")))
     report = evaluate(game, ["loo", "shapley", "banzhaf"], EvalOptions(n_boot=100))
     write_report(report, out)
     return out / "leaderboard.html", report
@@ -70,7 +70,8 @@ def test_the_comparison_page_loads_and_its_wide_table_sorts(page, browser, tmp_p
     path, report = page
     other = tmp_path / "other"
     task = make_task("rg/basic_arithmetic", size=20)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:demo"),
+                                                 split="test")))
     write_report(evaluate(game, ["loo", "shapley"], EvalOptions(n_boot=100)), other)
     html_file = tmp_path / "compare.html"
     html_file.write_text(compare.page(compare.compare([path.parent, other])))

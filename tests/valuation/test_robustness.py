@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coalition_gym import System, make_protocol, make_task, run_episodes
+from coalition_gym import System, SystemSpec, make_protocol, make_task, run_episodes
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.reports.robustness import (
@@ -36,15 +36,16 @@ def test_summarise_matches_a_hand_computation():
 def test_effect_is_drag_minus_rescue_and_honest_is_the_plain_run():
     pool = load_pool("sim:demo")
     items = TASK.items("test")
-    systems = [System(make_protocol(name), TASK, pool, items=items) for name in ("majority_vote", "debate")]
+    systems = [System.build(SystemSpec(make_protocol(name), TASK, pool, split="test"))
+               for name in ("majority_vote", "debate")]
     report = robustness(systems, "persuader", RobustnessOptions(seat="delta", n_boot=200))
     for row in report.rows:
         e = row.estimates
         assert e["effect"]["value"] == pytest.approx(e["drag"]["value"] - e["rescue"]["value"])
         assert e["honest"]["value"] - e["adversarial"]["value"] == pytest.approx(e["effect"]["value"])
     # the honest side is exactly the ordinary run with the same seed (paired with the adversarial one)
-    plain = run_episodes(System.from_backends(make_protocol("majority_vote"), TASK, pool.backends(),
-                                              pool.member_names), items, seed=0)
+    plain = run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), TASK, pool.backends(),
+                                                 pool.member_names, split=None)), items, seed=0)
     assert report.rows[0].per_item["honest"] == [r.score for r in plain]
     assert report.rows[0].estimates["adversary_solo"]["value"] == 0.0  # a saboteur alone is always wrong
     assert report.to_dict()["most_robust"] in ("majority_vote", "debate")
@@ -54,7 +55,7 @@ def test_only_the_adversarys_doing_differs():
     """Members other than the seat draw the same first-round samples in both systems."""
     pool = load_pool("sim:demo")
     report_rows = []
-    robustness([System(make_protocol("majority_vote"), TASK, pool, items=TASK.items("test"))], "format_breaker",
+    robustness([System.build(SystemSpec(make_protocol("majority_vote"), TASK, pool, split="test"))], "format_breaker",
                RobustnessOptions(seat="atlas", n_boot=50, record_text=True),
                on_records=lambda p, label, rows: report_rows.append((label, rows)))
     (_, honest), (_, bad) = report_rows

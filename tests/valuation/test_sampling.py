@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from coalition_gym import load_pool, make_protocol, make_task
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.reports.leaderboard import EvalOptions, choose_shapley_estimator, evaluate
 from coalition_gym.valuation import FunctionGame, exact_shapley
@@ -106,16 +106,16 @@ def test_the_mc_estimator_reports_its_sampler_and_cost():
 
 def test_auto_picks_exact_when_coalitions_are_free_in_generations_and_sampling_when_not():
     task = make_task("rg/basic_arithmetic", size=10)
-    vote = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:random-10"),
-                                items=task.items("test")))
+    vote = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:random-10"),
+                                                 split="test")))
     choice = choose_shapley_estimator(vote)
     assert choice["chose"] == "shapley" and choice["generations_per_new_coalition"] == 0
-    debate = CoalitionGame(System(make_protocol("debate", rounds=2), task, load_pool("sim:random-10"),
-                                  items=task.items("test")))
+    debate = CoalitionGame(System.build(SystemSpec(make_protocol("debate", rounds=2), task, load_pool("sim:random-10"),
+                                                   split="test")))
     choice = choose_shapley_estimator(debate, budget_generations=2000)
     assert choice["chose"] == "mc" and "generation budget" in choice["why"]
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:random-8"),
-                                items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:random-8"),
+                                                 split="test")))
     report = evaluate(game, ["auto"], EvalOptions(n_boot=50))
     assert "shapley" in report.results and report.auto["chose"] == "shapley"
 

@@ -9,7 +9,7 @@ from conftest import ListTask
 from coalition_gym.agents import AgentProfile, Pool, SimulatedAgent, load_pool
 from coalition_gym.envs.protocols import Debate, EpisodeContext, make_protocol
 from coalition_gym.envs.protocols.majority_vote import MajorityVote
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make
 from coalition_gym.valuation.estimators import exact_banzhaf, exact_shapley, leave_one_out, sampled_shapley_values, solo
@@ -85,7 +85,7 @@ def test_the_shapley_map_gives_the_exact_value_as_a_sum_over_coalitions():
 
 def demo_game(protocol="majority_vote", pool="sim:demo", items=60, **kw):
     task = make("rg/basic_arithmetic", size=items)
-    return CoalitionGame(System(make_protocol(protocol, **kw), task, load_pool(pool), items=task.items()))
+    return CoalitionGame(System.build(SystemSpec(make_protocol(protocol, **kw), task, load_pool(pool), split="test")))
 
 
 @pytest.mark.parametrize("protocol", ["majority_vote", "debate", "slm_mux", "llm_blender"])
@@ -111,7 +111,7 @@ def test_symmetry_and_null_player_on_a_protocol_game():
         "mute": SimulatedAgent(AgentProfile("mute", skill=0.9, format_error=1.0)),  # never gives an answer
     }
     task = make("rg/basic_arithmetic", size=80)
-    game = CoalitionGame(System(MajorityVote(temperature=0.0), task, Pool(members), items=task.items()))
+    game = CoalitionGame(System.build(SystemSpec(MajorityVote(temperature=0.0), task, Pool(members), split="test")))
     shap, banz = exact_shapley(game), exact_banzhaf(game)
     assert shap["twin_a"] == pytest.approx(shap["twin_b"], abs=1e-12)
     assert banz["twin_a"] == pytest.approx(banz["twin_b"], abs=1e-12)
@@ -177,12 +177,11 @@ def test_solo_is_the_singleton_value_and_bad_games():
     game = demo_game("debate")
     s = solo(game)
     assert s["atlas"] == pytest.approx(game.value({"atlas"}))
-    task = ListTask([])
-    with pytest.raises(ConfigError, match="zero items"):
-        CoalitionGame(System(make_protocol("debate"), task, load_pool("sim:demo"), items=task.items()))
+    with pytest.raises(ConfigError, match="zero items"):  # a system with no items of its own
+        CoalitionGame(System.build(SystemSpec("debate", ListTask(), "sim:demo", split=None)))
     with pytest.raises(ConfigError, match="twice"):
-        CoalitionGame(System(make_protocol("debate"), make("rg/basic_arithmetic", size=3), load_pool("sim:demo"),
-                             ["atlas", "atlas"], items=make("rg/basic_arithmetic", size=3).items()))
+        CoalitionGame(System.build(SystemSpec(make_protocol("debate"), make("rg/basic_arithmetic", size=3),
+                                              load_pool("sim:demo"), ["atlas", "atlas"], split="test")))
     with pytest.raises(ConfigError, match="not players"):
         game.evaluate([{"zeus"}])
 
@@ -194,7 +193,7 @@ class PairDebate(Debate):
 
 def test_protocol_needing_two_members():
     task = make("rg/basic_arithmetic", size=20)
-    game = CoalitionGame(System(PairDebate(rounds=2), task, load_pool("sim:demo"), items=task.items()))
+    game = CoalitionGame(System.build(SystemSpec(PairDebate(rounds=2), task, load_pool("sim:demo"), split="test")))
     shap = exact_shapley(game)
     assert game.value({"atlas"}) == 0.0  # cannot run alone: worth 0, like the empty coalition
     assert shap.values.sum() == pytest.approx(game.value(game.players))
@@ -215,7 +214,8 @@ def test_every_computed_estimator_reaches_the_terminal_markdown_and_csv(tmp_path
     from coalition_gym.reports.leaderboard import EvalOptions, evaluate, format_leaderboard, write_report
 
     task = make("rg/basic_arithmetic", size=12)
-    game = CoalitionGame(System(make_protocol("majority_vote"), task, load_pool("sim:demo"), items=task.items("test")))
+    game = CoalitionGame(System.build(SystemSpec(make_protocol("majority_vote"), task, load_pool("sim:demo"),
+                                                 split="test")))
     report = evaluate(game, ["loo", "shapley", "banzhaf", "mc"], EvalOptions(n_boot=50))
     write_report(report, tmp_path)
     for text in (format_leaderboard(report), (tmp_path / "leaderboard.md").read_text()):

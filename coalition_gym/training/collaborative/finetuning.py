@@ -16,8 +16,9 @@ from collections import defaultdict
 from typing import Sequence
 
 from ...agents.base import Generator, stable_hash
+from ...agents.pools import Pool
 from ...envs.runner import ProgramFailed, episode_seed, run_programs
-from ...envs.system import System
+from ...envs.system import System, SystemSpec
 from ...tasks.base import Task
 from ...types import Ask, Item, Outcome, Sample
 from ..recipes import RecipeContext
@@ -74,7 +75,8 @@ def train_multiagent_finetuning(settings: MultiagentFinetuningSettings, context:
         start = time.perf_counter()
         recorders = {n: Recorder(m.generator) for n, m in members.items()}
         # the members debate through recorders, without dev scores (ties fall back to the protocol's rule)
-        debate = System.from_backends(settings.evaluation, task, recorders, names, styles=styles, dev_scores={})
+        spec = SystemSpec(settings.evaluation, task, Pool(members=dict(recorders), styles=styles), names, split=None)
+        debate = System.build(spec, dev_scores={})
         contexts = [debate.context(item, episode_seed(stable_hash("maf", seed, it), item)) for item in train]
         outcomes = run_programs([settings.evaluation.start(ctx) for ctx in contexts], recorders)
         turns = [pair for r in recorders.values() for pair in r.seen]

@@ -14,7 +14,7 @@ import torch
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.agents.simulated import AgentProfile, SimulatedAgent
 from coalition_gym.envs.protocols import make_protocol
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.training.collaborative import TrainedCoalitionGame, make_coalition_settings
@@ -45,7 +45,7 @@ def task():
 
 def game(pool, task, name="sparta", train_dir=None, **settings):
     recipe = make_coalition_settings(name, **{**FAST, "iterations": 2 if name == "sparta" else 1, **settings})
-    system = System(recipe.evaluation, task, pool, items=list(task.items("test"))[:6])
+    system = System.build(SystemSpec(recipe.evaluation, task, pool, split="test", n_items=6))
     return TrainedCoalitionGame(recipe, system, train_dir=train_dir)
 
 
@@ -188,21 +188,21 @@ def test_bad_inputs_are_refused_before_any_training(task):
         make_coalition_settings("sparta", judge="oracle")
     with pytest.raises(ConfigError, match="iterations=0"):
         make_coalition_settings("multiagent_finetuning", iterations=0)
-    with pytest.raises(ConfigError, match="no episodes and no environment"):
+    with pytest.raises(ConfigError, match="unknown protocol 'sparta'"):  # the environments know protocols only
         import gymnasium as gym
 
         import coalition_gym  # noqa: F401
         from coalition_gym.envs.system import System, SystemSpec
         System.build(SystemSpec("sparta", "zoo:arith", "sim:demo"))
-    with pytest.raises(ConfigError, match="no episodes and no environment"):
+    with pytest.raises(ConfigError, match="unknown protocol 'sparta'"):
         make_protocol("sparta")
     assert not any("sparta" in env_id.lower() for env_id in gym.registry if env_id.startswith("coalition_gym/"))
 
 
 @pytest.mark.parametrize("name", ["sparta", "multiagent_finetuning"])
 def test_every_coalition_recipe_keeps_the_contract(name):
-    from coalition_gym.testing import check_coalition_recipe
     from coalition_gym.training.recipes import recipe_names
+    from coalition_gym.training.testing import check_coalition_recipe
 
     assert name in recipe_names("coalition")
     check_coalition_recipe(name)

@@ -14,7 +14,7 @@ from conftest import ListTask, Scripted, answer_text
 
 from coalition_gym.agents.base import Generator
 from coalition_gym.envs.protocols.base import EpisodeContext, ProgramGen, Protocol, answer_independently
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.training.credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT, needed_coalitions, seat_credit
 from coalition_gym.training.rollouts import CounterfactualCost, RecordingPolicy, RolloutPlan, collect
@@ -83,8 +83,8 @@ def team(protocol: Protocol, seat_answers: dict[str, list[str]], frozen: str = "
     """The system (frozen member F answering ``frozen``, then the seats) and each seat's RecordingPolicy."""
     task = ListTask(golds=("7",))
     backends = {"F": Scripted(lambda ask: answer_text(frozen), identity="F")}
-    system = System.from_backends(protocol, task, backends, ["F", *seat_answers],
-                                  seats={s: "chat" for s in seat_answers}, dev_scores={})
+    system = System.build(SystemSpec(protocol, task, backends, ["F"], split=None),
+                          {s: "chat" for s in seat_answers}, dev_scores={})
     policies = {s: RecordingPolicy(Seat(s, a, group)) for s, a in seat_answers.items()}
     return system, task.items("test"), policies
 

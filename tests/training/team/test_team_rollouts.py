@@ -10,7 +10,7 @@ from coalition_gym.agents.base import Generator
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.runner import run_programs, score_outcomes
-from coalition_gym.envs.system import System
+from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.training.credit import needed_coalitions
@@ -52,8 +52,8 @@ class Frozen(Generator):
 def setup(protocol, seats=("A", "B"), frozen=("f",)):
     task = make_task("zoo:arith", size=10)
     backends = {n: Frozen(n) for n in frozen}
-    system = System.from_backends(make_protocol(protocol) if isinstance(protocol, str) else protocol, task,
-                                  backends, [*frozen, *seats], seats={s: "chat" for s in seats}, dev_scores={})
+    system = System.build(SystemSpec(protocol, task, backends, list(frozen), split=None), {s: "chat" for s in seats},
+                          dev_scores={})
     policies = {s: RecordingPolicy(FakeHF(s)) for s in seats}
     return system, task.items("train")[:2], policies, backends
 
@@ -113,8 +113,8 @@ def test_collaborators_draw_alike_inside_a_group_while_every_seat_samples_anew(d
     assert not a_seeds & {a.seed for a in policies["B"].backend.asks}  # and the seats differ from each other
     assert all(len(r.calls_of("A")) == len(r.calls_of("B")) == 1 for r in rollouts)
     # exactly the draws single-seat collect gives its collaborators with the same plan
-    one = System.from_backends(make_protocol("majority_vote"), system.task, {"f": Frozen("f"), "g": Frozen("g")},
-                               ["f", "g", "A"], seats={"A": "chat"}, dev_scores={})
+    one = System.build(SystemSpec("majority_vote", system.task, {"f": Frozen("f"), "g": Frozen("g")}, split=None),
+                       {"A": "chat"}, dev_scores={})
     collect(one, items, RecordingPolicy(FakeHF("A")), plan)
     assert {a.seed for a in one.backends["f"].asks} == {a.seed for a in backends["f"].asks}
 
@@ -150,8 +150,8 @@ def test_two_zoo_seats_are_recorded_per_seat_and_per_execution(protocol):
     zoo = load_pool("zoo:tiny")
     task = make_task("zoo:arith", size=20)
     proto = make_protocol(protocol, max_new_tokens=6, **({"rounds": 2} if protocol == "debate" else {}))
-    system = System(proto, task, load_pool("sim:split"), ["ana", "pico", "nano"],
-                    seats={"pico": "compact", "nano": "compact"}, dev_scores={})
+    system = System.build(SystemSpec(proto, task, "sim:split", ["ana"], split=None),
+                          {"pico": "compact", "nano": "compact"}, dev_scores={})
     policies = {s: RecordingPolicy(zoo.members[s]) for s in ("pico", "nano")}
     items = task.items("train")[:2]
     rollouts, cost = collect_with_cost(system, items, policies, RolloutPlan(group_size=2, seed=3), "loo")
@@ -172,8 +172,8 @@ def test_two_zoo_seats_are_recorded_per_seat_and_per_execution(protocol):
         # each execution's two sub-teams {ana, seat}: 2 Asks each, all replayed
         assert cost.generations == 0 and cost.counterfactuals == 8 and cost.replayed == 8 * 2
         # and the replayed value of {ana, pico} is what that sub-team scores when it plays with the same draws
-        alone = System(proto, task, load_pool("sim:split"), ["ana", "pico"], seats={"pico": "compact"},
-                       dev_scores={})
+        alone = System.build(SystemSpec(proto, task, "sim:split", ["ana"], split=None), {"pico": "compact"},
+                             dev_scores={})
         single = collect(alone, items, RecordingPolicy(zoo.members["pico"]), RolloutPlan(group_size=2, seed=3))
         assert [r.values[frozenset({"pico"})] for r in rollouts] == [r.reward for r in single]
         assert [r.calls_of("pico")[0].completion_ids for r in rollouts] == [r.calls[0].completion_ids for r in single]
@@ -190,11 +190,11 @@ def test_a_sub_teams_value_is_what_that_sub_team_scores_when_it_plays(protocol):
     plan = RolloutPlan(3, seed=2)
     rollouts, _ = collect_with_cost(system, items, policies, plan, "shapley")
     for seat in ("A", "B"):
-        alone = System.from_backends(system.protocol, system.task, {"f": Frozen("f")}, ["f", seat],
-                                     seats={seat: "chat"}, dev_scores={})
+        alone = System.build(SystemSpec(system.protocol, system.task, {"f": Frozen("f")}, split=None),
+                             {seat: "chat"}, dev_scores={})
         single = collect(alone, items, RecordingPolicy(FakeHF(seat)), plan)
         assert [r.values[frozenset({seat})] for r in rollouts] == [r.reward for r in single]
-    frozen = System.from_backends(system.protocol, system.task, {"f": Frozen("f")}, ["f"], dev_scores={})
+    frozen = System.build(SystemSpec(system.protocol, system.task, {"f": Frozen("f")}, split=None), dev_scores={})
     contexts = [frozen.context(c.item, c.seed) for c in plan_contexts(system, items, plan)[0]]
     outcomes = run_programs([frozen.protocol.start(c) for c in contexts], frozen.backends)
     assert [r.values[frozenset()] for r in rollouts] == [x.score for x in score_outcomes(system.task, contexts,
