@@ -79,6 +79,7 @@ from .exact import shapley_map, shapley_weight
 from .sampling import (
     Design,
     HybridSampler,
+    KernelSampler,
     Unit,
     ValueTable,
     _bits,
@@ -87,6 +88,7 @@ from .sampling import (
     jackknife_replicates,
     jackknife_variance,
     register_sampler,
+    replicate_rows,
     unit_counts,
     unit_numbers,
 )
@@ -244,11 +246,11 @@ class TypeFit:
         membership gram (n x n, per item) and the values per player (folds x n). Linear in ``m``: ``columns``
         (the few coalitions ``m`` is given for) and ``cells`` (the sorted cells they reach) give the statistics of a
         change of the multiplicities on those coalitions."""
-        n_folds, n = len(self.fold_sizes), self.n
         hits, sums, bits, totals = self.hits, self.sums, self.bits, self.fold_totals
         if columns is not None and cells is not None:
             hits, sums = self._reached(columns, cells)
             bits, totals = bits[columns], totals[columns]
+        n_folds, n = len(self.fold_sizes), self.n
         weighted = m[:, None] * bits
         per_cell = (hits @ np.hstack([m[:, None], weighted])).reshape(n_folds, -1, n + 1)
         own = (per_cell[:, :, 0], per_cell[:, :, 1:], (sums @ m).reshape(n_folds, -1), (weighted.T @ totals).T)
@@ -272,14 +274,14 @@ class TypeFit:
         """The normal equations' parts that are linear in the statistics (of :meth:`statistics`, on the cells whose
         smooth features are ``smooth``): the block of the k + n other columns (folds x (k + n) x (k + n), without
         its ridge), the cells' cross block (folds x cells x (k + n)) and the other columns' right-hand side."""
-        k, n_folds = smooth.shape[1], len(self.fold_sizes)
-        others = np.zeros((n_folds, k + self.n, k + self.n))
-        others[:, :k, :k] = smooth.T @ (cnt[:, :, None] * smooth[None])
-        others[:, :k, k:] = smooth.T @ cw
-        others[:, k:, :k] = others[:, :k, k:].transpose(0, 2, 1)
-        others[:, k:, k:] = gram * (self.fold_sizes.sum() - self.fold_sizes)[:, None, None]
-        cross = np.concatenate([cnt[:, :, None] * smooth[None], cw], axis=2)
-        return others, cross, np.concatenate([tot @ smooth, member_y], axis=1)
+        k = smooth.shape[1]
+        others = np.zeros(cnt.shape[:-1] + (k + self.n, k + self.n))  # cnt: [replicates x] folds x cells
+        others[..., :k, :k] = smooth.T @ (cnt[..., None] * smooth)
+        others[..., :k, k:] = smooth.T @ cw
+        others[..., k:, :k] = others[..., :k, k:].swapaxes(-1, -2)
+        others[..., k:, k:] = gram[..., None, :, :] * (self.fold_sizes.sum() - self.fold_sizes)[:, None, None]
+        cross = np.concatenate([cnt[..., None] * smooth, cw], axis=-1)
+        return others, cross, np.concatenate([tot @ smooth, member_y], axis=-1)
 
     def means(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The item means of the proxies refitted with ``multiplicity`` (:class:`ReplicateMeans`): on the fit's
@@ -326,6 +328,10 @@ class ReplicateMeans:
         for t in range(items):
             self.type_counts[0, fit.folds[t], :, p_of_item[t]] += fit.high[t]
             self.type_counts[1, fit.folds[t], :, p_of_item[t]] += ~fit.high[t]
+        # h's Shapley value as linear maps of the folds' tables (reached cells) and smooth coefficients: per player,
+        # summed over the items of each type and number of high players (times items)
+        self.phi_of_table = np.einsum("tfip,tpr->ifr", self.type_counts, self.maps).reshape(fit.n, -1)
+        self.phi_of_smooth = np.einsum("tfip,tpk->ifk", self.type_counts, self.maps_smooth).reshape(fit.n, -1)
         rows = (np.arange(n_folds)[:, None] * fit.cells + self.reached[None, :]).ravel()
         self.hits_reached = fit.hits[rows].T.tocsr() / items  # coalitions x (folds x reached cells), per item
         self.k = k
@@ -336,49 +342,75 @@ class ReplicateMeans:
     def __call__(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(h's item means on the fit's coalitions, h's Shapley values' item means) refitted with each coalition
         counted ``multiplicity`` times."""
-        fit, k = self.fit, self.k
-        changed = np.flatnonzero(multiplicity != 1.0)
-        schur, rhs = self.schur, self.rhs
+        h, phi = self.many(multiplicity[None])
+        return h[0], phi[0]
+
+    def many(self, multiplicities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`__call__` for several replicates (``multiplicities``: replicates x coalitions; a jackknife group's
+        blocks) solved together: replicates x coalitions and replicates x players. The statistics of each replicate's
+        change are taken on the cells any of them reaches (zero where its own coalitions do not)."""
+        fit, k, count = self.fit, self.k, len(multiplicities)
+        changed = np.flatnonzero((multiplicities != 1.0).any(axis=0))
+        schur, rhs = self.schur[None], self.rhs[None]
         cells = np.unique(fit.cell[changed]) if changed.size else np.zeros(0, dtype=int)
         if changed.size:
-            delta = multiplicity[changed] - 1.0
-            d_cnt, d_cw, d_tot, d_gram, d_member_y = fit.statistics(delta, changed, cells)
+            d_cnt, d_cw, d_tot, d_gram, d_member_y = self._changes(multiplicities[:, changed] - 1.0, changed, cells)
             smooth = fit.smooth[cells]
             d_others, _, d_y = fit.blocks(d_cnt, d_cw, d_tot, d_gram, d_member_y, smooth)
             old_cross, old_diagonal, old_tot = self.cross[:, cells], self.diagonal[:, cells], self.tot[:, cells]
             tot = old_tot + d_tot
             diagonal = old_diagonal + d_cnt
-            cross = np.concatenate([(old_diagonal + d_cnt - fit.penalty[cells])[:, :, None] * smooth[None],
-                                    old_cross[:, :, k:] + d_cw], axis=2)
+            cross = np.concatenate([(old_diagonal + d_cnt - fit.penalty[cells])[..., None] * smooth,
+                                    old_cross[..., k:] + d_cw], axis=-1)
             schur = schur + d_others - _outer_sum(cross, cross, diagonal) + _outer_sum(old_cross, old_cross,
                                                                                       old_diagonal)
-            rhs = rhs + d_y - _outer_sum(cross, tot[:, :, None], diagonal)[:, :, 0] \
-                + _outer_sum(old_cross, old_tot[:, :, None], old_diagonal)[:, :, 0]
-        coef = np.linalg.solve(schur, rhs[:, :, None])
+            rhs = rhs + d_y - _outer_sum(cross, tot[..., None], diagonal)[..., 0] \
+                + _outer_sum(old_cross, old_tot[..., None], old_diagonal)[..., 0]
+        coef = np.linalg.solve(np.broadcast_to(schur, (count,) + self.schur.shape),
+                               np.broadcast_to(rhs, (count,) + self.rhs.shape)[..., None])[..., 0]
+        by_fold = coef.transpose(1, 2, 0)  # folds x (k + n) x replicates
         reached_cross, reached_tot, reached_diagonal = self.reached_parts
-        table = (reached_tot - (reached_cross @ coef)[:, :, 0]) / reached_diagonal
+        table = (reached_tot[..., None] - reached_cross @ by_fold) / reached_diagonal[..., None]  # folds x reached x r
         if changed.size:
             where = np.searchsorted(self.reached, cells)
-            table[:, where] = (tot - (cross @ coef)[:, :, 0]) / diagonal
-        return self._means(coef[:, :, 0], table)
+            table[:, where] = ((tot - (cross @ coef[..., None])[..., 0]) / diagonal).transpose(1, 2, 0)
+        return self._means(by_fold, table)
+
+    def _changes(self, delta: np.ndarray, columns: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, ...]:
+        """:meth:`TypeFit.statistics` of each replicate's change of the multiplicities (``delta``: replicates x the
+        coalitions ``columns``) on the sorted ``cells`` they reach, each with a leading replicates axis."""
+        fit, n = self.fit, self.fit.n
+        n_folds, count = len(fit.fold_sizes), len(delta)
+        hits, sums = fit._reached(columns, cells)  # (folds x cells) x coalitions
+        bits, totals = fit.bits[columns], fit.fold_totals[columns]
+        weighted = delta[:, :, None] * bits[None]  # replicates x coalitions x n
+        cnt = (delta @ hits.T).reshape(count, n_folds, -1)
+        cw = (hits[None] @ weighted).reshape(count, n_folds, -1, n)
+        tot = (delta @ sums.T).reshape(count, n_folds, -1)
+        member_y = weighted.swapaxes(1, 2) @ totals  # replicates x n x folds
+        # every fold's fit is on the other folds: the totals minus its own
+        own = (cnt, cw, tot, member_y.swapaxes(1, 2))
+        d_cnt, d_cw, d_tot, d_member_y = (x.sum(1, keepdims=True) - x for x in own)
+        return d_cnt, d_cw, d_tot, bits.T @ weighted, d_member_y
 
     def _means(self, coef: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The item means of h (coalitions) and of its Shapley values (players) from each fold's coefficients
-        (folds x (k + n)) and its table's non-smooth part on the reached cells (folds x reached)."""
+        """The item means of h (replicates x coalitions) and of its Shapley values (replicates x players) from each
+        fold's coefficients (folds x (k + n) x replicates) and its table's non-smooth part on the reached cells
+        (folds x reached x replicates)."""
         fit, k = self.fit, self.k
         smooth_part, betas = coef[:, :k], coef[:, k:]
-        reached_table = table + smooth_part @ self.smooth_reached.T  # folds x reached
-        items = len(fit.folds)
-        h = self.hits_reached @ reached_table.ravel() + fit.bits @ (betas.T @ fit.fold_sizes) / items
-        phi_by_p = self.maps @ table.T + self.maps_smooth @ smooth_part.T  # 2 x (n + 1) x folds
-        phi = np.einsum("tfip,tpf->i", self.type_counts, phi_by_p) / items + betas.T @ fit.fold_sizes / items
-        return h, phi
+        reached_table = table + self.smooth_reached @ smooth_part  # folds x reached x replicates
+        items, count = len(fit.folds), coef.shape[2]
+        additive = np.einsum("f,fir->ri", fit.fold_sizes, betas) / items  # replicates x players
+        h = (self.hits_reached @ reached_table.reshape(-1, count)).T + additive @ fit.bits.T
+        phi = (self.phi_of_table @ table.reshape(-1, count) + self.phi_of_smooth @ smooth_part.reshape(-1, count)).T
+        return h, phi / items + additive
 
 
 def _outer_sum(left: np.ndarray, right: np.ndarray, diagonal: np.ndarray) -> np.ndarray:
     """Per fold, sum over cells of left_c right_c^T / diagonal_c: folds x cells x a, folds x cells x b -> folds x
     a x b."""
-    return left.transpose(0, 2, 1) @ (right / diagonal[:, :, None])
+    return left.swapaxes(-1, -2) @ (right / diagonal[..., None])
 
 
 class SelectionProxy:
@@ -526,16 +558,28 @@ class CrossFitted:
     def refit_means(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The item means of :meth:`refit`'s ``on_fit()`` and ``shapley()`` (coalitions, players), computed from the
         vote-like family's :meth:`TypeFit.means` and the other families' kept parts."""
+        h, phi = self.refit_means_many(multiplicity[None])
+        return h[0], phi[0]
+
+    def refit_means_many(self, multiplicities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`refit_means` of several replicates (``multiplicities``: replicates x coalitions): replicates x
+        coalitions and replicates x players."""
         self.on_fit()
         self.shapley()
-        h, phi = np.zeros(len(self.fit.bits)), np.zeros(self.solo.shape[1])
+        count = len(multiplicities)
+        h, phi = np.zeros((count, len(self.fit.bits))), np.zeros((count, self.solo.shape[1]))
         for j, weight in enumerate(self.weights):
             if weight == 0:
                 continue
-            parts = self.fit.means(multiplicity) if j == 0 else \
+            parts = self._replicate_means().many(multiplicities) if j == 0 else \
                 (self._family_parts[j, "on_fit"].mean(axis=1), self._family_parts[j, "shapley"].mean(axis=1))
             h, phi = h + weight * parts[0], phi + weight * parts[1]
         return h, phi
+
+    def _replicate_means(self) -> "ReplicateMeans":
+        if self.fit._means is None:
+            self.fit._means = ReplicateMeans(self.fit)
+        return self.fit._means
 
 
 class ReplicateCounts:
@@ -711,11 +755,14 @@ class ProxySampler(HybridSampler):
         ``H_w(v) - c (H_w(h) - phi(h))``, H_w the hybrid with kernel weight w: a control variate whose
         coefficient is estimated, so a proxy that does not track the game is used less (c in [0, 1]).
         ``stacked``: the item means of v and h side by side (coalitions x 2)."""
-        draws = []
-        for _ in range(reps):
-            kernel, stratified = self.both(design, stacked, _resample_units(design, self.rng))
-            draws.append([e[:, column] for e in (kernel, stratified) for column in (0, 1)])
-        kv, kh, sv, sh = (np.stack([d[j] for d in draws]) for j in range(4))  # reps x players each
+        resampled = [_resample_units(design, self.rng) for _ in range(reps)]
+        m = replicate_rows(self, design, resampled)
+        if m is None:  # not the design's units (never: a bootstrap resamples them)
+            raise AssertionError("a bootstrap replicate holds units the design does not")
+        tiled = ValueTable(stacked.index, stacked.bits, np.tile(stacked.values, reps))  # v, h for each replicate
+        kernel = KernelSampler.estimate_columns(self, design, tiled, m)
+        stratified = self.stratified.estimate_columns(design, tiled, m)
+        kv, kh, sv, sh = (e[:, column::2].T for e in (kernel, stratified) for column in (0, 1))  # reps x players
         best = (math.inf, self.weight, 1.0)
         for w in np.linspace(0.0, 1.0, 21):
             x = w * kv + (1 - w) * sv
@@ -756,6 +803,25 @@ class ProxySampler(HybridSampler):
         known = 1.0 if multiplicity is None else (multiplicity > 0)[:, None]
         return difference, phi + self._shapley_map @ (known * (values - h))
 
+    def _parts_many(self, design: Design, replicates: list[list[Unit]]) -> np.ndarray | None:
+        """The item means of ``_parts(design, units, means=True)`` stacked as :func:`shrunk_to_prediction` reads
+        them (prediction, then difference - prediction), for a jackknife group's replicates at once (replicates x
+        2 players): one refit of the proxy for all (:meth:`ReplicateMeans.many`) and one estimate per column
+        (``estimate_columns``). None when a replicate holds units that are not the design's."""
+        assert self._fitted is not None
+        fitted, counts = self._fitted
+        fit, c = fitted.fit, self.coefficient
+        rows = replicate_rows(self, design, replicates)
+        if rows is None:
+            return None
+        multiplicities = np.stack([counts(units) for units in replicates])  # replicates x the fit's coalitions
+        h, phi = fitted.refit_means_many(multiplicities)
+        values = fit.values.mean(axis=1)
+        residual = ValueTable(counts.index, fit.bits, (values[None] - c * h).T)  # coalitions x replicates
+        difference = c * phi.T + super().estimate_columns(design, residual, rows)
+        prediction = phi.T + self._shapley_map @ ((multiplicities > 0) * (values[None] - h)).T
+        return np.vstack([prediction, difference - prediction]).T
+
     def settle(self, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The final estimate: the prediction estimate plus a share kappa of the difference estimate's correction
@@ -763,14 +829,16 @@ class ProxySampler(HybridSampler):
         if self._fitted is None:
             return super().settle(design, value, groups, rng)
         means = self.replicate_means
+        many = (lambda replicates: self._parts_many(design, replicates)) if means else None
         per_item, variance, df, kappa = shrunk_to_prediction(lambda units: self._parts(design, units, means),
-                                                             groups, rng, [slice(0, self.n)])
+                                                             groups, rng, [slice(0, self.n)], many)
         self.shrink = float(kappa[0])
         return per_item, variance, df
 
 
 def shrunk_to_prediction(parts: Callable[[list[Unit] | None], tuple[np.ndarray, np.ndarray]],
-                         groups: list[list[Unit]], rng: np.random.Generator, pooled: list[slice]
+                         groups: list[list[Unit]], rng: np.random.Generator, pooled: list[slice],
+                         many: Callable[[list[list[Unit]]], np.ndarray | None] | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``P + kappa (D - P)`` from ``parts(units)`` = (difference estimate D, prediction estimate P), rows x items,
     on the design's sampled units (None) or a jackknife replicate of them: the estimate, its sampling variance and
@@ -796,7 +864,11 @@ def shrunk_to_prediction(parts: Callable[[list[Unit] | None], tuple[np.ndarray, 
     full = stacked(None)
     rows = len(full) // 2
     means = full.mean(axis=1)
-    replicates = jackknife_replicates(stacked, groups, rng)
+    def stacked_many(replicates: list) -> np.ndarray:  # a group's replicates at once, where ``many`` can
+        out = many(replicates) if many is not None else None
+        return np.stack([stacked(units).mean(axis=1) for units in replicates]) if out is None else out
+
+    replicates = jackknife_replicates(stacked, groups, rng, stacked_many)
     correction = means[rows:]
     correction_var = jackknife_variance([r[:, rows:] for r in replicates], correction, rows)[0]
     kappa, per_row = np.ones(len(pooled)), np.ones(rows)

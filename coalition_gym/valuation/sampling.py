@@ -235,6 +235,7 @@ class DesignRows:
         starts = np.flatnonzero(np.r_[True, (self.size[1:] != self.size[:-1]) | (kind[1:] != kind[:-1])]) \
             if self.masks else np.zeros(0, dtype=np.int64)
         self.starts, self.block_sampled = starts, kind[starts]
+        self.block_lengths = np.diff(np.r_[starts, len(self.masks)]).astype(np.int64)
         self.block_size = self.size[starts]
         self.by_size = sparse.csr_matrix((np.ones(len(self.masks)), (self.size, np.arange(len(self.masks)))),
                                          shape=(n + 1, len(self.masks)))  # sizes x rows, one-hot
@@ -269,6 +270,8 @@ class DesignRows:
         base_weight, out = self._weighted
         multiplied = np.add.reduceat(m != 1.0, self.starts) > 0
         changed = np.flatnonzero(multiplied | (weight != base_weight))
+        if 2 * changed.size > len(self.starts):  # most blocks (a bootstrap's replicate): one product is cheaper
+            return self.bits.T @ ((m * np.repeat(weight, self.block_lengths))[:, None] * self.bits)
         if changed.size:
             grams = self._grams[changed].copy()
             recomputed = multiplied[changed]
@@ -354,6 +357,18 @@ def design_rows(sampler: "Sampler", design: Design, units: list[Unit] | None) ->
         rows = DesignRows(design, units)
         m = np.ones(len(rows.masks))
     return rows, m
+
+
+def replicate_rows(sampler: "Sampler", design: Design, replicates: list[list[Unit]]) -> np.ndarray | None:
+    """Each replicate's multiplicities of the design's rows (rows x replicates; the rows kept on ``sampler`` and on
+    its ``stratified`` part, if any, for their ``estimate_columns``); None when a replicate holds units that are not
+    the design's."""
+    rows, _ = design_rows(sampler, design, None)
+    stratified = getattr(sampler, "stratified", None)
+    if isinstance(stratified, Sampler):
+        stratified._design_rows = rows
+    columns = [rows.multiplicity(units) for units in replicates]
+    return None if any(c is None for c in columns) else np.stack(columns, axis=1)
 
 
 # -- samplers: propose the next round of units ------------------------------------------------------------
@@ -539,19 +554,48 @@ class KernelSampler(Sampler):
         full = value((1 << n) - 1)
         if not m.any():
             return np.tile(full / n, (n, 1))
-        # each enumerated coalition at its size's kernel mass over the size's count, each sampled one at its size's
-        # mass over the coalitions sampled at that size (as often as the replicate holds it)
-        counts = np.add.reduceat(m, rows.starts)
-        block_weight = np.where(rows.block_sampled, self._mass_of_size[rows.block_size] / np.maximum(counts, 1),
-                                self._mass_of_size[rows.block_size] / np.array(
-                                    [math.comb(n, int(k)) for k in rows.block_size]))
-        a = rows.gram(m, block_weight)
-        w = m * np.repeat(block_weight, np.diff(np.r_[rows.starts, len(rows.masks)]))
+        block_weight = self._block_weights(rows, m)
+        w = m * np.repeat(block_weight, rows.block_lengths)
         b = rows.bits.T @ (w[:, None] * rows.values(self, value))  # v(empty) = 0
-        a_inv_b, a_inv_ones = _solve_psd(a, b, np.ones(n))
-        # efficiency: the constrained solution is the unconstrained one, shifted along A^-1 1
-        correction = (a_inv_b.sum(axis=0) - full) / a_inv_ones.sum()
-        return a_inv_b - np.outer(a_inv_ones, correction)
+        return _efficient_solution(rows.gram(m, block_weight), b, full)
+
+    def estimate_columns(self, design: Design, value: Callable[[int], np.ndarray], m: np.ndarray) -> np.ndarray:
+        """:meth:`estimate` of the columns of ``value`` with the multiplicities of the design's rows of a replicate
+        each (``m``: rows x replicates, :func:`replicate_rows`; replicate j's values are the columns j q to
+        j q + q - 1 of ``value``, q of them each): players x columns. The replicates of a jackknife group or of a
+        bootstrap at once (one product for the right-hand sides; a solve each)."""
+        n, count = self.n, m.shape[1]
+        rows = self._design_rows
+        assert rows is not None  # replicate_rows() made them
+        full = value((1 << n) - 1)
+        q = len(full) // count
+        weight = self._block_weights(rows, m)
+        w = m * np.repeat(weight, rows.block_lengths, axis=0)
+        b = rows.bits.T @ (np.repeat(w, q, axis=1) * rows.values(self, value))
+        out = np.empty((n, len(full)))
+        for j in range(count):
+            at = slice(j * q, j * q + q)
+            out[:, at] = _efficient_solution(rows.gram(m[:, j], weight[:, j]), b[:, at], full[at]) \
+                if m[:, j].any() else full[at] / n
+        return out
+
+    def _block_weights(self, rows: DesignRows, m: np.ndarray) -> np.ndarray:
+        """Each block's kernel weight (blocks, or blocks x columns for multiplicities per column): an enumerated
+        coalition at its size's kernel mass over the size's count, a sampled one at its size's mass over the
+        coalitions sampled at that size (as often as the replicate holds it)."""
+        mass = self._mass_of_size[rows.block_size]
+        enumerated = mass / np.array([math.comb(self.n, int(k)) for k in rows.block_size])
+        sampled, per_column = rows.block_sampled, (slice(None),) + (None,) * (m.ndim - 1)  # blocks -> blocks x 1
+        return np.where(sampled[per_column], mass[per_column] / np.maximum(np.add.reduceat(m, rows.starts), 1),
+                        enumerated[per_column])
+
+
+def _efficient_solution(a: np.ndarray, b: np.ndarray, full: np.ndarray) -> np.ndarray:
+    """The kernel regression's solution (players x columns) under efficiency (the players sum to ``full``): the
+    unconstrained one, shifted along A^-1 1."""
+    a_inv_b, a_inv_ones = _solve_psd(a, b, np.ones(len(a)))
+    correction = (a_inv_b.sum(axis=0) - full) / a_inv_ones.sum()
+    return a_inv_b - np.outer(a_inv_ones, correction)
 
 
 def _solve_psd(a: np.ndarray, b: np.ndarray, ones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -601,30 +645,45 @@ class StratifiedSampler(Sampler):
 
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
+        rows, m = design_rows(self, design, units)
+        return self._from_rows(design, rows, m, value)
+
+    def estimate_columns(self, design: Design, value: Callable[[int], np.ndarray], m: np.ndarray) -> np.ndarray:
+        """:meth:`estimate` of the columns of ``value`` with a replicate's multiplicities each (see
+        :meth:`KernelSampler.estimate_columns`): players x columns."""
+        assert self._design_rows is not None  # replicate_rows() made them
+        return self._from_rows(design, self._design_rows, m, value)
+
+    def _from_rows(self, design: Design, rows: DesignRows, m: np.ndarray,
+                   value: Callable[[int], np.ndarray]) -> np.ndarray:
+        """The estimate from the design's rows at multiplicities ``m``: one for every column of the values (rows), or
+        one column each (rows x columns)."""
         n = self.n
         full = value((1 << n) - 1)
-        rows, m = design_rows(self, design, units)
         # the enumerated sizes' coalitions and the sampled ones of the other sizes, as often as the replicate holds them
-        m = np.where((np.arange(len(m)) >= rows.enumerated) & np.isin(rows.size, list(design.complete)), 0.0, m)
+        redundant = (np.arange(len(m)) >= rows.enumerated) & np.isin(rows.size, list(design.complete))
+        m = np.where(redundant if m.ndim == 1 else redundant[:, None], 0.0, m)
         inside = np.zeros((n, n + 1, full.shape[0]))  # [player, size]: mean v(S) over sampled S of that size with i
         outside = np.zeros_like(inside)
-        inside[:, n] = full
         if m.any():
             values = rows.values(self, value)
-            per_size = np.bincount(rows.size, weights=m, minlength=n + 1)  # rows of each size
-            weighted = m[:, None] * values
+            if m.ndim == 1:
+                per_size = np.bincount(rows.size, weights=m, minlength=n + 1)[:, None]  # rows of each size
+                has = rows.member_counts(m).T[:, :, None]  # n x sizes x 1: rows of that size with i
+                weighted = m[:, None] * values
+            else:  # a replicate's multiplicities for each of its q columns of values
+                q = values.shape[1] // m.shape[1]
+                per_size, has = np.repeat(rows.by_size @ m, q, axis=1), np.repeat(rows.sums_by_size(m), q, axis=2)
+                weighted = np.repeat(m, q, axis=1) * values
             by_size = rows.by_size @ weighted
-            overall = by_size / np.maximum(per_size, 1)[:, None]
-            has = rows.member_counts(m).T  # n x sizes: rows of that size with i
-            lacks = per_size[None, :] - has
+            overall = by_size / np.maximum(per_size, 1)
+            lacks = per_size[None] - has
             with_i = rows.sums_by_size(weighted)  # [i, s]: sum of v(S) over the rows of size s with i
             without_i = by_size[None] - with_i
-            seen = per_size > 0
-            inside[:, seen] = np.where(has[:, seen, None] > 0, with_i[:, seen] / np.maximum(has[:, seen, None], 1),
-                                       overall[None, seen])
-            outside[:, seen] = np.where(lacks[:, seen, None] > 0,
-                                        without_i[:, seen] / np.maximum(lacks[:, seen, None], 1), overall[None, seen])
-            inside[:, n] = full
+            # a size no row reached stays 0 (has, lacks and its sums are 0 there)
+            inside = np.where(has > 0, with_i / np.maximum(has, 1), overall[None])
+            outside = np.where(lacks > 0, without_i / np.maximum(lacks, 1), overall[None])
+        inside[:, n] = full
         # phi_i = 1/n sum_{s=0}^{n-1} (inside[i, s+1] - outside[i, s]); outside[i, 0] = v(empty) = 0
         return (inside[:, 1:].sum(axis=1) - outside[:, :n].sum(axis=1)) / n
 
@@ -688,6 +747,12 @@ class HybridSampler(KernelSampler):
                  units: list[Unit] | None = None) -> np.ndarray:
         kernel, stratified = self.both(design, value, units)
         return self.weight * kernel + (1 - self.weight) * stratified
+
+    def estimate_columns(self, design: Design, value: Callable[[int], np.ndarray], m: np.ndarray) -> np.ndarray:
+        """:meth:`estimate` of each column of ``value`` with its own multiplicities (see
+        :meth:`KernelSampler.estimate_columns`): players x columns."""
+        kernel = super().estimate_columns(design, value, m)
+        return self.weight * kernel + (1 - self.weight) * self.stratified.estimate_columns(design, value, m)
 
 
 class PermutationSampler(Sampler):
@@ -1026,9 +1091,11 @@ def grouped_jackknife(estimate: Callable[[list[Unit]], np.ndarray], groups: list
 
 
 def jackknife_replicates(estimate: Callable[[list[Unit]], np.ndarray], groups: list[list[Unit]],
-                         rng: np.random.Generator) -> list[np.ndarray]:
+                         rng: np.random.Generator,
+                         many: Callable[[list["Replicate"]], np.ndarray] | None = None) -> list[np.ndarray]:
     """The delete-a-block replicates of :func:`grouped_jackknife`: per group of two units or more, blocks x rows
-    (each replicate's item means)."""
+    (each replicate's item means). ``many``: the item means of a group's replicates at once (blocks x rows), the
+    same numbers as ``estimate``'s one by one."""
     out = []
     for g, units in enumerate(groups):
         if len(units) < 2:
@@ -1036,9 +1103,10 @@ def jackknife_replicates(estimate: Callable[[list[Unit]], np.ndarray], groups: l
         blocks = min(len(units), JACKKNIFE_BLOCKS)
         block_of = rng.permutation(len(units)) % blocks
         others = [u for h, rest in enumerate(groups) if h != g for u in rest]
-        out.append(np.stack([estimate(Replicate(others + [u for u, k in zip(units, block_of) if k != b],
-                                                [u for u, k in zip(units, block_of) if k == b])).mean(axis=1)
-                             for b in range(blocks)]))
+        replicates = [Replicate(others + [u for u, k in zip(units, block_of) if k != b],
+                                [u for u, k in zip(units, block_of) if k == b]) for b in range(blocks)]
+        out.append(many(replicates) if many is not None else
+                   np.stack([estimate(replicate).mean(axis=1) for replicate in replicates]))
     return out
 
 
