@@ -1,6 +1,6 @@
-"""The contract checks of coalition_gym.testing, run over everything registered: every protocol, every
-task name and prefix that has data here, every kind of generator the project ships, every training recipe
-(policy, team, coalition) and every answer kind."""
+"""The contract checks of coalition_gym.envs.testing and coalition_gym.training.testing, run over everything
+registered: every protocol, every task name and prefix that has data here, every kind of generator the project
+ships, every training recipe (policy, team, coalition) and every answer kind."""
 
 import pytest
 from conftest import FIXTURES, ListTask
@@ -9,13 +9,14 @@ from coalition_gym.agents.cache import CachedGenerator, GenerationCache
 from coalition_gym.agents.pools import WithSampling, load_pool
 from coalition_gym.agents.replicas import ReplicaGenerator
 from coalition_gym.envs.protocols import PROTOCOLS
+from coalition_gym.envs.testing import check_answer_kind, check_generator, check_protocol, check_task
 from coalition_gym.scorers.kinds import ANSWER_KINDS
 from coalition_gym.scorers.result import unparsed
 from coalition_gym.settings_check import setting
 from coalition_gym.tasks import TASKS, make
 from coalition_gym.tasks.loaders import DataNotFoundError
-from coalition_gym.testing import check_answer_kind, check_generator, check_protocol, check_recipe, check_task
 from coalition_gym.training.recipes import RECIPES
+from coalition_gym.training.testing import check_recipe
 from coalition_gym.types import Item
 
 

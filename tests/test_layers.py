@@ -28,7 +28,7 @@ LAYERS = [
     {"envs.system", "envs.executors", "envs.seated"},
     {"envs"},  # the environments (gym_env, pz_env, vector_env, wrappers) and the package's __init__
     {"valuation"},
-    {"training", "testing"},
+    {"training"},
     {"reports"},
     {"integrations"},  # environments as services (cgym serve, verifiers): above reports, below the cli
     {"cli"},

@@ -124,7 +124,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..envs.registration import protocol_of
     from ..envs.system import SystemSpec
     from ..reports.episodes import EpisodeRunOptions, run_env
+    from ..training.recipes import refuse_not_episodic
 
+    refuse_not_episodic(args.env_id)  # a coalition-training recipe: say what it is
     spec = SystemSpec(protocol_of(args.env_id), args.task, args.pool, args.members.split(",") if args.members else None,
                       args.split, {"size": args.episodes if args.size is None else args.size, "seed": args.task_seed},
                       _settings(args.set))

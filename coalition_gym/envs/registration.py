@@ -6,7 +6,6 @@ import gymnasium as gym
 
 from ..errors import ConfigError, UnknownNameError
 from .protocols import BUILTIN_PROTOCOLS, PROTOCOLS, Protocol
-from .protocols.collaborative import refuse_not_episodic
 
 NAMESPACE = "coalition_gym"
 ENTRY_POINT = "coalition_gym.envs.gym_env:CollaborationEnv"
@@ -59,5 +58,4 @@ def protocol_of(env_id_or_protocol: str) -> str:
         return ENV_IDS[env_id_or_protocol]
     if env_id_or_protocol in PROTOCOLS:
         return env_id_or_protocol
-    refuse_not_episodic(env_id_or_protocol)  # a coalition-training recipe: say what it is
     raise UnknownNameError("environment id", env_id_or_protocol, list(ENV_IDS))

@@ -23,7 +23,9 @@ def check_served_names(env_id: str, pool: str, task: str, task_kwargs: Mapping[s
     from ..envs.protocols import make_protocol
     from ..envs.registration import protocol_of
     from ..tasks import make as make_task
+    from ..training.recipes import refuse_not_episodic
 
+    refuse_not_episodic(env_id)  # a coalition-training recipe: say what it is
     protocol = protocol_of(env_id)
     make_protocol(protocol, **dict(settings))
     check_pool_name(pool)

@@ -38,11 +38,11 @@ from ..agents.base import Generator
 from ..agents.lora import is_adapter_folder
 from ..agents.pools import Pool
 from ..envs.protocols import PROTOCOLS
-from ..envs.protocols.collaborative import refuse_not_episodic
 from ..envs.system import System
 from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..failures import FailureSummary
 from ..settings_check import check_settings, setting
+from ..training.recipes import refuse_not_episodic
 from ..valuation.game import CoalitionGame
 from ..valuation.stats import N_BOOT, bootstrap_mean, rescue_drag
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..envs.protocols.collaborative import add_name_hint
 from ..errors import ConfigError, UnknownNameError
 
 KINDS = ("policy", "coalition", "team")
@@ -121,8 +120,7 @@ def unregister_recipe(name: str) -> Recipe:
 
 
 def not_a_protocol(name: str) -> str | None:
-    """Why a coalition recipe's name is no protocol (``make_protocol`` and gym lookups ask, through
-    :func:`~coalition_gym.envs.protocols.collaborative.add_name_hint`); None for any other name."""
+    """Why a coalition recipe's name is no protocol; None for any other name."""
     recipe = RECIPES.get(name)
     if recipe is None or recipe.kind != "coalition":
         return None
@@ -131,7 +129,13 @@ def not_a_protocol(name: str) -> str | None:
             "in Python)")
 
 
-add_name_hint(not_a_protocol)  # the envs layer asks; it never holds the recipes' names
+def refuse_not_episodic(name: str) -> None:
+    """Raise ConfigError saying what ``name`` is when it names a coalition-training recipe, which has no
+    episodes. Called by the commands and reports that take a protocol or env id from a user, before the
+    environments' lookup (which knows protocols only: no layer below fills in the recipes' names)."""
+    why = not_a_protocol(name)
+    if why:
+        raise ConfigError(why)
 
 
 def recipe_names(kind: str | None = None) -> list[str]:
@@ -161,4 +165,4 @@ def recipe_of(settings: Any) -> Recipe | None:
 
 
 __all__ = ["Recipe", "RecipeContext", "TrainFunction", "RECIPES", "KINDS", "register_recipe", "unregister_recipe",
-           "recipe_names", "get_recipe", "recipe_of", "make_strategy", "not_a_protocol"]
+           "recipe_names", "get_recipe", "recipe_of", "make_strategy", "not_a_protocol", "refuse_not_episodic"]

@@ -8,11 +8,11 @@ import pytest
 from conftest import FIXTURES, ListTask
 
 from coalition_gym import AnswerKind, Item, ScoreResult, Task, register_answer_kind
+from coalition_gym.envs.testing import check_task
 from coalition_gym.errors import ConfigError
 from coalition_gym.scorers.kinds import ANSWER_KINDS, Code
 from coalition_gym.tasks import SPECS, make
 from coalition_gym.tasks.reasoning_gym import ReasoningGymAnswer, ReasoningGymTask
-from coalition_gym.testing import check_task
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ from coalition_gym.training.recipes import (
     make_strategy,
     recipe_names,
     recipe_of,
+    refuse_not_episodic,
     register_recipe,
     unregister_recipe,
 )
@@ -41,9 +42,12 @@ def test_a_coalition_recipe_is_no_protocol():
     assert not set(recipe_names("coalition")) & set(PROTOCOLS)
     assert not any("sparta" in env_id.lower() for env_id in ENV_IDS)
     for name in recipe_names("coalition"):
-        for lookup in (make_protocol, protocol_of):
-            with pytest.raises(ConfigError, match="coalition-training recipe.*no episodes and no environment"):
+        with pytest.raises(ConfigError, match="coalition-training recipe.*no episodes and no environment"):
+            refuse_not_episodic(name)  # what the commands and reports say for it
+        for lookup in (make_protocol, protocol_of):  # the environments know protocols only
+            with pytest.raises(UnknownNameError, match=f"unknown (protocol|environment id) {name!r}"):
                 lookup(name)
+    refuse_not_episodic("debate")  # a protocol: nothing to say
     with pytest.raises(UnknownNameError):
         get_recipe("sparta", "policy")
     with pytest.raises(UnknownNameError, match="unknown policy-training recipe 'nope'"):
@@ -81,7 +85,7 @@ def test_register_recipe_adds_both_kinds_and_refuses_a_taken_name():
         assert make_config("mine-test").method == "mine-test" and "mine-test" in recipe_names("policy")
         assert make_coalition_settings("coalition-test", iterations=2).iterations == 2
         with pytest.raises(ConfigError, match="no episodes"):
-            make_protocol("coalition-test")
+            refuse_not_episodic("coalition-test")
         with pytest.raises(ConfigError, match="already registered"):
             register_recipe("crl", Mine, train_policy_recipe, strategy=Base)
         with pytest.raises(ConfigError, match="already belongs to recipe 'mine-test'"):
@@ -105,10 +109,9 @@ def test_every_recipe_is_called_as_train_settings_context(monkeypatch, tmp_path)
     from coalition_gym.training import trainer
     from coalition_gym.training.collaborative import finetuning, sparta
     from coalition_gym.training.recipes import RecipeContext
-    from coalition_gym.training.team import trainer as team_trainer
 
     calls = []
-    for module, name in ((trainer, "train_policy"), (team_trainer, "train_team"), (sparta, "train_sparta"),
+    for module, name in ((trainer, "train_policy"), (sparta, "train_sparta"),
                          (finetuning, "train_multiagent_finetuning")):
         monkeypatch.setattr(module, name, lambda *args, _n=name: calls.append((_n, args)) or _n)
     members, items = {"a": object()}, ["train"]

@@ -9,7 +9,7 @@ from ...errors import ConfigError, UnknownNameError, setting_hint
 from ...settings_check import setting_names
 from .base import EpisodeContext, ProgramGen, Protocol
 from .cascade import Cascade
-from .collaborative import SelectedCheckpoint, refuse_not_episodic
+from .collaborative import SelectedCheckpoint
 from .debate import Debate
 from .feedback import Feedback
 from .llm_blender import LLMBlender
@@ -35,8 +35,7 @@ def make_protocol(name: "str | Protocol", **settings: Any) -> Protocol:
         if settings:
             return dataclasses.replace(name, **settings)
         return name
-    if name not in PROTOCOLS:
-        refuse_not_episodic(name)  # a coalition-training recipe's name: say what it is instead
+    if name not in PROTOCOLS:  # a coalition-training recipe's name too: the training layer says what it is
         raise UnknownNameError("protocol", name, PROTOCOLS)
     cls = PROTOCOLS[name]
     fields = set(setting_names(cls))

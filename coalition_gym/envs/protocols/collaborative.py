@@ -8,7 +8,7 @@ one, or ``debate`` for multi-agent finetuning, on the trained members.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from ...errors import ConfigError
 from ...types import Outcome
@@ -28,22 +28,3 @@ class SelectedCheckpoint(Protocol):
         _, transcript = yield from answer_independently(ctx, self.params)
         return Outcome(answer=transcript[0].answer, text=transcript[0].text, transcript=tuple(transcript))
 
-
-#: ``hint(name) -> why name is no protocol, or None``: asked by ``make_protocol`` and environment lookups
-#: for a name no protocol has. A layer above adds one (training: its coalition recipes, which have no
-#: episodes); this layer never holds those names.
-NameHint = Callable[[str], "str | None"]
-_NAME_HINTS: list[NameHint] = []
-
-
-def add_name_hint(hint: NameHint) -> None:
-    if hint not in _NAME_HINTS:
-        _NAME_HINTS.append(hint)
-
-
-def refuse_not_episodic(name: str) -> None:
-    """Raise ConfigError with what ``name`` is, when a name hint knows it (a coalition-training recipe)."""
-    for hint in _NAME_HINTS:
-        why = hint(name)
-        if why:
-            raise ConfigError(why)

@@ -15,7 +15,7 @@ from coalition_gym.agents.pools import load_pool
 from coalition_gym.agents.simulated import AgentProfile, SimulatedAgent
 from coalition_gym.envs.protocols import make_protocol
 from coalition_gym.envs.system import System, SystemSpec
-from coalition_gym.errors import ConfigError
+from coalition_gym.errors import ConfigError, UnknownNameError
 from coalition_gym.tasks import make as make_task
 from coalition_gym.training.collaborative import TrainedCoalitionGame, make_coalition_settings
 from coalition_gym.training.collaborative.finetuning import debate_examples
@@ -188,13 +188,13 @@ def test_bad_inputs_are_refused_before_any_training(task):
         make_coalition_settings("sparta", judge="oracle")
     with pytest.raises(ConfigError, match="iterations=0"):
         make_coalition_settings("multiagent_finetuning", iterations=0)
-    with pytest.raises(ConfigError, match="unknown protocol 'sparta'"):  # the environments know protocols only
+    with pytest.raises(UnknownNameError, match="unknown protocol .sparta."):  # the environments know protocols only
         import gymnasium as gym
 
         import coalition_gym  # noqa: F401
         from coalition_gym.envs.system import System, SystemSpec
         System.build(SystemSpec("sparta", "zoo:arith", "sim:demo"))
-    with pytest.raises(ConfigError, match="unknown protocol 'sparta'"):
+    with pytest.raises(UnknownNameError, match="unknown protocol .sparta."):
         make_protocol("sparta")
     assert not any("sparta" in env_id.lower() for env_id in gym.registry if env_id.startswith("coalition_gym/"))
 

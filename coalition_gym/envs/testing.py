@@ -1,17 +1,13 @@
-"""Contract checks for what users add: call them in your own tests (as ``pettingzoo.test`` does).
+"""Contract checks for what users add to the environments: call them in your own tests (as
+``pettingzoo.test`` does). Training recipes have theirs in :mod:`coalition_gym.training.testing`.
 
 - :func:`check_protocol`: a protocol's program yields Asks only for coalition members and its fixed
   helpers, returns an ``Outcome``, replays identically from the same context, and draws the same seed
   for a member's question whatever else is in the coalition (the project's central invariant).
-- :func:`check_coalition_recipe`: a coalition-training recipe (sparta, ...) values coalitions in [0, 1],
-  reproducibly, with a record per trained coalition, leaving the pool's models untouched.
 - :func:`check_generator`: one Sample per Ask, in order; a sample depends on its Ask alone, not on the
   rest of the batch; an empty batch is an empty list.
 - :func:`check_task`: unique item ids, disjoint splits, prompts in both styles, ``score_batch`` gives a
   ScoreResult per answer with a score in [0, 1], an unreadable answer scores 0.
-- :func:`check_recipe`: any registered training recipe (policy, team or coalition): its settings build
-  with their defaults and know their recipe, refuse a value out of a declared bound, and its ``train``
-  can be called as ``train(settings, context)``; a policy recipe's strategy is a ``Strategy``.
 - :func:`check_answer_kind`: an answer kind (parser + rubric) scores a batch as it scores each answer
   alone, gives None 0 (unparsed), keeps every score in [0, 1] and never raises on a hostile answer.
 
@@ -20,22 +16,20 @@ Each raises ``AssertionError`` with what broke.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from typing import Any, Sequence
 
-from .agents.base import Generator
-from .agents.pools import load_pool
-from .envs.protocols import Protocol, make_protocol
-from .envs.protocols.base import EpisodeContext
-from .envs.runner import episode_seed
-from .envs.system import System, SystemSpec
-from .scorers.kinds import AnswerKind, resolve_answer_kind
-from .scorers.result import ScoreResult
-from .settings_check import bounds_of
-from .tasks import make as make_task
-from .tasks.base import PROMPT_STYLES, SPLITS, Task, split_overlap
-from .types import Ask, Item, Message, Outcome, SamplingParams
+from ..agents.base import Generator
+from ..agents.pools import DEFAULT_POOL, load_pool
+from ..scorers.kinds import AnswerKind, resolve_answer_kind
+from ..scorers.result import ScoreResult
+from ..tasks import DEFAULT_TASK, Task
+from ..tasks import make as make_task
+from ..tasks.base import PROMPT_STYLES, SPLITS, split_overlap
+from ..types import Ask, Item, Message, Outcome, SamplingParams
+from .protocols import Protocol, make_protocol
+from .protocols.base import EpisodeContext
+from .runner import episode_seed
+from .system import System, SystemSpec
 
 
 def run_one_program(protocol: Protocol, ctx: EpisodeContext, backends: dict[str, Generator]) -> tuple[list[Ask], Any]:
@@ -54,7 +48,7 @@ def run_one_program(protocol: Protocol, ctx: EpisodeContext, backends: dict[str,
         return asks, stop.value
 
 
-def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Task | str" = "rg/basic_arithmetic",
+def check_protocol(protocol: "Protocol | str", pool: Any = DEFAULT_POOL, task: "Task | str" = DEFAULT_TASK,
                    items: int = 3) -> None:
     protocol = make_protocol(protocol)
     pool = load_pool(pool)
@@ -87,38 +81,6 @@ def check_protocol(protocol: "Protocol | str", pool: Any = "sim:demo", task: "Ta
         shared = set(first) & set(first_small)
         assert all(first[m] == first_small[m] for m in shared), \
             f"{protocol.name}: a member's seed depends on who else is in the coalition"
-
-
-#: two tiny zoo models and a simulated member (it answers and judges; it has no weights)
-TRAINING_POOL = {"name": "contract", "members": [
-    {"name": "pico", "backend": "hf", "model": "zoo:tiny/pico"},
-    {"name": "nano", "backend": "hf", "model": "zoo:tiny/nano"},
-    {"name": "referee", "backend": "sim", "profile": {"judge_skill": 0.9}}]}
-
-
-def check_coalition_recipe(recipe: str, pool: Any = None, task: "Task | str" = "zoo:arith", items: int = 4) -> None:
-    """A coalition-training recipe on a small pool with few, cheap settings: coalition values are
-    scores in [0, 1], the same training twice gives the same values, every trained coalition has a
-    record, and the pool's own models are untouched."""
-    from .training.collaborative import TrainedCoalitionGame, make_coalition_settings
-
-    settings = make_coalition_settings(recipe, iterations=1, train_items=4, dev_items=3, max_new_tokens=6,
-                                       batch_size=4, lr=1e-3)
-    pool = load_pool(TRAINING_POOL if pool is None else pool)
-    task = make_task(task, size=max(items, 8)) if isinstance(task, str) else task
-    weights = {n: [p.detach().clone() for p in g.model.parameters()] for n, g in pool.members.items()
-               if hasattr(g, "model")}
-    values = []
-    for _ in range(2):
-        game = TrainedCoalitionGame(settings, System.build(SystemSpec(settings.evaluation, task, pool, split="test",
-                                                                      n_items=items)))
-        values.append([game.value(c) for c in (game.players, game.players[:2], game.players[:1])])
-        assert all(0.0 <= v <= 1.0 for v in values[-1]), f"{recipe}: values {values[-1]} outside [0, 1]"
-        assert game.trained and all(t.record for t in game.trained.values()), f"{recipe}: no training record"
-    assert values[0] == values[1], f"{recipe}: the same training gave different values {values}"
-    for name, before in weights.items():
-        after = list(pool.members[name].model.parameters())  # type: ignore[attr-defined]
-        assert all((a == b).all() for a, b in zip(after, before)), f"{recipe}: trained the pool's {name!r}"
 
 
 def check_generator(generator: Generator, task: "Task | str" = "zoo:arith", n: int = 3) -> None:
@@ -170,68 +132,6 @@ def check_task(task: Task, splits: Sequence[str] | None = None, per_split: int =
              "state a larger max_split_overlap if the space is that small")
 
 
-def default_settings(recipe: str) -> Any:
-    """A registered recipe's settings with their defaults, built the way its command builds them."""
-    from .training.recipes import get_recipe
-
-    found = get_recipe(recipe)
-    if found.kind == "policy":
-        from .training.config import make_config
-
-        return make_config(recipe)
-    if found.kind == "coalition":
-        from .training.collaborative import make_coalition_settings
-
-        return make_coalition_settings(recipe)
-    return found.settings()
-
-
-def check_recipe(recipe: str) -> None:
-    """A registered training recipe's contract, without training: its settings class is a dataclass
-    whose defaults build and name the recipe back (``recipe_of``), a value below a declared bound is
-    refused (the settings check runs on construction), ``train`` can be called as ``train(settings,
-    context)``, and a policy recipe's strategy is a :class:`~coalition_gym.training.strategies.Strategy`
-    that says whether it trains. (:func:`check_coalition_recipe` trains a coalition recipe for real.)"""
-    from .errors import ConfigError
-    from .training.recipes import RecipeContext, get_recipe, make_strategy, recipe_of
-    from .training.strategies import Strategy
-
-    found = get_recipe(recipe)
-    assert dataclasses.is_dataclass(found.settings), f"{recipe}: settings {found.settings!r} is not a dataclass"
-    settings = default_settings(recipe)
-    assert isinstance(settings, found.settings), f"{recipe}: its defaults built a {type(settings).__name__}"
-    owner = recipe_of(settings)
-    assert owner is not None and owner.name == recipe, f"{recipe}: its settings belong to {owner and owner.name!r}"
-    try:
-        inspect.signature(found.train).bind(settings, RecipeContext())
-    except TypeError as exc:
-        raise AssertionError(f"{recipe}: train cannot be called as train(settings, context): {exc}") from None
-    except ValueError:  # no readable signature
-        pass
-    bounded = [(f, b) for f in dataclasses.fields(settings) if f.init for b in [bounds_of(f)]
-               if b is not None and (b.ge is not None or b.gt is not None)]
-    if bounded:
-        field, bounds = bounded[0]
-        low = bounds.ge if bounds.ge is not None else bounds.gt
-        assert low is not None
-        below = (int(low) - 1) if isinstance(getattr(settings, field.name), int) else float(low) - 1.0
-        try:
-            dataclasses.replace(settings, **{field.name: below})
-        except ConfigError:
-            pass
-        else:
-            raise AssertionError(f"{recipe}: {field.name}={below} is below its bound and was accepted: call "
-                                 "check_settings(self) in __post_init__")
-    if found.kind == "policy":
-        strategy = make_strategy(settings)
-        assert isinstance(strategy, Strategy), f"{recipe}: strategy {type(strategy).__name__} is no Strategy"
-        assert strategy.selection_mode in ("solo", "collab"), f"{recipe}: selection_mode {strategy.selection_mode!r}"
-        prompts = strategy.candidate_prompts()
-        assert prompts is None or all(isinstance(p, str) for p in prompts), f"{recipe}: candidate prompts {prompts!r}"
-    else:
-        assert found.strategy is None, f"{recipe}: a {found.kind} recipe has no strategy"
-
-
 #: answers no rubric may crash on
 HOSTILE_ANSWERS = ("", " ", "\x00", "NaN", "-inf", "1e309", "(" * 500, "Answer: " * 200, "\u202e\U0001F600", "9" * 5000)
 
@@ -266,5 +166,4 @@ def check_answer_kind(kind: "AnswerKind | str", items: Sequence[Item], answers: 
     assert [r.score for r in again] == [r.score for r in batch], f"{kind.name}: the same answers scored differently"
 
 
-__all__ = ["check_protocol", "check_generator", "check_task", "run_one_program", "check_coalition_recipe",
-           "check_recipe", "check_answer_kind", "default_settings", "HOSTILE_ANSWERS"]
+__all__ = ["check_protocol", "check_generator", "check_task", "run_one_program", "check_answer_kind", "HOSTILE_ANSWERS"]
