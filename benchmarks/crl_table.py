@@ -8,7 +8,7 @@ per protocol and the paper's claims, each held or not, with the diagnosis where 
     .venv/bin/python benchmarks/crl_table.py --plan        # the cell rule's probes only (train items; ~10 min)
     .venv/bin/python benchmarks/crl_table.py --jobs 2      # the whole table (resumes; see the estimate below)
     .venv/bin/python benchmarks/crl_table.py --report      # tables, heatmap and claims from finished runs
-    .venv/bin/python benchmarks/crl_table.py --report --readme   # and README.md's status line from them
+    .venv/bin/python benchmarks/crl_table.py --report --docs     # and the docs' status line from them
     .venv/bin/python benchmarks/crl_table.py --quick       # 4 cells (one per protocol), 1 seed, 30 steps
     .venv/bin/python benchmarks/crl_table.py --device cuda --policy /path/to/hf/model   # real models, a GPU
 
@@ -447,8 +447,9 @@ def diagnosis(cell: str, e: dict[str, Any]) -> str:
     steps = ", ".join(f"{s['first']['first_informative_groups']:.2f} -> {s['last']['first_informative_groups']:.2f}"
                       for s in m.get("step_signal", []) if s)
     steps = f"informative share of a step's first batch, first -> last fifth of training: {steps}" if steps else ""
+    own = probe.get("policy_score", probe.get("solo_score", 0.0))  # solo_score: a probe recorded before issue 50
     parts = [f"cell probe: informative {probe['informative_groups']:.2f}, pivotality "
-             f"{probe['pivotality'] or 0:.2f}, policy's own score {probe['solo_score']:.3f}",
+             f"{probe['pivotality'] or 0:.2f}, policy's own score {own:.3f}",
              f"system {m['system_minus_base']['mean']:+.3f} vs solo {m['solo_minus_base']['mean']:+.3f} over Base",
              f"best dev steps {m['best_step']}" + (" (dev never improved on the untrained policy)"
                                                    if trained and all(b == 0 for b in trained) else "")]
@@ -602,8 +603,12 @@ def report(spec: Spec, chosen: dict[str, Any], log: Any = None) -> dict[str, Any
     return data
 
 
-def readme_status(data: dict[str, Any], readme: Path = Path("README.md")) -> str:
-    """Rewrite the README's status line (``**Status: ...** Headline (...)...``) from the result: the README's
+#: the documentation page that quotes the headline (the C-RL results page of the site)
+STATUS_PAGE = Path("docs/train/crl-results.md")
+
+
+def readme_status(data: dict[str, Any], readme: Path = STATUS_PAGE) -> str:
+    """Rewrite the page's status line (``**Status: ...** Headline (...)...``) from the result: the page's
     counts are the JSON's by construction (tests/test_benchmark_crl_table.py checks them)."""
     done = sum(e["complete"] for e in data["cells"].values())
     line = (f"**Status: {'complete' if done == len(data['cells']) else 'running'}.** {headline_sentence(data)}")
@@ -651,7 +656,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan", action="store_true", help="only the cell rule's probes (train items; no test item)")
     parser.add_argument("--report", action="store_true", help="only the report, from the finished runs")
-    parser.add_argument("--readme", action="store_true", help="with --report: README.md's status line too")
+    parser.add_argument("--docs", "--readme", dest="docs", action="store_true",
+                        help=f"with --report: {STATUS_PAGE}'s status line too")
     parser.add_argument("--quick", action="store_true", help="one cell per protocol, 1 seed, 30 steps (<30 min)")
     parser.add_argument("--cells", default="", help="comma-separated protocol/task cells (default: all 12)")
     parser.add_argument("--seeds", default="", help="comma-separated seeds (default: 0,1,2)")
@@ -667,7 +673,7 @@ def main() -> None:
         plan(spec)
     elif args.report:
         data = report(spec, plan(spec), print)
-        if args.readme:
+        if args.docs:
             print(readme_status(data))
     else:
         run_table(spec, args.jobs)
