@@ -152,6 +152,11 @@ def test_blocks_build_systems_the_one_way():
     assert not by_hand, f"System(...) in {by_hand}: use System.build(SystemSpec(...))"
 
 
+def test_the_readme_fits_on_a_screen_or_two():
+    """The README is the pitch, the two commands, one example each and links; the guides live in docs/."""
+    assert len(README.read_text().splitlines()) < 300
+
+
 def test_the_readme_builds_a_router_with_descriptions():
     """The README's evaluation example is a routing system built from names (its run checks the descriptions)."""
     assert any("prompt_routing" in code and "System.build" in code for code in python_blocks(README))
@@ -229,7 +234,8 @@ def test_the_shipped_zoo_numbers():
 
     default, tiny = ensure_zoo("default"), ensure_zoo("tiny")
     n_default, low, high, n_tiny, mb = stated(
-        r"\((\w+) models of (\d+)k-(\d+)k parameters in `zoo:default`, (\w+) in `zoo:tiny`; ([\d.]+) MB of safetensors", MODELS_PAGE)
+        r"\((\w+) models of (\d+)k-(\d+)k parameters in `zoo:default`, (\w+) in `zoo:tiny`; ([\d.]+) MB of safetensors",
+        MODELS_PAGE)
     params = [m["params"] for m in default.models.values()]
     assert (number(n_default), number(n_tiny)) == (len(default.models), len(tiny.models))
     assert (int(low), int(high)) == (round(min(params) / 1000), round(max(params) / 1000)), params
@@ -264,7 +270,8 @@ def test_the_zoo_split_overlap():
     seen = {t: sum(q in set(train[t]) for q in test[t]) for t in train}
     n_train, arith, summ, n_test, reverse, n_test2 = stated(
         r"a zoo model's ([\d,]+) training items per task hold (\d+) distinct zoo:arith questions and (\d+) zoo:sum "
-        r"ones, so all (\d+) test questions of each also occur in training, and (\d+) of zoo:reverse's (\d+) do", MODELS_PAGE)
+        r"ones, so all (\d+) test questions of each also occur in training, and (\d+) of zoo:reverse's (\d+) do",
+        MODELS_PAGE)
     assert number(n_train) == recipe.train_items
     assert (int(arith), int(summ)) == (len(set(train["arith"])), len(set(train["sum"])))
     assert int(n_test) == int(n_test2) == recipe.eval_items == seen["arith"] == seen["sum"], seen
@@ -303,7 +310,8 @@ def test_the_training_defaults_are_the_configs():
 def test_training_results_timings_are_their_benchmarks():
     crl = result("crl_demo.json")
     settings, seeds, methods, minutes = stated(
-        r"benchmarks/crl_demo.py # (\w+) settings x (\w+) seeds x (\w+) methods: (\d+) min on 2 cores", CRL_RESULTS_PAGE)
+        r"benchmarks/crl_demo.py # (\w+) settings x (\w+) seeds x (\w+) methods: (\d+) min on 2 cores",
+        CRL_RESULTS_PAGE)
     assert (number(settings), number(seeds)) == (len(crl["settings"]), len(crl["seeds"]))
     assert {number(methods)} == {len(s["methods"]) for s in crl["settings"]}
     assert int(minutes) == round(crl["total_seconds"] / 60), f"{crl['total_seconds'] / 60:.0f} min"
@@ -388,7 +396,7 @@ def test_make_bench_is_the_benchmarks_page_table_with_recorded_minutes():
     (n_b,) = stated(r"make bench # (\w+) speed and cost benchmarks, one after another", BENCH_README)
     assert number(n) == number(n_b) == len(scripts)
     rows = bench_table()
-    assert [s for s, _ in rows[:-1]] == [f"{s}.py" for s in scripts], "the benchmarks page's table vs Makefile's bench target"
+    assert [s for s, _ in rows[:-1]] == [f"{s}.py" for s in scripts], "the benchmarks page's table vs the Makefile"
     timed = {s: run_seconds(s) for s in scripts}
     expected = [minutes(*timed[s]) for s in scripts]
     expected.append(minutes(sum(t for t, _ in timed.values()), all(exact for _, exact in timed.values())))
@@ -465,7 +473,8 @@ def test_the_trainer_speed_table_is_the_result():
 
 
 def test_the_gain_table_is_the_result():
-    """The gain table of "Is it worth it?" (and the numbers its sentences quote) are benchmarks/collaboration_gain.py's."""
+    """The gain table of "Is it worth it?" (and the numbers its sentences quote) are
+    benchmarks/collaboration_gain.py's."""
     d = result("collaboration_gain.json")
     section = WORTH_PAGE.read_text()
     lines = [line for line in section.splitlines() if line.startswith("| ")]
@@ -508,8 +517,9 @@ def test_the_gain_table_is_the_result():
 
 
 def test_the_served_environments_table_is_the_benchmark_result():
-    """The served environments page's "Sessions share batches" table and its figures: benchmarks/results/served_envs.json, rendered by
-    the benchmark's own table function; every served episode equalled its in-process replay."""
+    """The served environments page's "Sessions share batches" table and its figures:
+    benchmarks/results/served_envs.json, rendered by the benchmark's own table function; every served episode
+    equalled its in-process replay."""
     spec = importlib.util.spec_from_file_location("served_envs", ROOT / "benchmarks" / "served_envs.py")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -542,7 +552,8 @@ def estimator_rows(summary: list[dict]) -> list[str]:
 
 def test_the_estimators_table_is_the_result():
     d = result("estimators.json")
-    section = ESTIMATORS_PAGE.read_text().split("## Sampled Shapley against shapiq", 1)[1].split("## Who complements", 1)[0]
+    text = ESTIMATORS_PAGE.read_text()
+    section = text.split("## Sampled Shapley against shapiq", 1)[1].split("## Who complements", 1)[0]
     lines = [line for line in section.splitlines() if line.startswith("| ")]
     assert lines[1:] == estimator_rows(d["summary"])
     assert d["shapiq"] in section and f"{d['seeds']} seeds" in section
