@@ -364,15 +364,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
+def _given_settings(args: argparse.Namespace) -> dict[str, Any]:
     """A training run's settings from its options and ``--set`` (``protocol.KEY`` keys go to the protocol's
-    settings), over the library's default run (``training.config.default_run``)."""
-    from ..training.config import default_run
-
+    settings); the library lays them over its default run."""
     flags = {"protocol": args.protocol, "task": args.task, "collaborators": args.collaborators, "steps": args.steps,
-             "seed": args.seed, "report_to": None if args.report_to == "none" else args.report_to}
-    if not team:
-        flags.update(policy=args.policy, reward=args.reward)
+             "seed": args.seed, "reward": args.reward,
+             "report_to": None if args.report_to == "none" else args.report_to}
     given = {k: v for k, v in flags.items() if v is not None}
     overrides = _settings(args.set)
     if args.members:
@@ -381,77 +378,40 @@ def _given_settings(args: argparse.Namespace, team: bool) -> dict[str, Any]:
     given.update({k: v for k, v in overrides.items() if not k.startswith("protocol.")})
     if protocol_settings:
         given["protocol_settings"] = protocol_settings
-    return default_run(given, team=team)
+    return given
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """``cgym train``: one or several ``--policy`` through the library's one function
+    (``training.runs.train_runs``: one policy with each method beside Base, several as one team)."""
     from ..envs.executors import make_executor
-    from ..training.config import preset_for
     from ..training.reporting import run_summary
-    from ..training.trainer import RunOptions, policy_weights, run_methods
+    from ..training.runs import train_runs
+    from ..training.trainer import RunOptions
 
-    policies = list(args.policy or [])
-    if len(policies) >= 2:  # several --policy: one team, each policy a trainable seat
-        return cmd_train_team(args, policies)
-    args.policy = policies[0] if policies else None
-    settings = _given_settings(args, team=False)
-    preset = preset_for(args.preset, [settings["policy"]])
     root = Path(args.out)
     executor = make_executor(args.executor, address=args.address) if args.executor == "ray" else None
     failures = FailureSummary()
     try:
         options = RunOptions(executor=executor, failures=failures, force=args.force, overwrite=args.overwrite)
-        reports = run_methods(args.method.split(","), root, preset, options, **settings)
+        runs = train_runs(args.policy or [], args.method.split(","), root, args.preset, options,
+                          **_given_settings(args))
     finally:
         if executor is not None:
             executor.close()
-    write_run_record(root, args.record.finish(training={"methods": args.method, "preset": preset, **settings},
-                                              policy_weights=policy_weights(str(settings["policy"]))))
-    print(run_summary(root))  # every report's test scores with CIs, the verdicts, the curves
-    _show_trained(root, [r for r in reports if r["method"] != "base"], args.export)
+    write_run_record(root, args.record.finish(training=runs.settings, policy_weights=runs.policy_weights))
+    if len(args.policy or []) >= 2:  # one team: its before/after and every seat's line
+        team = runs.reports[0]
+        _show_team(root / f"{team['method']}-seed{team['seed']}", team, args.export)
+    else:
+        print(run_summary(root))  # every report's test scores with CIs, the verdicts, the curves
+        _show_trained(root, [r for r in runs.reports if r["method"] != "base"], args.export)
     return verdict(failures, args.max_failures, _say)
 
 
-def cmd_train_team(args: argparse.Namespace, policies: list[str]) -> int:
-    """``cgym train --policy A --policy B ...``: the team recipe (team-crl) with one seat per policy; ``--set``
-    takes any TeamConfig field (credit, seats, group_size ...) or protocol.<setting>."""
-    from ..training.config import preset_for
-    from ..training.recipes import RecipeContext, get_recipe, recipe_names
-    from ..training.team.config import TEAM_METHOD, make_team_config
-    from ..training.trainer import RunOptions, claim_run_folder, policy_weights
-
-    teams = recipe_names("team")
-    method = TEAM_METHOD if args.method == "crl" else args.method  # crl's default: its team form
-    if method not in teams:
-        raise ConfigError(f"--method {args.method!r} trains one policy; with {len(policies)} --policy options the "
-                          f"team recipes apply: {', '.join(teams)} (or crl, which means {TEAM_METHOD})")
-    refused = [flag for flag, on in (("--reward", args.reward), ("--executor ray", args.executor == "ray")) if on]
-    if refused:
-        raise ConfigError(f"{refused[0]} is not available for team training (several --policy options) yet")
-    settings = {**_given_settings(args, team=True), "policies": policies, "method": method}
-    preset = preset_for(args.preset, policies)
-    config = make_team_config(preset, **settings)
-    root = Path(args.out)
-    claim_run_folder(root, config, args.overwrite)  # type: ignore[arg-type]  # reads method, seed and to_dict
-    folder = root / f"{config.method}-seed{config.seed}"
-    failures = FailureSummary()
-    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, RunOptions(failures=failures,
-                                                                                             force=args.force)))
-    write_run_record(root, args.record.finish(training={"methods": config.method, "preset": preset,
-                                                        **config.to_dict()},
-                                              policy_weights={s: policy_weights(p) for s, p in
-                                                              config.seat_policies.items()}))
-    _show_team(folder, report)
-    if args.export:
-        from ..training.export import export_team
-
-        done = export_team(folder, args.export)
-        print(f"wrote {done['pool']}; its leaderboard replays the trainer's test scores:\n  {done['eval_command']}")
-    return verdict(failures, args.max_failures, _say)
-
-
-def _show_team(folder: Path, report: dict[str, Any]) -> None:
-    """The team's test score before and after with CIs, each seat's before -> after, and its pool line."""
+def _show_team(folder: Path, report: dict[str, Any], export: str | None) -> None:
+    """The team's test score before and after with CIs, each seat's before -> after, and its pool line; with
+    ``export``, the team's pool.yaml and the ``cgym eval`` command that replays the trainer's test."""
     from ..training.checkpoints import has_weights
     from ..training.export import pool_line
     from ..training.verdict import verdict_line
@@ -475,6 +435,11 @@ def _show_team(folder: Path, report: dict[str, Any]) -> None:
         print(verdict_line(report["method"], report["verdict"], "the untrained team"))
     print(f"curves (dev score, reward and each seat's informative groups per step): {report['curves']}")
     print(f"wrote {folder / 'report.json'} and one folder per seat")
+    if export:
+        from ..training.export import export_team
+
+        done = export_team(folder, export)
+        print(f"wrote {done['pool']}; its leaderboard replays the trainer's test scores:\n  {done['eval_command']}")
 
 
 def _show_trained(root: Path, reports: list[dict[str, Any]], export: str | None) -> None:

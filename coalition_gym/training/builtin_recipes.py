@@ -10,20 +10,14 @@ from . import strategies as s
 from .collaborative.settings import MultiagentFinetuningSettings, SpartaSettings
 from .recipes import RecipeContext, TrainFunction, register_recipe
 from .team.config import TeamConfig
+from .team.strategy import TeamCRL
 
 
-def train_policy_recipe(settings: config.TrainConfig, context: RecipeContext) -> Any:
-    """Every built-in policy recipe's ``train`` (and a user's, with their own strategy): the trainer's run
-    of ``settings`` into ``context.out`` with ``context.options``, reported against
-    ``context.base_per_item`` when given."""
+def train_policy_recipe(settings: config.TrainConfig | TeamConfig, context: RecipeContext) -> Any:
+    """Every built-in policy and team recipe's ``train`` (and a user's, with their own strategy): the trainer's
+    run of ``settings`` into ``context.out`` with ``context.options``, reported against
+    ``context.base_per_item`` when given (a team's report compares with the untrained team instead)."""
     from .trainer import train_policy as run  # torch: only when a policy trains
-
-    return run(settings, context.out, context.options, context.base_per_item)
-
-
-def train_team_recipe(settings: TeamConfig, context: RecipeContext) -> Any:
-    """The team recipe's ``train``: the team trainer's run, as a policy recipe's."""
-    from .team.trainer import train_team as run  # torch: only when a team trains
 
     return run(settings, context.out, context.options, context.base_per_item)
 
@@ -59,7 +53,7 @@ COALITION: list[tuple[str, type, TrainFunction, str]] = [
      "fine-tuned members debate"),
 ]
 TEAM = [
-    ("team-crl", TeamConfig, train_team_recipe, "Team C-RL: K >= 2 seats trained together inside the protocol, "
+    ("team-crl", TeamConfig, train_policy_recipe, "Team C-RL: K >= 1 seats trained together inside the protocol, "
                                                 "each on its credit (system, leave-one-out or Shapley)"),
 ]
 
@@ -70,10 +64,10 @@ def register_builtin_recipes() -> None:
     for name, settings, train, about in COALITION:
         register_recipe(name, settings, train, kind="coalition", description=about)
     for name, settings, train, about in TEAM:
-        register_recipe(name, settings, train, kind="team", description=about)
+        register_recipe(name, settings, train, kind="team", strategy=TeamCRL, description=about)
 
 
 register_builtin_recipes()
 
-__all__ = ["train_policy_recipe", "train_team_recipe", "train_sparta", "train_multiagent_finetuning",
+__all__ = ["train_policy_recipe", "train_sparta", "train_multiagent_finetuning",
            "register_builtin_recipes"]

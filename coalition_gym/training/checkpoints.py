@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -121,19 +121,25 @@ def load_best(out: Path, model: Any) -> str | None:
 COMMIT = "COMMIT"
 
 
-def commit_pending(out: Path, names: Sequence[str], label: str) -> None:
+def seat_folders(out: Path, seats: Sequence[str]) -> dict[str, Path]:
+    """seat -> where its ``best/`` and ``last/`` go: ``out/<seat>/`` for each seat of several, the run folder itself
+    for a run of one seat (so ``<run>/best`` is the trained policy, the path a pool file or ``--adversary`` names)."""
+    return {seat: out if len(seats) == 1 else out / seat for seat in seats}
+
+
+def commit_pending(out: Path, folders: Mapping[str, Path], label: str) -> None:
     """Make the states in ``out/.pending/<name>/last`` (one per name, written by :func:`save_state`) every
-    name's ``out/<name>/last`` at once: write the ``COMMIT`` marker (atomically), then swap them in. A kill
+    name's ``folders[name]/last`` at once: write the ``COMMIT`` marker (atomically), then swap them in. A kill
     before the marker leaves the previous states everywhere; a kill after it is finished by
-    :func:`finish_commit` on resume. So the states always belong to one step (several trained seats)."""
+    :func:`finish_commit` on resume. So the states always belong to one step (every trained seat's)."""
     pending = out / ".pending"
     marker = pending / (COMMIT + ".tmp")
     write_text(marker, label)
     marker.replace(pending / COMMIT)
-    finish_commit(out, names)
+    finish_commit(out, folders)
 
 
-def finish_commit(out: Path, names: Sequence[str]) -> None:
+def finish_commit(out: Path, folders: Mapping[str, Path]) -> None:
     """Swap a committed pending state into every name's ``last/`` (idempotent); drop an uncommitted one."""
     pending = out / ".pending"
     if not pending.exists():
@@ -141,8 +147,8 @@ def finish_commit(out: Path, names: Sequence[str]) -> None:
     if not (pending / COMMIT).is_file():
         shutil.rmtree(pending)
         return
-    for name in names:
-        fresh, last, old = pending / name / "last", out / name / "last", out / name / "last.old"
+    for name, folder in folders.items():
+        fresh, last, old = pending / name / "last", folder / "last", folder / "last.old"
         if not fresh.is_dir():
             continue  # swapped in before the kill
         last.parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +156,6 @@ def finish_commit(out: Path, names: Sequence[str]) -> None:
             shutil.rmtree(old, ignore_errors=True)
             last.replace(old)
         fresh.replace(last)
-    for name in names:
-        shutil.rmtree(out / name / "last.old", ignore_errors=True)
+    for folder in folders.values():
+        shutil.rmtree(folder / "last.old", ignore_errors=True)
     shutil.rmtree(pending)

@@ -158,6 +158,22 @@ class TrainConfig(LoraSettings, RunSettings):
         """GRPO-indiv and DAPO-indiv roll out the policy alone and reward its own correctness."""
         return False
 
+    # What the trainer reads of every run (a team's :class:`~.team.config.TeamConfig` has the same names): a
+    # policy is a team of one seat, rewarded by the system's score, on a model of its own.
+    @property
+    def seat_policies(self) -> dict[str, str]:
+        """seat name -> its model spec: the one policy."""
+        return {self.policy_name: self.policy}
+
+    @property
+    def credit(self) -> str:
+        """What the seat is rewarded with (:mod:`.credit`): a single policy's method reads the system's score."""
+        return "system"
+
+    @property
+    def shared_base(self) -> bool:
+        return False
+
 
 @dataclass
 class PolicyGradientConfig(ClippedPGSettings, TrainConfig):

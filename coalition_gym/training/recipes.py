@@ -8,8 +8,8 @@ and, for a coalition, what it trains on). Three kinds share the registry:
   :class:`~coalition_gym.training.config.TrainConfig` subclasses and their ``strategy`` (see
   :mod:`.strategies`) says how the trainer's loop rolls out, rewards and updates (``cgym train --method
   NAME``); ``context``: ``out``, ``options`` (``trainer.RunOptions``), ``base_per_item``.
-- **team** recipes (team C-RL) train K >= 2 seats together inside one protocol (:mod:`.team`), no
-  strategy (``cgym train --policy A --policy B``); ``context`` as a policy recipe's.
+- **team** recipes (team C-RL) train K >= 1 seats together inside one protocol (:mod:`.team`), with a
+  strategy for the same trainer's loop (``cgym train --policy A --policy B``); ``context`` as a policy recipe's.
 - **coalition** recipes (Sparta, multi-agent finetuning) train copies of a coalition's members and
   return a ``CoalitionTraining``; ``context``: ``members``, ``task``, ``train_items``, ``dev_items``,
   ``seed`` and ``out`` (the work folder). ``TrainedCoalitionGame`` values what the trained coalition
@@ -152,10 +152,12 @@ def get_recipe(name: str, kind: str | None = None) -> Recipe:
 
 
 def make_strategy(settings: Any) -> Any:
-    """A policy recipe's strategy for ``settings`` (a TrainConfig naming its recipe in ``method``)."""
-    strategy = get_recipe(settings.method, "policy").strategy
-    assert strategy is not None  # every policy recipe has one (register_recipe checks)
-    return strategy(settings)
+    """The strategy of the recipe ``settings`` names in ``method``: a policy recipe's (every one has one,
+    :func:`register_recipe` checks) or a team recipe's."""
+    recipe = get_recipe(settings.method)
+    if recipe.strategy is None:
+        raise ConfigError(f"recipe {recipe.name!r} ({recipe.kind}) has no strategy for the trainer's loop")
+    return recipe.strategy(settings)
 
 
 def recipe_of(settings: Any) -> Recipe | None:

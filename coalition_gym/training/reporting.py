@@ -1,7 +1,11 @@
 """What a training run writes: ``metrics.jsonl`` (one row per step and evaluation, optionally sent to
 TensorBoard, wandb or trackio: ``report_to``), ``report.json`` / ``per_item.json`` (test scores with 95% CIs
 for the best *and* the last checkpoint, the dev score and CI at the selected step, rescue/drag against Base,
-the verdict against Base, the learning-signal summary) and the folder's ``summary.md`` table."""
+the verdict against Base, the learning-signal summary) and the folder's ``summary.md`` table.
+
+Every run's report is one header (:class:`ReportInputs`' ``header``, built by the trainer for any number of seats)
+and the scores its strategy reports: a policy's collaborative and solo scores against Base (:func:`policy_scores`),
+a team's system score and per-seat views against the untrained team (:func:`.team.strategy.team_scores`)."""
 
 from __future__ import annotations
 
@@ -9,12 +13,14 @@ import importlib
 import importlib.util
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..result_files import JsonLines, write_json
 from ..valuation.stats import rescue_drag
-from .verdict import verdict_line
+from .diagnostics import summarise_signal
+from .verdict import paired_verdict, verdict_line
 
 
 def _finite(value: Any) -> Any:
@@ -92,6 +98,53 @@ def vs_base(base_per_item: dict[str, list[float]] | None, mode: str, mine: list[
 def write_report(out: Path, result: dict[str, Any], per_item: dict[str, Any]) -> None:
     write_json(out / "report.json", result, default=_finite)
     write_json(out / "per_item.json", per_item, indent=None)
+
+
+@dataclass
+class ReportInputs:
+    """What a run's report is built from, whatever its seats: the ``header`` every report starts with (method,
+    seed, seats, selection, dev score at the best step, protocol, members, probe, config, failures ...), the test
+    results per evaluation mode of the ``last`` and the ``best`` checkpoint, the untrained seats' test scores
+    (``before``; None when the strategy compares with Base instead), Base's per-item test scores when given, the
+    metric rows, each seat's model spec and checkpoint folder, and the run folder the report goes to."""
+
+    header: dict[str, Any]
+    last: Mapping[str, Any]
+    best: Mapping[str, Any]
+    before: dict[str, Any] | None
+    base_per_item: dict[str, list[float]] | None
+    rows: list[dict[str, Any]]
+    seat_policies: Mapping[str, str]
+    seat_folders: Mapping[str, Path]
+    out: Path
+
+
+def policy_scores(inputs: ReportInputs, weights: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy's report (``weights``: seat -> its base weights' record): its collaborative and solo test scores
+    of the best and the last checkpoint, rescue/drag and the verdict against Base's per-item scores when given,
+    its leave-one-out effect where the collaborators alone form a coalition; writes ``report.json`` and
+    ``per_item.json``."""
+    best, base = inputs.best, inputs.base_per_item
+    per_item = {m: best[m].per_item for m in ("collab", "solo")}
+    (seat_weights,) = weights.values()
+    result: dict[str, Any] = {
+        **inputs.header, "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
+        "last": {m: r.to_dict() for m, r in inputs.last.items()}, "policy_weights": seat_weights,
+        "signal": summarise_signal(inputs.rows)}
+    if base is not None:  # the verdict: the paired system difference to Base on the test items
+        result["verdict"] = paired_verdict(base.get("collab", []), per_item["collab"], result["best_direction"])
+    for mode in ("collab", "solo"):
+        moves = vs_base(base, mode, per_item[mode])
+        if moves is not None:
+            result[f"vs_base_{mode}"] = moves
+    without = best.get("without")
+    if without is not None:  # the policy's leave-one-out effect on the system, item by item
+        moves = vs_base({"collab": without.per_item}, "collab", per_item["collab"]) or {}
+        result["vs_without_policy"] = {"without": without.to_dict(), **moves,
+                                       "loo": best["collab"].mean - without.mean}
+        per_item["without"] = without.per_item
+    write_report(inputs.out, result, per_item)
+    return result
 
 
 def _cell(score: dict[str, Any] | None) -> str:

@@ -478,29 +478,40 @@ class PolicyWeights:
                                            identity=self.identity), self.system_prompt, self.temperature)
 
 
-def _rollout_shard(weights: PolicyWeights, system: System, items: Sequence[Item], plan: RolloutPlan) -> list[Rollout]:
-    """A Ray task: rebuild the policy from its weights and collect this shard's rollouts."""
-    return collect(system, items, weights.rebuild(), plan)
+def _rollout_shard(weights: dict[str, PolicyWeights], system: System, items: Sequence[Item], plan: RolloutPlan,
+                   credit: str) -> tuple[list[Rollout], CounterfactualCost]:
+    """A Ray task: rebuild every seat's policy from its weights and collect this shard's rollouts (with the
+    counterfactuals ``credit`` needs, and what they cost)."""
+    cost = CounterfactualCost()
+    rollouts = collect(system, items, {seat: w.rebuild() for seat, w in weights.items()}, plan, credit, cost=cost)
+    return rollouts, cost
 
 
-def collect_distributed(executor: Any, system: System, items: Sequence[Item], policy: RecordingPolicy,
-                        plan: RolloutPlan) -> list[Rollout]:
-    """:func:`collect` spread over a Ray executor, whole items per shard. Seeds depend on the item and
-    execution, never on the shard, so the rollouts equal the local ones."""
+def collect_distributed(executor: Any, system: System, items: Sequence[Item],
+                        policies: "RecordingPolicy | Mapping[str, RecordingPolicy]", plan: RolloutPlan,
+                        credit: str = "system", cost: CounterfactualCost | None = None) -> list[Rollout]:
+    """:func:`collect` spread over a Ray executor, whole items per shard, for any number of seats (each seat's
+    weights shipped once). Seeds depend on the item and execution, never on the shard, and a seat's credit on
+    its own execution's sub-teams, so the rollouts equal the local ones; what the counterfactuals cost is
+    added to ``cost`` when given."""
     _ = system.dev  # measured here, once, and shipped with the system (a worker never measures)
-    shared = {"weights": PolicyWeights.of(policy), "system": system}
+    seated = _seat_policies(system, policies, credit)
+    shared = {"weights": {seat: PolicyWeights.of(p) for seat, p in seated.items()}, "system": system,
+              "credit": credit}
     n = min(len(items), executor.workers)
     size = -(-len(items) // n)
     shards = [{"items": list(items[i:i + size]), "plan": dataclasses.replace(plan, first_group=plan.first_group + i)}
               for i in range(0, len(items), size)]
     rollouts: list[Rollout] = []
-    for part in executor.map(_rollout_shard, shards, shared):
+    for part, spent in executor.map(_rollout_shard, shards, shared):
         offset = len(rollouts)
         for r in part:  # indices are per shard: make them global, calls included
             r.index += offset
             for call in r.calls:
                 call.rollout = r.index
         rollouts += part
+        if cost is not None:
+            cost.add(spent)
     return rollouts
 
 

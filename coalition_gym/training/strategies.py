@@ -1,6 +1,8 @@
 """Each policy-training recipe's strategy: how it rolls out, what it rewards, how it updates. The
-trainer's loop (:mod:`.trainer`) calls them with a :class:`~.policy_updates.PolicyUpdates`; a strategy
-never calls back into the trainer. Names and settings classes are bound in :mod:`.builtin_recipes`.
+trainer's loop (:mod:`.trainer`) calls them with every seat's :class:`~.policy_updates.PolicyUpdates` (a policy
+is a team of one seat; the team's strategy is :class:`~.team.strategy.TeamCRL`); a strategy never calls back into
+the trainer. Besides rollouts, reward and update, a strategy says what a step's metric row and the probe's
+record hold, and what the report scores. Names and settings classes are bound in :mod:`.builtin_recipes`.
 
 | recipe | rollouts | reward | update |
 |---|---|---|---|
@@ -15,21 +17,35 @@ never calls back into the trainer. Names and settings classes are bound in :mod:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError
 from .advantages import broadcast, group_advantages, overlong_penalty
 from .config import DAPOIndivConfig, NudgeConfig, PolicyGradientConfig, RAFTConfig, TrainConfig
+from .diagnostics import signal_metrics
+from .reporting import ReportInputs, policy_scores
 from .rollouts import Rollout
 
 if TYPE_CHECKING:  # the updates need torch; importing the strategies must not
     from .policy_updates import PolicyUpdates
+    from .probe import ProbeResult
 
 
 def _calls_with_tokens(rollouts: Sequence[Rollout]) -> list[Any]:
     return [c for r in rollouts for c in r.calls if c.completion_ids]
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(np.mean(xs)) if len(xs) else 0.0
+
+
+def only_seat(updates: Mapping[str, PolicyUpdates]) -> PolicyUpdates:
+    """The one seat's updates of a single policy's run."""
+    if len(updates) != 1:
+        raise ConfigError(f"a single policy's recipe trains one seat; got {list(updates)}")
+    return next(iter(updates.values()))
 
 
 class Strategy:
@@ -37,6 +53,11 @@ class Strategy:
     recipe's name is in its ``register_recipe`` call alone)."""
 
     trains: ClassVar[bool] = True  # False: evaluated (and, for nudge, selected) without weight updates
+    # True: the report compares the trained seats with themselves untrained on test (a team); False: with the
+    # Base run's per-item scores, when given (a policy's recipes, which run Base beside them)
+    compares_with_untrained: ClassVar[bool] = False
+    # the test evaluations of the report ("without": the collaborators alone, where they form a coalition)
+    report_modes: ClassVar[tuple[str, ...]] = ("collab", "solo", "without")
 
     def __init__(self, config: TrainConfig):
         self.config = config
@@ -52,8 +73,13 @@ class Strategy:
 
     @property
     def negated(self) -> bool:
-        """Trained as an adversary: rewards and dev selection flipped (``reward="negate"``)."""
-        return getattr(self.config, "reward", "system") == "negate"
+        """Trained as an adversary: rewards and dev selection flipped (only the RL recipes can be)."""
+        return False
+
+    @property
+    def probe_groups(self) -> int:
+        """Groups the pre-training probe rolls out (:mod:`.probe`); 0: no probe (no group-relative advantages)."""
+        return 0
 
     @property
     def selection_sign(self) -> float:
@@ -66,10 +92,28 @@ class Strategy:
     def base_reward(self, rollout: Rollout) -> float:
         return rollout.own_score if self.solo else rollout.reward
 
-    def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
+    def step_signal(self, rollouts: Sequence[Rollout], rewards: Sequence[float], advantages: Sequence[float] | None
+                    ) -> dict[str, Any]:
+        """A step's learning-signal numbers for its metric row (:mod:`.diagnostics`): the system's and the
+        policy's own score, its calls, and whether its groups can teach it anything."""
+        return {"system_score_mean": _mean([r.reward for r in rollouts]),
+                "policy_score_mean": _mean([r.own_score for r in rollouts]),
+                "policy_calls": sum(len(r.calls) for r in rollouts), **signal_metrics(rollouts, rewards, advantages)}
+
+    def probe_record(self, results: Mapping[str, ProbeResult]) -> dict[str, Any]:
+        """What the metrics and the report keep of the probe: the policy's numbers."""
+        (result,) = results.values()
+        return result.to_dict()
+
+    def report(self, inputs: ReportInputs, weights: Mapping[str, Any]) -> dict[str, Any]:
+        """The run's report from the trainer's test results (:func:`.reporting.policy_scores`)."""
+        return policy_scores(inputs, weights)
+
+    def update(self, updates: Mapping[str, PolicyUpdates], rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
-        """One update on a step's batch: (metrics, per-rollout advantages or None). Strategies that do not
-        train (``trains = False``) never get a batch; one that is asked anyway says so."""
+        """One update on a step's batch with the seat's updates (seat -> its PolicyUpdates; a policy's recipe
+        has one): (metrics, per-rollout advantages or None). Strategies that do not train (``trains = False``)
+        never get a batch; one that is asked anyway says so."""
         raise ConfigError(f"training recipe {self.config.method!r} does not update weights (trains={self.trains}); "
                           "the trainer selects among its candidate prompts instead")
 
@@ -85,7 +129,15 @@ class PolicyGradient(Strategy):
 
     config: PolicyGradientConfig
 
-    def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
+    @property
+    def negated(self) -> bool:
+        return self.config.reward == "negate"
+
+    @property
+    def probe_groups(self) -> int:
+        return self.config.probe_groups
+
+    def update(self, updates: Mapping[str, PolicyUpdates], rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
         cfg = self.config
         adv = group_advantages(rewards, [r.group for r in rollouts], eps=cfg.advantage_eps,
@@ -93,7 +145,7 @@ class PolicyGradient(Strategy):
         index_of = {r.index: k for k, r in enumerate(rollouts)}
         calls = _calls_with_tokens(rollouts)
         per_call = broadcast(adv, [index_of[c.rollout] for c in calls]) if calls else np.zeros(0)
-        metrics = updates.policy_gradient(calls, [float(a) for a in per_call], eps_low=cfg.eps_low,
+        metrics = only_seat(updates).policy_gradient(calls, [float(a) for a in per_call], eps_low=cfg.eps_low,
                                           eps_high=cfg.eps_high, aggregation=cfg.aggregation,
                                           passes=cfg.updates_per_batch)
         return metrics, [float(a) for a in adv]
@@ -118,11 +170,11 @@ class DAPOIndiv(PolicyGradient):
 class RAFT(Strategy):
     config: RAFTConfig
 
-    def update(self, updates: PolicyUpdates, rollouts: Sequence[Rollout], rewards: Sequence[float]
+    def update(self, updates: Mapping[str, PolicyUpdates], rollouts: Sequence[Rollout], rewards: Sequence[float]
                ) -> tuple[dict[str, Any], list[float] | None]:
         winners = {r.index for r, w in zip(rollouts, rewards) if w >= self.config.raft_threshold}
         kept = _calls_with_tokens([r for r in rollouts if r.index in winners])
-        metrics = updates.sft(kept)
+        metrics = only_seat(updates).sft(kept)
         metrics["kept_executions"] = len(winners)
         return metrics, None
 
@@ -143,4 +195,4 @@ class Base(Strategy):
     trains = False
 
 
-__all__ = ["Strategy", "PolicyGradient", "CRL", "GRPOIndiv", "DAPOIndiv", "RAFT", "Nudge", "Base"]
+__all__ = ["only_seat", "Strategy", "PolicyGradient", "CRL", "GRPOIndiv", "DAPOIndiv", "RAFT", "Nudge", "Base"]

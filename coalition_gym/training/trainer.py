@@ -1,11 +1,14 @@
 """The one trainer: trainable seats inside a live system, rewarded by its outcome. A single policy (C-RL and its
-baselines) is a team of one with credit ``system``; ``team-crl`` trains K >= 2 seats, each on its own credit.
+baselines) is a team of one with credit ``system``; ``team-crl`` trains K >= 1 seats, each on its own credit. One
+path for any number of seats: the config says who sits where (``seat_policies``, ``credit``, ``shared_base``), the
+strategy what a step rewards, updates and logs and what the report scores; nothing here asks how many seats train.
 Each job lives in its own module: loading the models and the vLLM engine (:mod:`.policy_model`), rollouts (one
 collector for one seat or K, :mod:`.rollouts`), the updates (:mod:`.policy_updates` over the one
 :mod:`.update_loop`), evaluation and selection (:mod:`.evaluation`), checkpoints (:mod:`.checkpoints`), files
 (:mod:`.reporting`), learning-signal numbers (:mod:`.diagnostics`, :mod:`.team.diagnostics`). What differs per
-recipe is its strategy (:mod:`.strategies`; the team's in :mod:`.team.strategy`: rollouts, reward, update), which
-gets the updates objects, never the trainer.
+recipe is its strategy (:mod:`.strategies`; the team's in :mod:`.team.strategy`: rollouts, reward, update, the
+step's signal, the report's scores), which gets every seat's updates object, never the trainer. Rollouts run in
+this process or, with a Ray executor, on its workers (every seat's weights shipped; the same rollouts).
 
 Every seat has its own model (any architecture or tokenizer; with ``shared_base`` one adapter each of one model),
 its own :class:`RecordingPolicy`, AdamW optimiser and :class:`PolicyUpdates`. Frozen collaborators and the pool's
@@ -15,8 +18,9 @@ Checkpoint selection: every ``eval_every`` steps the seats are scored on ``eval_
 method optimises (collaborative for crl/raft, solo for the indiv methods, the team's system score with each seat's
 solo / own / leave-one-out / Shapley view for a team); the best is saved (every seat's weights of that step: the
 seats co-adapt, so a team is selected as it was measured together); training stops after ``patience`` evaluations
-without improvement. After every step the full state (weights, optimisers, step, RNGs, history) is saved (a
-team's committed for all seats at once, :func:`.checkpoints.commit_pending`), so a killed run resumes where it
+without improvement. After every step the full state (weights, optimisers, step, RNGs, history) is saved, committed
+for all seats at once (:func:`.checkpoints.commit_pending`; a seat's folder: :func:`.checkpoints.seat_folders`),
+so a killed run resumes where it
 stopped and ends with the same weights and metrics as a run never interrupted. The report scores both the best
 and the last checkpoint on the test split, which selection never sees.
 """
@@ -28,6 +32,7 @@ import random
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -42,18 +47,9 @@ from ..result_files import dumps, write_json, write_text
 from ..types import Item
 from . import checkpoints
 from .batches import gather_batch
-from .config import (
-    PolicyGradientConfig,
-    RunSettings,
-    TrainConfig,
-    check_methods,
-    default_run,
-    make_config,
-    preset_for,
-)
+from .config import RunSettings, TrainConfig, check_methods, default_run, make_config, preset_for
 from .credit import SHAPLEY_SEAT_LIMIT
 from .curves import run_curves
-from .diagnostics import signal_metrics, summarise_signal
 from .evaluation import MODES, EvalResult, RunItems, improves, summarise
 from .policy_model import (
     RolloutFallbackWarning,
@@ -67,7 +63,7 @@ from .policy_model import (
 from .policy_updates import PolicyUpdates
 from .probe import NoSignalError, ProbeResult, ProbeSetting, refuse_without_signal, run_probe
 from .recipes import RecipeContext, get_recipe, make_strategy
-from .reporting import MetricsLog, run_summary, summary_table, vs_base, write_report
+from .reporting import MetricsLog, ReportInputs, run_summary, summary_table
 from .rollouts import (
     CounterfactualCost,
     RecordingPolicy,
@@ -78,10 +74,9 @@ from .rollouts import (
     protocol_asks,
 )
 from .team.config import TeamConfig
-from .team.diagnostics import team_signal
-from .team.strategy import TeamCRL, TeamEval, check_team_models, team_report
+from .team.strategy import TeamEval, check_team_models
 from .update_loop import UpdateLoop
-from .verdict import direction_of, paired_verdict
+from .verdict import direction_of
 
 
 @dataclass
@@ -110,7 +105,7 @@ def build_protocol(config: RunSettings) -> Protocol:
 
 class Trainer(RunItems):
     """Trains ``config``'s seats into ``out`` (default ``config.out``): a :class:`TrainConfig`'s policy (seat
-    ``policy_name``) or a :class:`TeamConfig`'s seats. ``executor``: a Ray executor that spreads a single policy's
+    ``policy_name``) or a :class:`TeamConfig`'s seats. ``executor``: a Ray executor that spreads the seats'
     rollouts (None: this process); ``models``: seat -> (model, tokenizer) already loaded, used instead of loading
     the configured ones (which still name them in records)."""
 
@@ -122,15 +117,13 @@ class Trainer(RunItems):
 
         hf_logging.disable_progress_bar()  # weight loading/saving bars would drown the training bar
         self.config, self.log, self.torch, self.executor = config, log, torch, executor
-        self.team = isinstance(config, TeamConfig)
-        self.method = TeamCRL(config) if isinstance(config, TeamConfig) else make_strategy(config)
+        self.method = make_strategy(config)
         self.out = Path(out or config.out)
-        self.seat_policies = config.seat_policies if isinstance(config, TeamConfig) else {config.policy_name:
-                                                                                            config.policy}
+        self.seat_policies = config.seat_policies
         self.seats = list(self.seat_policies)
+        self.seat_folders = checkpoints.seat_folders(self.out, self.seats)
         self._seed_everything(config.seed)
-        if isinstance(config, TeamConfig):
-            check_team_models(config, self.seats, models)
+        check_team_models(config, self.seats, models)
         spec = SystemSpec(build_protocol(config), config.task, config.collaborators, config.members, split=None,
                           task_kwargs=config.task_kwargs)
         # the seats sit after the frozen members: the pool answers the collaborators, the trainer's models the seats
@@ -158,13 +151,18 @@ class Trainer(RunItems):
         self.weight_syncs = 0  # weight pushes into the rollout engine
         self.last_logprob_gap = 0.0  # mean |sampler - trainer| log-prob per token of the last rollouts (vLLM)
         self.last_cost = CounterfactualCost()  # what the last step's counterfactuals cost
-        if getattr(config, "rollout_backend", "hf") == "vllm":
+        if config.rollout_backend == "vllm":
             self.engine = self._start_engine()
-        if self.engine is not None and getattr(executor, "name", "local") == "ray":
+        if self.engine is not None and self.on_ray:
             raise ConfigError("rollout_backend='vllm' serves the policy in this process; drop the Ray executor "
                               "(or use rollout_backend='hf' to spread rollouts over Ray workers)")
 
     # -- setup helpers --------------------------------------------------------------------------
+    @property
+    def on_ray(self) -> bool:
+        """Rollouts go to a Ray executor's workers (every seat's weights shipped each step)."""
+        return getattr(self.executor, "name", "local") == "ray"  # any executor object: only Ray's is named so
+
     def _seed_everything(self, seed: int) -> None:
         random.seed(seed)
         np.random.seed(seed % 2**32)
@@ -175,7 +173,7 @@ class Trainer(RunItems):
         ``lora_r`` > 0), or with ``shared_base`` one copy of the model with one adapter per seat. Seat k's adapter
         starts from ``seed + k`` either way."""
         cfg = self.config
-        if getattr(cfg, "shared_base", False):
+        if cfg.shared_base:
             assert cfg.lora is not None  # TeamConfig refuses shared_base without it
             adapters, tokenizer = load_shared_base(next(iter(self.seat_policies.values())), self.seats, cfg.lora,
                                                    cfg.device, cfg.dtype, cfg.seed)
@@ -221,10 +219,9 @@ class Trainer(RunItems):
         probe = list(self.task.items("train"))[:4]
         for seat in self.seats:
             if protocol_asks(system, probe, seat) is False:
-                who = f"seat {seat!r}" if self.team else f"the policy {seat!r}"
-                raise ConfigError(f"{proto.name} never asks {who} anything with coalition {list(system.members)}: "
-                                  f"{method} would train on no call of its own; seat it where the protocol asks it "
-                                  "(e.g. majority_vote, debate, slm_mux)")
+                raise ConfigError(f"{proto.name} never asks the policy seat {seat!r} anything with coalition "
+                                  f"{list(system.members)}: {method} would train on no call of its own; seat it "
+                                  "where the protocol asks it (e.g. majority_vote, debate, slm_mux)")
 
     def _start_engine(self) -> Any:
         cfg = self.config
@@ -268,10 +265,8 @@ class Trainer(RunItems):
         system = self.solo_system(self.seats[0]) if self.method.solo else self.system
         policies = {s: self.recording(s, cfg.rollout_temperature) for s in self.seats}
         plan = RolloutPlan(cfg.group_size, step_seed, draws=cfg.collaborator_draws, first_group=first_group)
-        if getattr(self.executor, "name", "local") == "ray" and not self.team:
-            rollouts = collect_distributed(self.executor, system, items, self._policy(policies), plan)
-        else:
-            rollouts = collect(system, items, policies, plan, getattr(cfg, "credit", "system"), cost=self.last_cost)
+        gather = partial(collect_distributed, self.executor) if self.on_ray else collect
+        rollouts = gather(system, items, policies, plan, cfg.credit, cost=self.last_cost)
         if self.engine is not None:
             self.last_logprob_gap = self.updates[self.seats[0]].recompute_logprobs(rollouts)
         self._count_failures(list(system.members), rollouts)
@@ -289,33 +284,30 @@ class Trainer(RunItems):
         return gather_batch(self.config, step, self.draw_items, self.rollouts, self.rewards)
 
     def train_step(self, step: int) -> dict[str, Any]:
+        """One optimiser step of every seat: rollouts, rewards, the strategy's update; the step's metric row."""
         t0 = time.perf_counter()
         self.last_cost = CounterfactualCost()
         rollouts, rewards, extra = self.gather_batch(step)
         t1 = time.perf_counter()
-        updates: Any = self.updates if self.team else self.updates[self.seats[0]]  # a team's strategy gets each seat's
-        metrics, advantages = self.method.update(updates, rollouts, rewards)
+        metrics, advantages = self.method.update(self.updates, rollouts, rewards)
         t2 = time.perf_counter()
-        if self.team:
-            cost, total = self.last_cost, CounterfactualCost(**self.state.cost)
-            total.add(cost)
-            self.state.cost = asdict(total)
-            # the counterfactuals run in the rollouts' call and the advantages in the update: timed there
-            return {"step": step, **team_signal(rollouts), **metrics, "counterfactuals": cost.counterfactuals,
-                    "counterfactual_generations": cost.generations, "counterfactual_replayed": cost.replayed,
-                    "rollout_seconds": t1 - t0, "credit_seconds": 0.0, "update_seconds": t2 - t1,
-                    "step_seconds": t2 - t0}
+        total = CounterfactualCost(**self.state.cost)
+        total.add(self.last_cost)
+        self.state.cost = asdict(total)
         arr = np.asarray(rewards, dtype=float)
-
-        def mean(xs: Any) -> float:
-            return float(np.mean(xs)) if len(xs) else 0.0
-        return {"step": step, "reward_mean": mean(arr), "reward_std": float(arr.std()) if len(arr) else 0.0,
-                "system_score_mean": mean([r.reward for r in rollouts]),
-                "policy_score_mean": mean([r.own_score for r in rollouts]),
-                "rollouts": len(rollouts), "policy_calls": sum(len(r.calls) for r in rollouts),
-                **signal_metrics(rollouts, rewards, advantages), **extra, **metrics,
+        return {"step": step, "reward_mean": float(arr.mean()) if len(arr) else 0.0,
+                "reward_std": float(arr.std()) if len(arr) else 0.0, "rollouts": len(rollouts),
+                **self.method.step_signal(rollouts, rewards, advantages), **extra, **metrics,
                 **({"sampler_logprob_gap": self.last_logprob_gap} if self.engine is not None else {}),
-                "rollout_seconds": t1 - t0, "update_seconds": t2 - t1}
+                **self._counterfactual_row(), "rollout_seconds": t1 - t0, "update_seconds": t2 - t1}
+
+    def _counterfactual_row(self) -> dict[str, Any]:
+        """What the step's counterfactual sub-teams cost, where the seats' credit runs any (not ``system``)."""
+        if self.config.credit == "system":
+            return {}
+        cost = self.last_cost
+        return {"counterfactuals": cost.counterfactuals, "counterfactual_generations": cost.generations,
+                "counterfactual_replayed": cost.replayed}
 
     # -- evaluation -----------------------------------------------------------------------------------
     def evaluate(self, items: Sequence[Item], mode: str | None = None, system_prompt: str | None = None,
@@ -358,8 +350,8 @@ class Trainer(RunItems):
 
     # -- checkpoints -------------------------------------------------------------------------------------
     def folder(self, seat: str) -> Path:
-        """Where the seat's ``best/`` and ``last/`` go: the run folder for a single policy, ``out/<seat>`` in a team."""
-        return self.out / seat if self.team else self.out
+        """Where the seat's ``best/`` and ``last/`` go (:func:`.checkpoints.seat_folders`)."""
+        return self.seat_folders[seat]
 
     def record_best(self, result: EvalResult | TeamEval, step: int) -> None:
         """Every seat keeps its weights of this step as its ``best/``. A team is selected by its dev system score,
@@ -374,45 +366,44 @@ class Trainer(RunItems):
 
     def member_settings(self, seat: str, step: int, dev_score: float | None = None) -> MemberSettings:
         """What a seat's checkpoint needs to be a pool member as it stands (style, system prompt, token cap, the
-        decoding the trainer evaluates with) and its provenance (``dev_score``: the best checkpoint's; a team's)."""
+        decoding the trainer evaluates with) and its provenance (``dev_score``: the run's dev score of the best
+        checkpoint, a team's system score; ``seats``: who trained beside it, ``credit``: on what)."""
         from ..agents.hf import context_length
 
         cfg = self.config
         spec = self.seat_policies[seat]
         if seat not in self._base_weights:  # the starting weights never change: hashed once
             self._base_weights[seat] = policy_weights(spec)
-        team = {"seat": seat, "seats": list(self.seats), "credit": getattr(cfg, "credit", "")} if self.team else {}
         return MemberSettings(
             style=cfg.policy_style, system_prompt=self.state.system_prompt, max_new_tokens=cfg.max_new_tokens,
             context_length=context_length(self.models[seat], self.tokenizers[seat]),
             decoding="greedy" if cfg.eval_decoding == "greedy" else "sampled",
-            provenance={"base_model": spec, "base_weights": self._base_weights[seat], "method": cfg.method, **team,
-                        "step": step, ("team_dev_score" if self.team else "dev_score"): dev_score,
+            provenance={"base_model": spec, "base_weights": self._base_weights[seat], "method": cfg.method,
+                        "seat": seat, "seats": list(self.seats), "credit": cfg.credit, "step": step,
+                        "dev_score": dev_score,
                         "eval_seed": self.eval_seed, "run_folder": str(self.out.resolve()), "config": cfg.to_dict()})
 
     def save_state(self) -> None:
-        """Save the whole state after a step. A team commits it at once: every seat's ``last/`` (weights as an HF
-        folder, optimiser, RNGs, the team's state) is written into ``out/.pending/<seat>/``, then the ``COMMIT``
-        file, then each is swapped into ``out/<seat>/last``; a kill before ``COMMIT`` leaves the previous step's
-        state everywhere, one after it is finished on resume. So the seats' states always belong to one step."""
-        root = self.out / ".pending" if self.team else self.out
-        if self.team:
-            shutil.rmtree(root, ignore_errors=True)
+        """Save the whole state after a step, every seat's at once: each seat's ``last/`` (weights as an HF folder,
+        optimiser, RNGs, the run's state) is written into ``out/.pending/<seat>/``, then the ``COMMIT`` file, then
+        each is swapped into its folder's ``last/`` (:func:`.checkpoints.commit_pending`); a kill before ``COMMIT``
+        leaves the previous step's state everywhere, one after it is finished on resume. So the seats' states
+        always belong to one step."""
+        pending = self.out / ".pending"
+        shutil.rmtree(pending, ignore_errors=True)
         for seat in self.seats:
-            state = {"team": asdict(self.state), "seat": seat} if self.team else asdict(self.state)
-            checkpoints.save_state(root / seat if self.team else root, self.models[seat], self.optimizers[seat],
-                                   state, self.rng, self.config.to_dict(), self.tokenizers[seat],
-                                   self.member_settings(seat, self.state.step))
-        if self.team:
-            checkpoints.commit_pending(self.out, self.seats, str(self.state.step))
+            checkpoints.save_state(pending / seat, self.models[seat], self.optimizers[seat],
+                                   {"team": asdict(self.state), "seat": seat}, self.rng, self.config.to_dict(),
+                                   self.tokenizers[seat], self.member_settings(seat, self.state.step))
+        checkpoints.commit_pending(self.out, self.seat_folders, str(self.state.step))
 
     def try_resume(self) -> bool:
         """Restore every seat's weights and optimiser, the RNGs and the run's state from the last (commit)."""
-        if self.team:
-            checkpoints.finish_commit(self.out, self.seats)
+        checkpoints.finish_commit(self.out, self.seat_folders)
         saved = {seat: checkpoints.load_state(self.folder(seat), self.models[seat], self.optimizers[seat], self.rng,
                                               self.config.to_dict()) for seat in self.seats}
-        states = {s: (v["team"] if self.team else v) for s, v in saved.items() if v is not None}
+        # a single policy's state saved before its seat was a team of one is the run's state itself
+        states = {s: v.get("team", v) for s, v in saved.items() if v is not None}
         if not states:
             return False
         steps = {s: v["step"] for s, v in states.items()}
@@ -463,11 +454,11 @@ class Trainer(RunItems):
         advantages: none): logged, kept in the state and the report, and a :class:`NoSignalError` naming each seat's
         likely cause when no seat has an informative group, unless ``force`` (:mod:`.probe`)."""
         cfg = self.config
-        groups = getattr(cfg, "probe_groups", 0)
-        if not isinstance(cfg, (PolicyGradientConfig, TeamConfig)) or groups < 1:
+        groups = self.method.probe_groups
+        if groups < 1:
             return None
         results = run_probe(self, groups)
-        probe = {s: r.to_dict() for s, r in results.items()} if self.team else results[self.seats[0]].to_dict()
+        probe = self.method.probe_record(results)
         self.state.probe = probe
         self.metrics.write({"step": 0, "probe": probe})
         setting = ProbeSetting(cfg.method, cfg.task, cfg.group_size, self.system.protocol.name, cfg.collaborators,
@@ -482,10 +473,11 @@ class Trainer(RunItems):
         cfg = self.config
         self.out.mkdir(parents=True, exist_ok=True)
         write_json(self.out / "config.json", cfg.to_dict())
-        for seat in self.seats if self.team else ():  # a seat folder reads as a single policy's run folder
-            (self.out / seat).mkdir(exist_ok=True)
-            write_json(self.out / seat / "config.json", {**cfg.to_dict(), "seat": seat,
-                                                         "policy": self.seat_policies[seat], "policy_name": seat})
+        for seat, folder in self.seat_folders.items():  # a seat folder of its own reads as a policy's run folder
+            if folder != self.out:
+                folder.mkdir(exist_ok=True)
+                write_json(folder / "config.json", {**cfg.to_dict(), "seat": seat, "policy": self.seat_policies[seat],
+                                                    "policy_name": seat})
         self.metrics = MetricsLog(self.out, cfg.report_to, cfg.to_dict())
         resumed = self.try_resume()
         if not self.method.trains:
@@ -498,8 +490,8 @@ class Trainer(RunItems):
         else:
             self.metrics.path.unlink(missing_ok=True)  # a run killed before its first save starts over
             self.probe(force)
-            if self.team:  # the untrained team on test, never selected on
-                self.state.test_before = self.evaluate(self.test_items()).to_dict()  # type: ignore[union-attr]
+            if self.method.compares_with_untrained:  # the untrained seats on test, never selected on
+                self.state.test_before = self.evaluate(self.test_items()).to_dict()
             result = self.evaluate(self.dev_items())
             self.record_best(result, step=0)
             self.metrics.write({"step": 0, **result.row(), "best": True})
@@ -528,45 +520,33 @@ class Trainer(RunItems):
         return self.state
 
     def report(self, base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
-        """Score the last and then the best checkpoint on the test split (a team: see
-        :func:`.team.strategy.team_report`); a policy's in both modes, with rescue/drag against Base's per-item
-        scores (``{"collab": [...], "solo": [...]}``) when given."""
-        if self.team:
-            return team_report(self)
+        """Score the last and then the best checkpoint on the test split (which selection never sees) in the
+        strategy's report modes, and build its report over the one header (:class:`.reporting.ReportInputs`):
+        a policy's against Base's per-item scores (``{"collab": [...], "solo": [...]}``) when given, a team's
+        against itself untrained."""
         items = self.test_items()
-        last = {m: self.evaluate(items, m) for m in ("collab", "solo")}
+        modes = [m for m in self.method.report_modes if m != "without"]  # "without" asks no seat: scored once
+        last = {m: self.evaluate(items, m) for m in modes}
         self.load_best()
-        best = {m: self.evaluate(items, m) for m in ("collab", "solo")}
-        without = self.evaluate(items, "without") if len(self.members) >= self.system.protocol.min_members else None
-        per_item = {m: r.per_item for m, r in best.items() if isinstance(r, EvalResult)}
-        result: dict[str, Any] = {
-            "method": self.config.method, "seed": self.config.seed, "best_step": self.state.best_step,
-            "best_dev_score": self.state.best_score, "selection_mode": self.method.selection_mode,
-            "dev_at_best": {"mean": self.state.best_score, "ci": self.state.best_ci, "n": len(self.dev_items())},
-            "steps_run": self.state.step, "system_prompt": self.state.system_prompt,
-            "collab": best["collab"].to_dict(), "solo": best["solo"].to_dict(),
-            "last": {m: r.to_dict() for m, r in last.items()},
-            "policy_weights": policy_weights(self.seat_policies[self.seats[0]]),
-            "protocol": self.system.protocol.settings(), "members": list(self.members),
-            "eval_seed": self.eval_seed, "dev_scores": self.system.dev.record(),
-            "signal": summarise_signal(self.metrics.rows()), "probe": self.state.probe,
-            "config": self.config.to_dict(),
-            "failures": self.failures.to_dict()}
-        result["best_direction"] = direction_of(self.method.selection_sign)
-        if base_per_item is not None:  # the verdict: the paired system difference to Base on the test items
-            result["verdict"] = paired_verdict(base_per_item.get("collab", []), per_item["collab"],
-                                               result["best_direction"])
-        for mode in ("collab", "solo"):
-            moves = vs_base(base_per_item, mode, per_item[mode])
-            if moves is not None:
-                result[f"vs_base_{mode}"] = moves
-        if isinstance(without, EvalResult):  # the policy's leave-one-out effect on the system, item by item
-            moves = vs_base({"collab": without.per_item}, "collab", per_item["collab"]) or {}
-            result["vs_without_policy"] = {"without": without.to_dict(), **moves,
-                                           "loo": best["collab"].mean - without.mean}
-            per_item["without"] = without.per_item
-        write_report(self.out, result, per_item)
-        return result
+        best: dict[str, EvalResult | TeamEval] = {m: self.evaluate(items, m) for m in modes}
+        if "without" in self.method.report_modes and len(self.members) >= self.system.protocol.min_members:
+            best["without"] = self.evaluate(items, "without")
+        inputs = ReportInputs(self.report_header(), last, best, self.state.test_before, base_per_item,
+                              self.metrics.rows(), self.seat_policies, self.seat_folders, self.out)
+        return self.method.report(inputs, {seat: policy_weights(spec) for seat, spec in self.seat_policies.items()})
+
+    def report_header(self) -> dict[str, Any]:
+        """What every run's report starts with, whatever its seats and strategy."""
+        cfg, state = self.config, self.state
+        return {"method": cfg.method, "seed": cfg.seed, "seats": list(self.seats),
+                "policies": dict(self.seat_policies), "credit": cfg.credit, "best_step": state.best_step,
+                "best_dev_score": state.best_score, "selection_mode": self.method.selection_mode,
+                "best_direction": direction_of(self.method.selection_sign),
+                "dev_at_best": {"mean": state.best_score, "ci": state.best_ci, "n": len(self.dev_items())},
+                "steps_run": state.step, "system_prompt": state.system_prompt,
+                "protocol": self.system.protocol.settings(), "members": list(self.members), "eval_seed": self.eval_seed,
+                "dev_scores": self.system.dev.record(), "probe": state.probe, "training_cost": dict(state.cost),
+                "config": cfg.to_dict(), "failures": self.failures.to_dict()}
 
 
 @dataclass
@@ -627,7 +607,7 @@ def run_methods(methods: Sequence[str] = ("crl",), root: str | Path = "runs/trai
     return reports
 
 
-def claim_run_folder(root: Path, config: TrainConfig, overwrite: bool) -> None:
+def claim_run_folder(root: Path, config: TrainConfig | TeamConfig, overwrite: bool) -> None:
     """Refuse a run folder holding another configuration's run (it would be resumed or compared
     against as if it were this one); with ``overwrite``, clear it so the run starts over."""
     folder = root / f"{config.method}-seed{config.seed}"

@@ -3,9 +3,9 @@
 :mod:`coalition_gym.training.credit` says what each seat is rewarded with (system, leave-one-out or Shapley credit)
 and :func:`coalition_gym.training.rollouts.collect` runs the team's executions and the counterfactual sub-teams the
 credit needs; :mod:`.config` holds the settings (:class:`TeamConfig`), :mod:`.strategy` the team's update,
-evaluation view and report, :mod:`.trainer` the recipe's run (:func:`~.trainer.train_team`) and
-:mod:`.diagnostics` each seat's learning-signal numbers. Importing it loads no torch (the trainer does, when
-built)."""
+evaluation view and report, :mod:`.trainer` what two runs may differ in (:func:`~.trainer.comparable_metrics`) and
+:mod:`.diagnostics` each seat's learning-signal numbers. The recipe's ``train`` is a policy recipe's: a policy is
+a team of one seat. Importing it loads no torch (the trainer does, when built)."""
 
 from .config import TEAM_METHOD, TeamConfig, make_team_config
 from .diagnostics import seat_signal, summarise_seats

@@ -5,7 +5,7 @@ protocol, each with its own model, optimiser, checkpoints and dev selection, rew
 The settings a team shares with single-seat C-RL are the same fields (:class:`..config.RunSettings`,
 ``LoraSettings``, ``ClippedPGSettings``), and the ``tiny`` / ``paper`` presets are the same
 (:data:`coalition_gym.training.config.PRESETS`), so a user who knows ``cgym train`` knows these; a team's
-``eval_decoding`` defaults to greedy and its ``group_size`` must be >= 2. What is new: ``policies`` (K >= 2
+``eval_decoding`` defaults to greedy and its ``group_size`` must be >= 2. What is new: ``policies`` (K >= 1
 model specs, one per seat), ``seats`` (their names), ``credit`` and ``shared_base``.
 
 LoRA (``lora_r`` > 0, the single-seat settings :class:`~coalition_gym.training.config.LoraSettings`) gives every
@@ -35,7 +35,7 @@ TEAM_METHOD = "team-crl"
 
 @dataclass
 class TeamConfig(ClippedPGSettings, LoraSettings, RunSettings):
-    """Team C-RL: K >= 2 trainable seats inside one protocol beside frozen collaborators. The run's settings
+    """Team C-RL: K >= 1 trainable seats inside one protocol beside frozen collaborators. The run's settings
     (:class:`~coalition_gym.training.config.RunSettings`), LoRA and the clipped policy gradient are the single-seat
     trainer's; below, what a team adds and the two defaults it changes."""
 
@@ -60,10 +60,8 @@ class TeamConfig(ClippedPGSettings, LoraSettings, RunSettings):
         check_report_to(self.report_to)  # a tracker's missing package, before any work
         self.policies = [str(p) for p in self.policies]
         k = len(self.policies)
-        if k < 2:
-            raise ConfigError(f"team training needs K >= 2 policies (one per trainable seat); got {k}: "
-                              f"{self.policies}. One policy trains with the single-seat recipes "
-                              "(cgym train --method crl)")
+        if k < 1:  # one seat is a team of one (credit loo: its leave-one-out value to the system)
+            raise ConfigError(f"team training needs K >= 1 policies (one per trainable seat); got {self.policies}")
         if self.seats is None:
             self.seats = [f"seat{i}" for i in range(k)]
         self.seats = [str(s) for s in self.seats]
@@ -88,6 +86,15 @@ class TeamConfig(ClippedPGSettings, LoraSettings, RunSettings):
         """seat name -> its model spec, in seat order."""
         assert self.seats is not None  # set in __post_init__
         return dict(zip(self.seats, self.policies))
+
+    # the single-seat settings a team does not have (see the module doc), under the names the trainer reads
+    @property
+    def rollout_backend(self) -> str:
+        return "hf"
+
+    @property
+    def vllm_settings(self) -> dict[str, Any]:
+        return {}
 
 
 

@@ -67,14 +67,12 @@ def seat_signal(rollouts: Sequence[Rollout], seat: str, seats: Sequence[str],
 
 
 def team_signal(rollouts: Sequence[Rollout]) -> dict[str, Any]:
-    """The team's side of a step: its system reward and how many executions failed."""
+    """The team's side of a step (the trainer adds the reward's mean and spread): whether its groups' system scores
+    differ, and how many executions failed."""
     scores = [float(r.reward) for r in rollouts]
-    rewards = np.asarray(scores, dtype=float)
-    return {"reward_mean": float(rewards.mean()) if len(rewards) else 0.0,
-            "reward_std": float(rewards.std()) if len(rewards) else 0.0,
-            "informative_groups": (len(informative_groups(scores, [r.group for r in rollouts]))
+    return {"informative_groups": (len(informative_groups(scores, [r.group for r in rollouts]))
                                    / max(len({r.group for r in rollouts}), 1)),
-            "rollouts": len(rollouts), "failed_rollouts": sum(r.error is not None for r in rollouts)}
+            "failed_rollouts": sum(r.error is not None for r in rollouts)}
 
 
 def summarise_seats(rows: Sequence[dict[str, Any]], seats: Sequence[str]) -> dict[str, dict[str, Any]]:

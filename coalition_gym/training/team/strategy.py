@@ -10,7 +10,8 @@ diagnostics, :mod:`.diagnostics`), ``out/report.json`` (system score before/afte
 solo / policy score / leave-one-out / Shapley before and after, the counterfactual cost, seconds per step), and per seat
 ``out/<seat>/`` with ``best/`` and ``last/`` (HF model folders with their ``coalition_gym.json``: a pool member as
 they stand; with LoRA, adapter folders; ``last/`` also holds the optimiser state), ``config.json`` and
-``report.json``. With ``shared_base`` every seat is one adapter of one shared model (:mod:`.config`).
+``report.json`` (a team of one keeps them in ``out/`` itself, as a single policy's run does). With ``shared_base``
+every seat is one adapter of one shared model (:mod:`.config`).
 """
 
 from __future__ import annotations
@@ -25,30 +26,52 @@ from ...errors import ConfigError
 from ...result_files import write_json
 from ...valuation.stats import rescue_drag
 from ..advantages import group_advantages
+from ..config import TrainConfig
 from ..curves import team_curves
 from ..evaluation import EvalResult, summarise
-from ..policy_model import policy_weights, resolve_policy
+from ..policy_model import resolve_policy
+from ..reporting import ReportInputs
 from ..rollouts import CounterfactualCost, Rollout
 from ..verdict import paired_verdict
 from .config import TeamConfig
-from .diagnostics import loo_credit, seat_signal, summarise_seats
+from .diagnostics import loo_credit, seat_signal, summarise_seats, team_signal
 
 if TYPE_CHECKING:
     from ..policy_updates import PolicyUpdates
+    from ..probe import ProbeResult
 
-#: per-step timings: left out when two runs' metrics are compared (everything else is deterministic)
-TIMING_KEYS = ("rollout_seconds", "credit_seconds", "update_seconds", "step_seconds")
+#: per-step timings (every run's rows): left out when two runs' metrics are compared (everything else is
+#: deterministic); the counterfactuals run in the rollouts' call and the advantages in the update, timed there
+TIMING_KEYS = ("rollout_seconds", "update_seconds")
 
 
 class TeamCRL:
     """Team C-RL: every seat rewarded by its credit in each execution, updated on its own calls. The one trainer
     calls it as it calls a single policy's strategy (:class:`..strategies.Strategy`)."""
 
-    trains, solo, selection_sign = True, False, 1.0
+    trains, solo, selection_sign, negated = True, False, 1.0, False
     selection_mode = "team"  # the team's dev system score, with every seat's view (TeamEval)
+    report_modes = ("team",)
+    compares_with_untrained = True  # the report: the team before and after training, on test
 
     def __init__(self, config: TeamConfig):
         self.config = config
+
+    @property
+    def probe_groups(self) -> int:
+        return self.config.probe_groups
+
+    def step_signal(self, rollouts: Sequence[Rollout], rewards: Sequence[float], advantages: Sequence[float] | None
+                    ) -> dict[str, Any]:
+        """The team's side of a step's row (each seat's is in its update metrics, ``<seat>/<name>``)."""
+        return team_signal(rollouts)
+
+    def probe_record(self, results: Mapping[str, ProbeResult]) -> dict[str, Any]:
+        """Every seat's probe numbers, by seat."""
+        return {seat: r.to_dict() for seat, r in results.items()}
+
+    def report(self, inputs: ReportInputs, weights: Mapping[str, Any]) -> dict[str, Any]:
+        return team_scores(inputs, weights)
 
     def reward(self, rollout: Rollout) -> float:
         """The team's system score (what dynamic sampling and the step's reward_mean read; each seat trains on its
@@ -132,9 +155,10 @@ class TeamEval:
         return cls(summarise("system", [r.reward for r in rollouts], seed), seats, cost)
 
 
-def check_team_models(config: TeamConfig, seats: Sequence[str], models: Mapping[str, Any] | None) -> None:
+def check_team_models(config: TeamConfig | TrainConfig, seats: Sequence[str], models: Mapping[str, Any] | None
+                      ) -> None:
     """The refusals about the seats' models, before any is loaded: two seats of one model without ``shared_base``
-    (or, with it, seats naming different models), and two seats given one model object."""
+    (or, with it, seats naming different models), and two seats given one model object. A single policy passes."""
     if config.shared_base:
         if models:
             raise ConfigError("shared_base=True loads the one base model itself and adds the seats' adapters; pass "
@@ -154,7 +178,7 @@ def check_team_models(config: TeamConfig, seats: Sequence[str], models: Mapping[
                                       "for every seat with shared_base=True and lora_r > 0 (one adapter per seat); "
                                       "otherwise give each seat its own model")
     by_path: dict[str, str] = {}
-    for seat, spec in config.seat_policies.items():
+    for seat, spec in config.seat_policies.items() if len(seats) > 1 else ():  # one seat shares with nobody
         if config.shared_base or (models and seat in models):
             continue
         path = os.path.realpath(resolve_policy(spec))
@@ -166,16 +190,14 @@ def check_team_models(config: TeamConfig, seats: Sequence[str], models: Mapping[
                               "each seat its own")
 
 
-def team_report(trainer: Any) -> dict[str, Any]:
-    """Score the last and then the best checkpoints on the test split (selection never saw it) beside the
-    untrained team's test scores; write ``report.json`` and each seat's ``<seat>/report.json``."""
-    cfg, state, out, seat_names = trainer.config, trainer.state, trainer.out, trainer.seats
-    items = trainer.test_items()
-    last = trainer.evaluate(items).to_dict()
-    trainer.load_best()
-    after = trainer.evaluate(items).to_dict()
-    before = state.test_before or {}
-    rows = trainer.metrics.rows()
+def team_scores(inputs: ReportInputs, weights: Mapping[str, Any]) -> dict[str, Any]:
+    """A team's report (``weights``: seat -> its base weights' record): the team's system score of the best and
+    the last checkpoints on test beside the untrained team's, each seat's solo / policy score / leave-one-out /
+    Shapley before and after, the counterfactual cost and seconds per step; writes ``report.json`` and, for every
+    seat with a folder of its own, ``<seat>/report.json``."""
+    head, out, rows = inputs.header, inputs.out, inputs.rows
+    seat_names = list(inputs.seat_policies)
+    last, after, before = inputs.last["team"].to_dict(), inputs.best["team"].to_dict(), inputs.before or {}
     steps = [r for r in rows if "reward_mean" in r]
 
     def mean_of(key: str) -> float | None:
@@ -187,36 +209,30 @@ def team_report(trainer: Any) -> dict[str, Any]:
     if before and len(before["system"]["per_item"]) == len(after["system"]["per_item"]):
         rd = rescue_drag(before["system"]["per_item"], after["system"]["per_item"])
         moves = {"rescue": rd.rescue, "drag": rd.drag}
-    weights = {s: policy_weights(p) for s, p in cfg.seat_policies.items()}
-    seats = {}
-    for seat in seat_names:
-        seats[seat] = {
-            "seat": seat, "policy": cfg.seat_policies[seat], "policy_weights": weights[seat],
-            "best_step": state.best_step, "selected_by": "team dev system score",
-            "before": before.get("seats", {}).get(seat), "after": after["seats"][seat], "last": last["seats"][seat],
-            "signal": signal.get(seat, {}), "folder": str((out / seat).resolve())}
+    seats = {seat: {"seat": seat, "policy": inputs.seat_policies[seat], "policy_weights": weights[seat],
+                    "best_step": head["best_step"], "selected_by": "team dev system score",
+                    "before": before.get("seats", {}).get(seat), "after": after["seats"][seat],
+                    "last": last["seats"][seat], "signal": signal.get(seat, {}),
+                    "folder": str(inputs.seat_folders[seat].resolve())} for seat in seat_names}
+    seconds = {k.removesuffix("_seconds"): mean_of(k) for k in TIMING_KEYS}
+    seconds["step"] = sum(v for v in seconds.values() if v is not None) if steps else None
     result: dict[str, Any] = {
-        "method": cfg.method, "seed": cfg.seed, "credit": cfg.credit, "seats": list(seat_names),
-        "policies": dict(cfg.seat_policies), "members": list(trainer.members),
-        "protocol": trainer.system.protocol.settings(), "best_step": state.best_step,
-        "dev_at_best": {"mean": state.best_score, "ci": state.best_ci, "n": len(trainer.dev_items())},
-        "steps_run": state.step, "eval_seed": trainer.eval_seed,
-        "system": {"before": before.get("system"), "after": after["system"], "last": last["system"],
-                   **({"vs_before": moves} if moves is not None else {})},
+        **head, "system": {"before": before.get("system"), "after": after["system"], "last": last["system"],
+                           **({"vs_before": moves} if moves is not None else {})},
         "per_seat": {s: {k: seats[s][k] for k in ("before", "after", "last")} for s in seat_names},
-        "counterfactual_cost": {"training": dict(state.cost), "test_after": after["cost"]},
-        "seconds_per_step": {k.removesuffix("_seconds"): mean_of(k) for k in TIMING_KEYS},
+        "counterfactual_cost": {"training": head["training_cost"], "test_after": after["cost"]},
+        "seconds_per_step": seconds,
         "verdict": (paired_verdict(before["system"]["per_item"], after["system"]["per_item"]) if before else None),
-        "signal": signal, "policy_weights": weights, "dev_scores": trainer.system.dev.record(),
-        "config": cfg.to_dict(), "failures": trainer.failures.to_dict()}
-    result["curves"] = str(team_curves(out, cfg.method, seat_names))
+        "signal": signal, "policy_weights": dict(weights)}
+    result["curves"] = str(team_curves(out, head["method"], seat_names))
     write_json(out / "report.json", result)
     for seat in seat_names:
-        write_json(out / seat / "report.json", {**seats[seat], "method": cfg.method, "seed": cfg.seed,
-                                                 "credit": cfg.credit, "members": list(trainer.members),
-                                                 "protocol": result["protocol"], "eval_seed": trainer.eval_seed,
-                                                 "team_report": str((out / "report.json").resolve())})
+        if inputs.seat_folders[seat] != out:  # a team of one keeps its checkpoints in the run folder
+            write_json(inputs.seat_folders[seat] / "report.json",
+                       {**seats[seat], **{k: head[k] for k in ("method", "seed", "credit", "members", "protocol",
+                                                               "eval_seed")},
+                        "team_report": str((out / "report.json").resolve())})
     return result
 
 
-__all__ = ["TeamCRL", "TeamEval", "check_team_models", "team_report", "TIMING_KEYS"]
+__all__ = ["TeamCRL", "TeamEval", "check_team_models", "team_scores", "TIMING_KEYS"]

@@ -1,23 +1,12 @@
-"""The ``team-crl`` recipe's run (``cgym train --policy A --policy B ...``): K >= 2 trainable seats learning together
-inside one protocol, beside frozen collaborators, trained by the one trainer
-(:class:`~coalition_gym.training.trainer.Trainer`; what a team adds: :mod:`.strategy`)."""
+"""What two runs of one team configuration may differ in: the ``team-crl`` recipe trains with the one trainer
+(:class:`~coalition_gym.training.trainer.Trainer`, the same ``train`` as a policy recipe's; what a team adds:
+:mod:`.strategy`), and a resumed run's metrics equal an uninterrupted one's but for the timings."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
-from ..trainer import train_policy
-from .config import TeamConfig
 from .strategy import TIMING_KEYS
-
-
-def train_team(config: TeamConfig, out: str | Path | None = None, options: Any = None,
-               base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
-    """The ``team-crl`` recipe's ``train``: fit ``config``'s seats into ``out`` and report them (``options``: a
-    ``trainer.RunOptions``; ``base_per_item`` is accepted for the policy recipes' signature and unused: the
-    report compares with the untrained team itself)."""
-    return train_policy(config, out, options)
 
 
 def comparable_metrics(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -25,4 +14,4 @@ def comparable_metrics(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 
 
-__all__ = ["train_team", "comparable_metrics"]
+__all__ = ["comparable_metrics"]

@@ -46,7 +46,7 @@ def test_two_policies_train_a_team_and_print_each_seats_pool_line(tmp_path, caps
     (["--set", "credit=lo"], "unknown credit mode 'lo'. Did you mean 'loo'"),
     (["--set", "policy=zoo:tiny/pico"], "team training has no setting 'policy'"),
     (["--method", "grpo-indiv"], "trains one policy; with 2 --policy options the team recipes apply: team-crl"),
-    (["--reward", "negate"], "--reward is not available for team training"),
+    (["--reward", "negate"], "team training has no setting 'reward'"),
     (["--set", "shared_base=true"], "one LoRA adapter each: set lora_r > 0"),
 ])
 def test_the_team_path_refuses_with_one_line(tmp_path, capsys, extra, message):
@@ -56,7 +56,7 @@ def test_the_team_path_refuses_with_one_line(tmp_path, capsys, extra, message):
 
 
 def test_one_policy_keeps_the_single_seat_path(monkeypatch, tmp_path):
-    from coalition_gym.training import trainer
+    from coalition_gym.training import runs
 
     seen = {}
 
@@ -64,7 +64,7 @@ def test_one_policy_keeps_the_single_seat_path(monkeypatch, tmp_path):
         seen.update(methods=methods, preset=preset, **settings)
         return []
 
-    monkeypatch.setattr(trainer, "run_methods", run_methods)
+    monkeypatch.setattr(runs, "run_methods", run_methods)  # cgym train -> train_runs -> run_methods
     assert main(["train", "--policy", "zoo:tiny/pico", "--out", str(tmp_path)]) == 0
     assert seen["methods"] == ["crl"] and seen["policy"] == "zoo:tiny/pico" and seen["preset"] == "tiny"
     assert "policies" not in seen

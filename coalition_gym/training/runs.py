@@ -1,0 +1,72 @@
+"""``cgym train``'s one library function, :func:`train_runs`: the given policies trained by the named recipes into
+one folder. One policy trains with each policy recipe (C-RL and its baselines) beside Base
+(:func:`~.trainer.run_methods`); several train together as the seats of one team (a team recipe, ``crl`` meaning
+its team form ``team-crl``), which its report compares with itself untrained. Either way every run goes through the
+one trainer (:class:`~.trainer.Trainer`), and what the caller keeps (reports, the preset, the settings for the run
+record, each policy's weights record) comes back in one :class:`TrainingRuns`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+from .config import default_run, preset_for
+from .policy_model import policy_weights
+from .recipes import RecipeContext, get_recipe, recipe_names
+from .team.config import TEAM_METHOD, make_team_config
+from .trainer import RunOptions, claim_run_folder, run_methods
+
+
+@dataclass
+class TrainingRuns:
+    """What :func:`train_runs` trained: every run's report, the preset it resolved, the settings a run record
+    keeps (``training``) and each policy's weights record (one policy's, or seat -> its record)."""
+
+    reports: list[dict[str, Any]]
+    preset: str
+    settings: dict[str, Any]
+    policy_weights: dict[str, Any]
+
+
+def train_runs(policies: Sequence[str] = (), methods: Sequence[str] = ("crl",), root: str | Path = "runs/train",
+               preset: str = "auto", options: RunOptions | None = None, **settings: Any) -> TrainingRuns:
+    """Train ``policies`` (none: the default run's policy) with ``methods`` into ``root`` (see the module doc);
+    ``settings`` are the recipes' settings over the default run (:func:`.config.default_run`); ``preset``
+    ``auto`` is ``tiny`` for zoo policies, ``paper`` for any other."""
+    options = options or RunOptions()
+    if len(policies) >= 2:
+        return _team_run(list(policies), list(methods), Path(root), preset, options, settings)
+    settings = default_run({**settings, **({"policy": policies[0]} if policies else {})})
+    preset = preset_for(preset, [settings["policy"]])
+    reports = run_methods(methods, root, preset, options, **settings)
+    return TrainingRuns(reports, preset, {"methods": ",".join(methods), "preset": preset, **settings},
+                        policy_weights(str(settings["policy"])))
+
+
+def team_method(methods: Sequence[str], seats: int) -> str:
+    """The team recipe ``methods`` name for ``seats`` policies (``crl``: its team form), or the refusal."""
+    teams = recipe_names("team")
+    asked = ",".join(methods)
+    method = TEAM_METHOD if asked == "crl" else asked
+    if method not in teams:
+        raise ConfigError(f"--method {asked!r} trains one policy; with {seats} --policy options the team recipes "
+                          f"apply: {', '.join(teams)} (or crl, which means {TEAM_METHOD})")
+    return method
+
+
+def _team_run(policies: list[str], methods: list[str], root: Path, preset: str, options: RunOptions,
+              settings: dict[str, Any]) -> TrainingRuns:
+    """The policies as the seats of one team (``settings``: any TeamConfig field, e.g. credit, seats)."""
+    method = team_method(methods, len(policies))
+    preset = preset_for(preset, policies)
+    config = make_team_config(preset, **{**default_run(settings, team=True), "policies": policies, "method": method})
+    claim_run_folder(root, config, options.overwrite)
+    folder = root / f"{config.method}-seed{config.seed}"
+    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, options))
+    return TrainingRuns([report], preset, {"methods": config.method, "preset": preset, **config.to_dict()},
+                        {seat: policy_weights(spec) for seat, spec in config.seat_policies.items()})
+
+
+__all__ = ["TrainingRuns", "train_runs", "team_method"]
