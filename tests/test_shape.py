@@ -1,4 +1,5 @@
-"""The package's shape: no public function, method or constructor takes more than 8 parameters.
+"""The package's shape: no public function, method or constructor takes more than 8 parameters, and no function
+(public or not, nested ones included) is longer than 80 lines.
 
 Long parameter lists are how a bundle (protocol, pool, task, coalition, seats, styles, dev scores ...) ends up
 passed by hand; that bundle is a :class:`~coalition_gym.envs.system.System`, and run settings are small
@@ -16,6 +17,7 @@ from pathlib import Path
 import coalition_gym
 
 MAX_PARAMETERS = 8
+MAX_LINES = 80  # a function's lines, from its ``def`` to its last line (a longer one does several jobs)
 PACKAGE = Path(coalition_gym.__file__).parent
 
 
@@ -72,3 +74,44 @@ def test_constructors_count():
                      "class _Private:\n    def __init__(self, a, b, c, d, e, f, g, h, i): pass\n")
     wide = [(name, parameter_count(fn, method)) for name, fn, method in public_functions(tree)]
     assert wide == [("Wide.__init__", 9)]  # the private class's is not listed
+
+
+def function_lengths(tree: ast.Module) -> list[tuple[str, int, int]]:
+    """(qualified name, first line, lines) of every function in ``tree``, nested ones and methods included; a
+    function counts from its ``def`` line to its last, docstring and comments included."""
+    found = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                found.append((name, child.lineno, child.end_lineno - child.lineno + 1))
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return found
+
+
+def long_functions(limit: int = MAX_LINES) -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found += [f"{path.relative_to(PACKAGE.parent)}:{line} {name} is {n} lines"
+                  for name, line, n in function_lengths(tree) if n > limit]
+    return found
+
+
+def test_no_function_is_longer_than_eighty_lines():
+    bad = long_functions()
+    assert not bad, (f"{len(bad)} functions are longer than {MAX_LINES} lines (split them into functions that "
+                     "each do one job):\n" + "\n".join(bad))
+
+
+def test_the_line_counter_counts_what_it_says():
+    source = ("def f():\n    x = 1\n\n    def g():\n        return x\n    return g\n"
+              "class K:\n    def m(self):\n        pass\n")
+    assert function_lengths(ast.parse(source)) == [("f", 1, 6), ("f.g", 4, 2), ("K.m", 8, 2)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from ...agents.base import stable_hash
@@ -47,86 +48,130 @@ def train_sparta(settings: SpartaSettings, context: RecipeContext) -> CoalitionT
     """The Sparta recipe's ``train(settings, context)``: one coalition's training (``context.members`` on
     ``context.task``'s train items, selected on its dev items, in the work folder ``context.out``)."""
     given = CoalitionInputs.of(context, "sparta")
-    members, task, train, dev, seed, work_dir = (given.members, given.task, given.train, given.dev, given.seed,
-                                                 given.work_dir)
-    check_trainable(members, "sparta")
-    names = list(members)
-    reps = Reputations(names, settings.initial_k, settings.min_k, settings.decay_rate, settings.decay_steps,
-                       settings.scaling_factor, settings.window, settings.min_deviation, settings.epsilon)
-    params = settings.evaluation.params  # the members answer as they will at evaluation
-    greedy = SamplingParams(temperature=0.0, max_new_tokens=settings.evaluation.max_new_tokens)
-    rng = random.Random(stable_hash("sparta", seed, *sorted(names)))
-    counts = JudgeCounts()
-    generations = 0
-    iterations = []
-    best: dict[str, tuple[float, int]] = {}  # member -> (dev score, iteration) of its best checkpoint
-    for it in range(settings.iterations):
+    check_trainable(given.members, "sparta")
+    run = _SpartaRun(settings, given)
+    iterations = [run.iteration(it) for it in range(settings.iterations)]
+    members = given.members
+    modes = {n: judge_mode(m, settings.judge) for n, m in members.items()}
+    record = {"method": "sparta", "iterations": iterations,
+              "judging": {"scored": run.counts.scored, "unparseable": run.counts.unparseable, "modes": modes},
+              "frozen": {n: m.frozen_reason for n, m in members.items() if not m.trainable},
+              "selected": run.selected()}
+    record["best_per_member"] = {n: {"dev_score": s, "iteration": i} for n, (s, i) in run.best.items()}
+    return CoalitionTraining(answerers=[record["selected"]["member"]], members=members, record=record,
+                             generations=run.generations)
+
+
+@dataclass
+class _SpartaRun:
+    """One coalition's Sparta training as it goes: the reputations, the generations spent, the judges' counts and
+    each member's best checkpoint on dev (member -> (dev score, iteration))."""
+
+    settings: SpartaSettings
+    given: CoalitionInputs
+    generations: int = 0
+    counts: JudgeCounts = field(default_factory=JudgeCounts)
+    best: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        s, self.names = self.settings, list(self.given.members)
+        self.reps = Reputations(self.names, s.initial_k, s.min_k, s.decay_rate, s.decay_steps, s.scaling_factor,
+                                s.window, s.min_deviation, s.epsilon)
+        self.rng = random.Random(stable_hash("sparta", self.given.seed, *sorted(self.names)))
+        self.greedy = SamplingParams(temperature=0.0, max_new_tokens=s.evaluation.max_new_tokens)
+
+    def iteration(self, it: int) -> dict:
+        """Duel, judge, move the reputations, train every trainable member on the pairs; the iteration's record."""
         start = time.perf_counter()
-        duels = deal_duels(names, len(train), reps, rng, settings.random_match_prob, settings.num_opponents)
-        replies: dict[tuple[str, int], str] = {}
-        for name in names:  # each member answers its prompts in one batch
-            mine = sorted({k for k, a, b in duels if name in (a, b)})
-            asks, samples = answer_all(members[name], task, [train[k] for k in mine], params, seed, f"sparta{it}")
-            generations += len(samples)
-            replies.update({(name, k): s.text for k, s in zip(mine, samples)})
-        scores: dict[int, dict[str, tuple[float, float]]] = {k: {} for k, _, _ in duels}
-        for judge in names:
-            todo = [(k, r) for k, a, b in duels if judge not in (a, b) for r in (replies[a, k], replies[b, k])]
-            jobs = [Judgement(train[k], r, task.extract(r, train[k])) for k, r in todo]
-            got = score_responses(members[judge], judge_mode(members[judge], settings.judge), task, jobs, seed,
-                                  f"sparta{it}", counts)
-            generations += len(got)
-            in_order = iter(got)  # the order of ``todo``: duel by duel, first reply then second
-            for (k, a, b) in duels:
-                if judge not in (a, b):
-                    scores[k][judge] = (next(in_order), next(in_order))
-        prefs, ties, unjudged = [], 0, 0
-        for k, a, b in duels:
-            margin = reps.weighted_difference(scores[k]) if scores[k] else None
-            if margin is None:
-                unjudged += 1
-                continue
-            reps.update(a, b, margin)
-            if margin == 0:
-                ties += 1
-                continue
-            win, lose = (a, b) if margin > 0 else (b, a)
-            prefs.append(Preference(train[k], replies[win, k], replies[lose, k], abs(margin)))
+        train = self.given.train
+        duels = deal_duels(self.names, len(train), self.reps, self.rng, self.settings.random_match_prob,
+                           self.settings.num_opponents)
+        replies = self._replies(duels, it)
+        prefs, ties, unjudged = self._preferences(duels, replies, self._scores(duels, replies, it))
         entry: dict = {"iteration": it, "duels": len(duels), "pairs": len(prefs), "ties_dropped": ties,
-                       "unjudged": unjudged, "reputations": reps.to_dict(), "updates": {}, "dev": {}}
+                       "unjudged": unjudged, "reputations": self.reps.to_dict(), "updates": {}, "dev": {}}
         if not prefs:
             entry["no_training"] = ("no preference pairs: " + ("no member outside a duel to judge it"
                                                                if unjudged == len(duels) else
                                                                "every judged duel was a tie"))
         else:
-            for name, member in members.items():
-                if not member.trainable:
-                    continue
-                opt = Optimisation(settings.lr, settings.epochs, settings.batch_size,
-                                   stable_hash(seed, it, name) % 2**31)
-                entry["updates"][name] = dpo_train(member, task, prefs, settings.beta, opt)
-                member.mark_updated(f"sparta:{it}")
-                score = dev_score(member, task, dev, greedy, seed)
-                generations += len(dev)
-                entry["dev"][name] = score
-                if name not in best or score > best[name][0]:
-                    best[name] = (score, it)
-                    member.save(work_dir / name)  # each member's best checkpoint so far
+            self._train(prefs, it, entry)
         entry["seconds"] = time.perf_counter() - start
-        iterations.append(entry)
-    modes = {n: judge_mode(m, settings.judge) for n, m in members.items()}
-    record = {"method": "sparta", "iterations": iterations,
-              "judging": {"scored": counts.scored, "unparseable": counts.unparseable, "modes": modes},
-              "frozen": {n: m.frozen_reason for n, m in members.items() if not m.trainable}}
-    if best:
-        chosen = max(best, key=lambda n: (best[n][0], -best[n][1], -names.index(n)))
-        record["selected"] = {"member": chosen, "iteration": best[chosen][1], "dev_score": best[chosen][0]}
-    else:  # nothing was trained: the best member as it was
-        untrained = {n: dev_score(m, task, dev, greedy, seed) for n, m in members.items()}
-        generations += len(dev) * len(members)
+        return entry
+
+    def _replies(self, duels: list[tuple[int, str, str]], it: int) -> dict[tuple[str, int], str]:
+        """(member, prompt) -> its reply: each member answers its prompts in one batch, as it will at evaluation."""
+        g, replies = self.given, {}
+        for name in self.names:
+            mine = sorted({k for k, a, b in duels if name in (a, b)})
+            _, samples = answer_all(g.members[name], g.task, [g.train[k] for k in mine],
+                                    self.settings.evaluation.params, g.seed, f"sparta{it}")
+            self.generations += len(samples)
+            replies.update({(name, k): s.text for k, s in zip(mine, samples)})
+        return replies
+
+    def _scores(self, duels: list[tuple[int, str, str]], replies: dict[tuple[str, int], str],
+                it: int) -> dict[int, dict[str, tuple[float, float]]]:
+        """prompt -> judge -> (first reply's score, second's): every member outside a duel judges both replies."""
+        g = self.given
+        scores: dict[int, dict[str, tuple[float, float]]] = {k: {} for k, _, _ in duels}
+        for judge in self.names:
+            todo = [(k, r) for k, a, b in duels if judge not in (a, b) for r in (replies[a, k], replies[b, k])]
+            jobs = [Judgement(g.train[k], r, g.task.extract(r, g.train[k])) for k, r in todo]
+            got = score_responses(g.members[judge], judge_mode(g.members[judge], self.settings.judge), g.task, jobs,
+                                  g.seed, f"sparta{it}", self.counts)
+            self.generations += len(got)
+            in_order = iter(got)  # the order of ``todo``: duel by duel, first reply then second
+            for (k, a, b) in duels:
+                if judge not in (a, b):
+                    scores[k][judge] = (next(in_order), next(in_order))
+        return scores
+
+    def _preferences(self, duels: list[tuple[int, str, str]], replies: dict[tuple[str, int], str],
+                     scores: dict[int, dict[str, tuple[float, float]]]) -> tuple[list[Preference], int, int]:
+        """The duels' preference pairs (the reputation-weighted margins move the reputations), the ties and the
+        duels nobody could judge."""
+        prefs, ties, unjudged = [], 0, 0
+        for k, a, b in duels:
+            margin = self.reps.weighted_difference(scores[k]) if scores[k] else None
+            if margin is None:
+                unjudged += 1
+                continue
+            self.reps.update(a, b, margin)
+            if margin == 0:
+                ties += 1
+                continue
+            win, lose = (a, b) if margin > 0 else (b, a)
+            prefs.append(Preference(self.given.train[k], replies[win, k], replies[lose, k], abs(margin)))
+        return prefs, ties, unjudged
+
+    def _train(self, prefs: list[Preference], it: int, entry: dict) -> None:
+        """DPO on the pairs for every trainable member, scored on dev; a member's best checkpoint is saved."""
+        g, s = self.given, self.settings
+        for name, member in g.members.items():
+            if not member.trainable:
+                continue
+            opt = Optimisation(s.lr, s.epochs, s.batch_size, stable_hash(g.seed, it, name) % 2**31)
+            entry["updates"][name] = dpo_train(member, g.task, prefs, s.beta, opt)
+            member.mark_updated(f"sparta:{it}")
+            score = dev_score(member, g.task, g.dev, self.greedy, g.seed)
+            self.generations += len(g.dev)
+            entry["dev"][name] = score
+            if name not in self.best or score > self.best[name][0]:
+                self.best[name] = (score, it)
+                member.save(g.work_dir / name)  # each member's best checkpoint so far
+
+    def selected(self) -> dict:
+        """Who answers: the best (member, iteration) checkpoint on dev; with nothing trained, the best member as
+        it was."""
+        best, names = self.best, self.names
+        if best:
+            chosen = max(best, key=lambda n: (best[n][0], -best[n][1], -names.index(n)))
+            return {"member": chosen, "iteration": best[chosen][1], "dev_score": best[chosen][0]}
+        g = self.given
+        untrained = {n: dev_score(m, g.task, g.dev, self.greedy, g.seed) for n, m in g.members.items()}
+        self.generations += len(g.dev) * len(g.members)
         chosen = max(untrained, key=lambda n: (untrained[n], -names.index(n)))
-        record["selected"] = {"member": chosen, "iteration": None, "dev_score": untrained[chosen],
-                              "why": "no iteration produced a preference pair; the best untrained member answers",
-                              "untrained_dev": untrained}
-    record["best_per_member"] = {n: {"dev_score": s, "iteration": i} for n, (s, i) in best.items()}
-    return CoalitionTraining(answerers=[chosen], members=members, record=record, generations=generations)
+        return {"member": chosen, "iteration": None, "dev_score": untrained[chosen],
+                "why": "no iteration produced a preference pair; the best untrained member answers",
+                "untrained_dev": untrained}
