@@ -1,7 +1,8 @@
 """One way to build a System: ``System.build(SystemSpec(...))`` wherever a user might copy from.
 
 The dataclass constructor is what ``build``, ``replace`` and ``with_seats`` call; only ``envs/system.py`` and the
-tests of the constructor itself (``tests/envs/test_system.py``) call it by hand."""
+tests of the constructor itself (``tests/envs/test_system.py``) call it by hand: not the package, the examples, the
+benchmarks or the other tests."""
 
 import re
 from pathlib import Path
@@ -10,23 +11,24 @@ ROOT = Path(__file__).resolve().parents[1]
 #: a call of the constructor: ``System(`` not preceded by a name character or a dot (``SeatedSystem(`` and
 #: ``x.System(`` are other things; ``System.build(`` is the way)
 CONSTRUCTOR_CALL = re.compile(r"(?<![\w.])System\(")
-#: where users copy from (the README and the docs site are checked by their own code-block tests)
+#: where users copy from (the README's and the docs' code blocks: tests/test_readme.py)
 SCANNED = ("coalition_gym", "examples", "benchmarks", "tests")
-#: the module itself, the constructor's own tests, and this file (its fixtures spell the call out)
-ALLOWED = {"coalition_gym/envs/system.py", "tests/envs/test_system.py", "tests/test_one_way_to_build.py"}
+#: the module itself, the constructor's own tests, and the two checks that spell the call out
+ALLOWED = {"coalition_gym/envs/system.py", "tests/envs/test_system.py", "tests/test_one_way_to_build.py",
+           "tests/test_readme.py"}
 
 
 def constructor_calls(root: Path) -> list[str]:
-    """``path:line`` of every constructor call in the Python files under the scanned folders of ``root``."""
+    """``path:line`` of every constructor call in the Python files of the scanned folders under ``root``."""
+    paths = [p for folder in SCANNED for p in sorted((root / folder).rglob("*.py"))]
     found = []
-    for folder in SCANNED:
-        for path in sorted((root / folder).rglob("*.py")):
-            rel = path.relative_to(root).as_posix()
-            if rel in ALLOWED:
-                continue
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if CONSTRUCTOR_CALL.search(line):
-                    found.append(f"{rel}:{number}")
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        if rel in ALLOWED:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if CONSTRUCTOR_CALL.search(line):
+                found.append(f"{rel}:{number}")
     return found
 
 
