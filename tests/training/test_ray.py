@@ -132,3 +132,27 @@ def test_distributed_rollouts_equal_the_local_ones(executor):
         return [(r.index, r.group, r.item.id, r.reward, [(c.rollout, c.completion_ids) for c in r.calls])
                 for r in rollouts]
     assert view(remote) == view(local) and len(local) == 8
+
+
+def test_a_team_trains_on_ray_with_the_local_rollouts_credit_and_cost(executor, tmp_path):
+    """Ray for any number of seats: two seats' rollouts on the workers equal the local ones, their leave-one-out
+    credit and the counterfactuals' cost included, and a team run with the Ray executor trains."""
+    from coalition_gym.training.team import make_team_config
+    from coalition_gym.training.trainer import Trainer
+
+    cfg = make_team_config("tiny", policies=["zoo:tiny/pico", "zoo:tiny/nano"], task="zoo:arith",
+                           task_kwargs={"size": 20}, items_per_step=3, group_size=2, collaborators="sim:demo",
+                           members=["atlas"], protocol="majority_vote", credit="loo", steps=1, eval_every=1,
+                           eval_items=2, test_items=2, probe_groups=0)
+    local = Trainer(cfg, out=tmp_path / "local")
+    remote = Trainer(cfg, out=tmp_path / "ray", executor=executor)
+    items = local.task.items("train")[:3]
+    a, b = local.rollouts(items, step_seed=7), remote.rollouts(items, step_seed=7)
+
+    def view(rollouts):
+        return [(r.index, r.group, r.reward, r.credit, [(c.seat, c.rollout, c.completion_ids) for c in r.calls])
+                for r in rollouts]
+    assert view(a) == view(b) and {c.seat for r in b for c in r.calls} == {"seat0", "seat1"}
+    assert remote.last_cost == local.last_cost and local.last_cost.counterfactuals > 0
+    remote.fit(progress=False)
+    assert remote.state.step == 1 and (tmp_path / "ray" / "seat1" / "last").is_dir()

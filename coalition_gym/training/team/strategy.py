@@ -163,10 +163,11 @@ def check_team_models(config: TeamConfig | TrainConfig, seats: Sequence[str], mo
         if models:
             raise ConfigError("shared_base=True loads the one base model itself and adds the seats' adapters; pass "
                               "no preloaded models")
-        paths = {os.path.realpath(resolve_policy(spec)) for spec in config.policies}
+        specs = list(config.seat_policies.values())
+        paths = {os.path.realpath(resolve_policy(spec)) for spec in specs}
         if len(paths) != 1:
             raise ConfigError(f"shared_base=True puts every seat on one model, but the policies name {len(paths)} "
-                              f"models ({config.policies}); name the same model for every seat, or drop shared_base")
+                              f"models ({specs}); name the same model for every seat, or drop shared_base")
     if models:
         by_object: dict[int, str] = {}
         for seat in seats:
