@@ -280,6 +280,29 @@ class DesignRows:
                 - np.tensordot(base_weight[changed], self._grams[changed], axes=1)
         return out
 
+    def grams(self, m: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """:meth:`gram` of each column of the multiplicities (rows x replicates) and block weights (blocks x
+        replicates): replicates x n x n, each the gram at multiplicity one changed on the rows and blocks the
+        replicates change."""
+        if self._weighted is None or len(self._weighted[0]) != len(weight):
+            self._weighted = (weight[:, 0], np.tensordot(weight[:, 0], self._grams, axes=1))
+        base_weight, out = self._weighted
+        changed = np.flatnonzero(((m != 1.0).any(axis=1)))
+        blocks = np.flatnonzero((weight != base_weight[:, None]).any(axis=1)
+                                | (np.add.reduceat((m != 1.0).any(axis=1), self.starts) > 0))
+        if 2 * blocks.size > len(self.starts):  # most blocks (a bootstrap's replicates): one product each
+            w = m * np.repeat(weight, self.block_lengths, axis=0)
+            return np.stack([self.bits.T @ (w[:, j, None] * self.bits) for j in range(m.shape[1])])
+        # per block and replicate, the block's gram at its multiplicities: the kept one plus the changed rows'
+        block_of_row = np.repeat(np.arange(len(self.starts)), self.block_lengths)[changed]
+        z = self.bits[changed]
+        grams = np.broadcast_to(self._grams[blocks], (m.shape[1],) + self._grams[blocks].shape).copy()
+        for j, blk in enumerate(blocks):
+            rows = block_of_row == blk
+            grams[:, j] += (z[rows].T[None] * (m[changed][rows] - 1.0).T[:, None, :]) @ z[rows]
+        return out + np.einsum("kr,rkij->rij", weight[blocks], grams) \
+            - np.tensordot(base_weight[blocks], self._grams[blocks], axes=1)[None]
+
     def member_counts(self, m: np.ndarray) -> np.ndarray:
         """Per size and player, the rows of that size with the player, each counted ``m`` times ((n + 1) x n)."""
         if self._members is None:
@@ -572,6 +595,10 @@ class KernelSampler(Sampler):
         weight = self._block_weights(rows, m)
         w = m * np.repeat(weight, rows.block_lengths, axis=0)
         b = rows.bits.T @ (np.repeat(w, q, axis=1) * rows.values(self, value))
+        if m.any(axis=0).all():  # every replicate has rows: their systems solved together
+            solved = _efficient_solution(rows.grams(m, weight), b.T.reshape(count, q, n).swapaxes(1, 2),
+                                         full.reshape(count, q))  # replicates x n x q
+            return solved.transpose(1, 0, 2).reshape(n, -1)
         out = np.empty((n, len(full)))
         for j in range(count):
             at = slice(j * q, j * q + q)
@@ -592,10 +619,23 @@ class KernelSampler(Sampler):
 
 def _efficient_solution(a: np.ndarray, b: np.ndarray, full: np.ndarray) -> np.ndarray:
     """The kernel regression's solution (players x columns) under efficiency (the players sum to ``full``): the
-    unconstrained one, shifted along A^-1 1."""
-    a_inv_b, a_inv_ones = _solve_psd(a, b, np.ones(len(a)))
-    correction = (a_inv_b.sum(axis=0) - full) / a_inv_ones.sum()
-    return a_inv_b - np.outer(a_inv_ones, correction)
+    unconstrained one, shifted along A^-1 1. With a leading replicates axis on all three: one per replicate."""
+    ones = np.ones(a.shape[-1])
+    a_inv_b, a_inv_ones = _solve_psd(a, b, ones) if a.ndim == 2 else _solve_psd_many(a, b, ones)
+    correction = (a_inv_b.sum(axis=-2) - full) / a_inv_ones.sum(axis=-1, keepdims=True)
+    return a_inv_b - a_inv_ones[..., :, None] * correction[..., None, :]
+
+
+def _solve_psd_many(a: np.ndarray, b: np.ndarray, ones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_solve_psd` of a stack of systems (a: r x n x n, b: r x n x q): together where every A is definite
+    (checked by its Cholesky factor), else one by one."""
+    try:
+        np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        pairs = [_solve_psd(a_j, b_j, ones) for a_j, b_j in zip(a, b)]
+        return np.stack([x for x, _ in pairs]), np.stack([y for _, y in pairs])
+    both = np.linalg.solve(a, np.concatenate([b, np.broadcast_to(ones[:, None], b.shape[:-1] + (1,))], axis=-1))
+    return both[..., :-1], both[..., -1]
 
 
 def _solve_psd(a: np.ndarray, b: np.ndarray, ones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
