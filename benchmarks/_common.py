@@ -16,10 +16,10 @@ _IMPORTED = time.perf_counter()
 
 def shipped_zoo() -> dict[str, dict[str, str]]:
     """recipe -> model -> sha256 of the zoo models the package ships (what zoo: names load)."""
-    from coalition_gym.agents.zoo import RECIPES, shipped
+    from coalition_gym.agents.zoo import ZOO_RECIPES, shipped
 
     out = {}
-    for name in RECIPES:
+    for name in ZOO_RECIPES:
         manifest = shipped.shipped_manifest(name)
         if manifest is not None:
             out[name] = {m: e["sha256"] for m, e in manifest["models"].items()}

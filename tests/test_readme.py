@@ -250,9 +250,9 @@ def test_the_shipped_zoo_numbers():
 def test_the_large_recipe_size():
     import dataclasses as dc
 
-    from coalition_gym.agents.zoo import get_recipe, train_model
+    from coalition_gym.agents.zoo import get_zoo_recipe, train_model
 
-    recipe = get_recipe("large")
+    recipe = get_zoo_recipe("large")
     (spec,) = recipe.models
     model, _ = train_model(dc.replace(spec, steps=1), dc.replace(recipe, train_items=8))  # its size, not its skill
     (millions,) = stated(r"`zoo:large` \(a ([\d.]+)M-parameter model", MODELS_PAGE)
@@ -260,9 +260,9 @@ def test_the_large_recipe_size():
 
 
 def test_the_zoo_split_overlap():
-    from coalition_gym.agents.zoo import get_recipe, zoo_task
+    from coalition_gym.agents.zoo import get_zoo_recipe, zoo_task
 
-    recipe = get_recipe("default")
+    recipe = get_zoo_recipe("default")
     train = {t: [i.question for i in zoo_task(t, size=recipe.train_items, seed=recipe.task_seed).items("train")]
              for t in ("arith", "sum", "reverse")}
     test = {t: [i.question for i in zoo_task(t, size=recipe.eval_items, seed=recipe.task_seed).items("test")]

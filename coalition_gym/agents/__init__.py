@@ -12,10 +12,10 @@ from .openai_api import OpenAIGenerator
 from .pools import DEFAULT_POOL, Pool, WithSampling, load_pool, pool_from_config, pool_from_file, pool_names, zoo_pool
 from .simulated import SIM_PRESETS, AgentProfile, SimulatedAgent
 from .vllm_engine import VLLMGenerator
-from .zoo import RECIPES, ZOO_TASKS, ZooBuild, build_zoo, ensure_zoo, zoo_task
+from .zoo import ZOO_RECIPES, ZOO_TASKS, ZooBuild, build_zoo, ensure_zoo, zoo_task
 
 __all__ = ["Generator", "derive_seed", "render_plain", "stable_hash", "Pool", "load_pool", "pool_names",
            "DEFAULT_POOL", "AgentProfile", "SimulatedAgent", "SIM_PRESETS", "HFGenerator", "OpenAIGenerator",
            "VLLMGenerator", "NewTokensCappedWarning", "PadTokenWarning", "plain_prompt", "sequence_logprobs",
-           "WithSampling", "pool_from_config", "pool_from_file", "zoo_pool", "RECIPES", "ZOO_TASKS", "ZooBuild",
+           "WithSampling", "pool_from_config", "pool_from_file", "zoo_pool", "ZOO_RECIPES", "ZOO_TASKS", "ZooBuild",
            "build_zoo", "ensure_zoo", "zoo_task"]

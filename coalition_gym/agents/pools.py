@@ -23,7 +23,7 @@ from ..types import Ask, Sample, SamplingParams
 from .backends import BACKENDS, ENTRY_KEYS
 from .base import Generator
 from .simulated import DEFAULT_HELPERS, SIM_PRESETS, SimulatedAgent, random_profiles
-from .zoo import RECIPES, shipped, zoo_dir
+from .zoo import ZOO_RECIPES, shipped, zoo_dir
 
 DEFAULT_POOL = "sim:demo"
 
@@ -154,8 +154,8 @@ def check_member_names(spec: str, members: Sequence[str]) -> None:
     check_pool_name(spec)
     if _looks_like_file(spec):
         return
-    if spec.startswith("zoo:") and spec[len("zoo:"):] in RECIPES:
-        checked_coalition(spec, members, [m.name for m in RECIPES[spec[len("zoo:"):]].models])
+    if spec.startswith("zoo:") and spec[len("zoo:"):] in ZOO_RECIPES:
+        checked_coalition(spec, members, [m.name for m in ZOO_RECIPES[spec[len("zoo:"):]].models])
         return
     if spec.startswith("sim:"):
         load_pool(spec).select(list(members))
@@ -182,7 +182,7 @@ def _check_random_size(name: str) -> None:
 
 
 def _zoo_members(name: str) -> str:
-    recipe = RECIPES[name[len("zoo:"):]]
+    recipe = ZOO_RECIPES[name[len("zoo:"):]]
     state = ("shipped" if shipped.shipped_manifest(recipe) is not None
              else "built" if (zoo_dir(recipe) / "zoo.json").is_file() else "not built yet")
     return f"members: {', '.join(m.name for m in recipe.models)} ({state})"
@@ -224,7 +224,7 @@ for _name in SIM_PRESETS:
 register_pool("sim:random-N", _random_pool,
               "N varied agents (N = 1..64) for scale studies: skills 0.35-0.8, half in two error groups",
               prefix="sim:random-", check=_check_random_size)
-for _name in RECIPES:
+for _name in ZOO_RECIPES:
     register_pool(f"zoo:{_name}", _zoo_preset, _ZOO_ABOUT.get(_name, ""), summary=_zoo_members)
 
 
@@ -243,10 +243,10 @@ def zoo_pool(recipe: str = "default", root: str | Path | None = None, device: st
     from .options import HFOptions
     from .zoo import ZOO_TASKS, ensure_zoo
 
-    if recipe not in RECIPES:
+    if recipe not in ZOO_RECIPES:
         raise UnknownNameError("pool preset", f"zoo:{recipe}", pool_names())
     build = ensure_zoo(recipe, root)
-    cap = RECIPES[recipe].max_new_tokens
+    cap = ZOO_RECIPES[recipe].max_new_tokens
     members: dict[str, Generator] = {
         name: HFGenerator(str(build.model_path(name)), options=HFOptions(device=device, max_new_tokens=cap,
                                                                          max_batch_size=64))

@@ -461,10 +461,10 @@ def _show_trained(root: Path, reports: list[dict[str, Any]], export: str | None)
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
-    from ..agents.zoo import RECIPES, build_zoo, estimate_build_seconds, shipped, zoo_dir, zoo_home
+    from ..agents.zoo import ZOO_RECIPES, build_zoo, estimate_build_seconds, shipped, zoo_dir, zoo_home
 
     if args.zoo_command == "list":
-        for name, recipe in RECIPES.items():
+        for name, recipe in ZOO_RECIPES.items():
             folder = zoo_dir(recipe, args.out)
             local = "built" if (folder / "zoo.json").is_file() else "not built"
             ships = "shipped" if shipped.shipped_manifest(recipe) is not None else "not shipped"
@@ -473,7 +473,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     if args.zoo_command == "verify":
         if shipped.shipped_manifest(args.recipe) is None:
             raise ConfigError(f"the package ships no build of zoo recipe {args.recipe!r}; shipped: "
-                              + ", ".join(r for r in RECIPES if shipped.shipped_manifest(r) is not None))
+                              + ", ".join(r for r in ZOO_RECIPES if shipped.shipped_manifest(r) is not None))
         build = build_zoo(args.recipe, args.out or zoo_home(), force=args.rebuild, progress=True)
         rows = shipped.verify(args.recipe, build)
         print(shipped.verify_table(rows))

@@ -26,7 +26,7 @@ def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, 
     recipe, or a pool file (its entries copied, relative model paths made absolute)."""
     from ..agents.pools import _looks_like_file
     from ..agents.simulated import SIM_PRESETS
-    from ..agents.zoo import RECIPES
+    from ..agents.zoo import ZOO_RECIPES
 
     kind, _, preset = spec.partition(":")
     if _looks_like_file(spec):
@@ -41,8 +41,8 @@ def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, 
     if kind == "sim" and preset in SIM_PRESETS:
         helpers = [{"name": h, "backend": "sim", "model": f"{spec}/{h}"} for h in SIM_PRESETS[preset]["helpers"]]
         return [{"name": m, "backend": "sim", "model": f"{spec}/{m}"} for m in members], helpers
-    if kind == "zoo" and preset in RECIPES:
-        cap = RECIPES[preset].max_new_tokens
+    if kind == "zoo" and preset in ZOO_RECIPES:
+        cap = ZOO_RECIPES[preset].max_new_tokens
         return [{"name": m, "backend": "hf", "model": f"{spec}/{m}", "max_new_tokens": cap} for m in members], []
     raise ConfigError(f"--export: collaborators {spec!r} cannot be written as pool-file entries (sim:random-N "
                       "draws its members); train with a sim or zoo preset or a pool file to export")

@@ -10,7 +10,7 @@ import pytest
 from coalition_gym.agents import zoo
 from coalition_gym.agents.zoo import (
     CHAT_TEMPLATE,
-    RECIPES,
+    ZOO_RECIPES,
     ZooModelSpec,
     ZooRecipe,
     build_zoo,
@@ -35,7 +35,7 @@ def tiny(tmp_path_factory) -> zoo.ZooBuild:
 def test_models_are_ordinary_hf_folders(tiny):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    for name in RECIPES["tiny"].models:
+    for name in ZOO_RECIPES["tiny"].models:
         folder = tiny.model_path(name.name)
         for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                   "generation_config.json"):
@@ -85,7 +85,7 @@ def test_build_reports_accuracy_and_training_learned_something(tiny):
     table = tiny.table()
     assert "| pico |" in table and "arith acc" in table and "reverse acc" in table
     manifest = json.loads((tiny.path / "zoo.json").read_text())
-    assert manifest["digest"] == RECIPES["tiny"].digest() and manifest["task_settings"]["arith"]["dataset"] == \
+    assert manifest["digest"] == ZOO_RECIPES["tiny"].digest() and manifest["task_settings"]["arith"]["dataset"] == \
         "basic_arithmetic"
 
 
@@ -139,7 +139,7 @@ def test_cache_is_reused_and_versioned_by_the_recipe(tmp_path, monkeypatch):
 
 
 def test_default_recipe_is_heterogeneous():
-    models = RECIPES["default"].models
+    models = ZOO_RECIPES["default"].models
     assert len(models) >= 3
     assert len({tuple(sorted(m.mix.items())) for m in models}) >= 3  # different task mixes
     assert len({(m.n_embd, m.n_layer) for m in models}) >= 3  # different sizes

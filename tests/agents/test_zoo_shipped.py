@@ -11,7 +11,7 @@ import pytest
 from coalition_gym.agents import zoo
 from coalition_gym.agents.options import HFOptions
 from coalition_gym.agents.zoo import (
-    RECIPES,
+    ZOO_RECIPES,
     ZooModelSpec,
     ZooNotBuiltError,
     ZooRecipe,
@@ -30,7 +30,7 @@ def test_shipped_builds_load_by_name_and_match_their_fingerprints(recipe, tmp_pa
     build = ensure_zoo(recipe)
     assert build.source == "shipped" and not build.built and build.path == shipped.shipped_dir(recipe)
     assert not (tmp_path / "empty-home").exists()  # nothing was built or cached
-    assert list(build.models) == [m.name for m in RECIPES[recipe].models]
+    assert list(build.models) == [m.name for m in ZOO_RECIPES[recipe].models]
     for name, entry in build.models.items():
         assert len(entry["sha256"]) == 64 and model_fingerprint(build.model_path(name)) == entry["sha256"]
         assert set(entry["test_accuracy"]) == set(zoo.ZOO_TASKS)
@@ -62,7 +62,7 @@ def test_a_damaged_shipped_copy_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_changed_recipe_is_not_served_the_shipped_models(tmp_path, monkeypatch):
-    changed = ZooRecipe("tiny", RECIPES["tiny"].models[:1], train_items=40, eval_items=4)
+    changed = ZooRecipe("tiny", ZOO_RECIPES["tiny"].models[:1], train_items=40, eval_items=4)
     assert shipped.shipped_manifest(changed) is None  # other digest: the shipped copy is not this recipe
     monkeypatch.setenv("COALITION_GYM_HOME", str(tmp_path))
     build = ensure_zoo(changed)
@@ -105,7 +105,7 @@ def test_provenance_and_the_run_record_name_the_weights():
     info = provenance(folder)
     assert info == {"zoo_recipe": "tiny", "zoo_model": "pico", "source": "shipped",
                     "sha256": shipped.shipped_manifest("tiny")["models"]["pico"]["sha256"],
-                    "recipe_digest": RECIPES["tiny"].digest()}
+                    "recipe_digest": ZOO_RECIPES["tiny"].digest()}
     assert HFGenerator(str(folder), options=HFOptions(device="cpu", max_new_tokens=4)).describe()["weights"] == info
     record = describe_pool(load_pool("zoo:tiny"))
     assert {m: d["weights"]["sha256"] for m, d in record["members"].items()} == \
@@ -139,7 +139,7 @@ def test_cgym_zoo_verify_and_list(tmp_path, capsys):
     assert main(["zoo", "verify", "--recipe", "tiny", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| pico |" in out and "test acc (shipped -> local)" in out and "models of 'tiny' built here" in out
-    assert (tmp_path / f"tiny-{RECIPES['tiny'].digest()}" / "zoo.json").is_file()  # the local build, in the cache
+    assert (tmp_path / f"tiny-{ZOO_RECIPES['tiny'].digest()}" / "zoo.json").is_file()  # the local build, in the cache
     assert main(["zoo", "list", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "tiny" in out and "shipped; local build built" in out and "large" in out and "not shipped" in out

@@ -14,7 +14,7 @@ of the compute, and the models answer such prompts much worse than solo prompts:
 models this small, not hidden.
 
 Models differ on purpose (task mix, width, depth, training length), so a pool of them is
-heterogeneous. A recipe (:data:`RECIPES`) lists the models; its hash versions the cache folder, so
+heterogeneous. A recipe (:data:`ZOO_RECIPES`) lists the models; its hash versions the cache folder, so
 a changed recipe rebuilds. Cache: ``$COALITION_GYM_HOME/zoo`` or ``~/.cache/coalition_gym/zoo``.
 Each model trains on one thread (seeded data order and initialisation), so a build is repeatable bit
 for bit with the same torch *on the same CPU*; large recipes train two models at a time in worker
@@ -42,13 +42,13 @@ from .build import (
     read_manifest,
     recipe_from_dict,
 )
-from .recipes import RECIPES, ZooModelSpec, ZooRecipe, get_recipe, zoo_dir, zoo_home
+from .recipes import ZOO_RECIPES, ZooModelSpec, ZooRecipe, get_zoo_recipe, zoo_dir, zoo_home
 from .shipped import model_fingerprint, provenance
 from .tokenizer import CHAT_TEMPLATE, ZOO_FORMAT_VERSION, char_tokenizer, encode_chars, render_chat
 from .train import evaluate_folder, save_model, train_model
 
-__all__ = ["ZOO_TASKS", "RECIPES", "ZooTask", "ZooModelSpec", "ZooRecipe", "ZooBuild", "build_zoo", "ensure_zoo",
-           "zoo_task", "zoo_home", "zoo_dir", "get_recipe", "char_tokenizer", "render_chat", "CHAT_TEMPLATE",
+__all__ = ["ZOO_TASKS", "ZOO_RECIPES", "ZooTask", "ZooModelSpec", "ZooRecipe", "ZooBuild", "build_zoo", "ensure_zoo",
+           "zoo_task", "zoo_home", "zoo_dir", "get_zoo_recipe", "char_tokenizer", "render_chat", "CHAT_TEMPLATE",
            "evaluate_folder", "train_model", "save_model", "encode_chars", "recipe_from_dict", "default_workers",
            "MANIFEST", "HEARTBEAT_SECONDS", "ZOO_FORMAT_VERSION", "read_manifest", "shipped", "ZooNotBuiltError",
            "estimate_build_seconds", "BUILD_ON_USE_SECONDS", "model_fingerprint", "provenance"]

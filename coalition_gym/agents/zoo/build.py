@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ...errors import ConfigError, UnknownNameError
 from ...tasks.zoo_tasks import ZOO_TASKS
-from .recipes import ZooModelSpec, ZooRecipe, get_recipe, zoo_dir
+from .recipes import ZooModelSpec, ZooRecipe, get_zoo_recipe, zoo_dir
 from .shipped import check_shipped, model_fingerprint, shipped_dir, shipped_manifest
 from .tokenizer import ZOO_FORMAT_VERSION
 from .train import evaluate_folder, save_model, train_model
@@ -186,7 +186,7 @@ def build_zoo(recipe: "str | ZooRecipe" = "default", out: str | Path | None = No
     """Train, save and evaluate every model of a recipe under ``out`` (default :func:`.recipes.zoo_home`), in a
     folder named by the recipe's hash. An existing complete build is reused unless ``force``.
     ``workers`` processes train models side by side (default :func:`default_workers`)."""
-    spec = get_recipe(recipe)
+    spec = get_zoo_recipe(recipe)
     target = zoo_dir(spec, out)
     if shipped_dir(spec).parent.resolve() in target.resolve().parents:
         raise ConfigError(f"{target} is inside the package's shipped zoo; build into a cache folder (--out)")
@@ -259,7 +259,7 @@ def estimate_build_seconds(recipe: "str | ZooRecipe") -> float:
     scaled to the recipe's steps (plus evaluation), divided over the workers a build would use."""
     import dataclasses as dc
 
-    spec = get_recipe(recipe)
+    spec = get_zoo_recipe(recipe)
     per_model = []
     with _one_thread():
         for m in spec.models:
@@ -277,7 +277,7 @@ def ensure_zoo(recipe: "str | ZooRecipe" = "default", root: str | Path | None = 
     ships this recipe and no cache ``root`` is named; else the local build under ``root``; else a
     build on first use when it is quick, and a :class:`ZooNotBuiltError` saying how long it would take
     when it is not."""
-    spec = get_recipe(recipe)
+    spec = get_zoo_recipe(recipe)
     if root is None:
         manifest = shipped_manifest(spec)
         if manifest is not None:

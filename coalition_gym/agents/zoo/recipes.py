@@ -66,7 +66,7 @@ class ZooRecipe:
         raise UnknownNameError(f"model of zoo recipe {self.name!r}", name, [m.name for m in self.models])
 
 
-RECIPES: dict[str, ZooRecipe] = {
+ZOO_RECIPES: dict[str, ZooRecipe] = {
     # Four deliberately different models (sizes, task mixes, training lengths). abacus: arithmetic
     # specialist; quill: speller; polymath: a smaller generalist over all three tasks; sprout: a tiny,
     # briefly trained generalist (the weak member). About 5 CPU-minutes in all, on two workers.
@@ -98,12 +98,12 @@ RECIPES: dict[str, ZooRecipe] = {
 }
 
 
-def get_recipe(recipe: "str | ZooRecipe") -> ZooRecipe:
+def get_zoo_recipe(recipe: "str | ZooRecipe") -> ZooRecipe:
     if isinstance(recipe, ZooRecipe):
         return recipe
-    if recipe not in RECIPES:
-        raise UnknownNameError("zoo recipe", recipe, RECIPES)
-    return RECIPES[recipe]
+    if recipe not in ZOO_RECIPES:
+        raise UnknownNameError("zoo recipe", recipe, ZOO_RECIPES)
+    return ZOO_RECIPES[recipe]
 
 
 def zoo_home() -> Path:
@@ -113,7 +113,7 @@ def zoo_home() -> Path:
 
 
 def zoo_dir(recipe: "str | ZooRecipe", root: str | Path | None = None) -> Path:
-    spec = get_recipe(recipe)
+    spec = get_zoo_recipe(recipe)
     return Path(root if root is not None else zoo_home()) / f"{spec.name}-{spec.digest()}"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from .recipes import ZooRecipe, get_recipe
+from .recipes import ZooRecipe, get_zoo_recipe
 
 SHIPPED_ROOT = Path(__file__).resolve().parent / "shipped"
 #: The files that make a model: weights, architecture, tokenizer, generation defaults, chat template.
@@ -42,13 +42,13 @@ def model_fingerprint(folder: str | Path) -> str:
 
 
 def shipped_dir(recipe: "str | ZooRecipe") -> Path:
-    return SHIPPED_ROOT / get_recipe(recipe).name
+    return SHIPPED_ROOT / get_zoo_recipe(recipe).name
 
 
 def shipped_manifest(recipe: "str | ZooRecipe") -> dict[str, Any] | None:
     """The shipped manifest of ``recipe`` when the package ships a build of *this* recipe (same
     digest); None for a recipe it does not ship or one changed since (that one builds locally)."""
-    spec = get_recipe(recipe)
+    spec = get_zoo_recipe(recipe)
     path = shipped_dir(spec) / "zoo.json"
     if not path.is_file():
         return None
@@ -91,7 +91,7 @@ def provenance(folder: str | Path) -> dict[str, Any] | None:
 def verify(recipe: "str | ZooRecipe", local: Any) -> list[dict[str, Any]]:
     """Per model: does the local build (a ZooBuild) equal the shipped one, bit for bit, and how far
     do its dev/test accuracies drift? Drift is information, not an error."""
-    spec = get_recipe(recipe)
+    spec = get_zoo_recipe(recipe)
     shipped = shipped_manifest(spec)
     if shipped is None:
         raise ConfigError(f"the package ships no build of zoo recipe {spec.name!r} (digest {spec.digest()}); "
