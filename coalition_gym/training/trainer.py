@@ -117,7 +117,7 @@ class Trainer(RunItems):
 
         hf_logging.disable_progress_bar()  # weight loading/saving bars would drown the training bar
         self.config, self.log, self.torch, self.executor = config, log, torch, executor
-        self.method = make_strategy(config)
+        self.strategy = make_strategy(config)
         self.out = Path(out or config.out)
         self.seat_policies = config.seat_policies
         self.seats = list(self.seat_policies)
@@ -210,7 +210,7 @@ class Trainer(RunItems):
         """Refuse, before any model loads or rollout runs, a system in which a trained seat can get no signal: a
         coalition too small for the protocol, or a protocol that never asks the seat (found by driving it with
         canned replies)."""
-        if self.method.solo or not self.method.trains:
+        if self.strategy.solo or not self.strategy.trains:
             return
         system, proto, method = self.system, self.system.protocol, self.config.method
         if len(system.members) < proto.min_members:
@@ -262,7 +262,7 @@ class Trainer(RunItems):
         """``group_size`` executions of every item, every seat sampling (with the counterfactuals its credit needs,
         their cost added to ``last_cost``); a solo method's policy alone."""
         cfg = self.config
-        system = self.solo_system(self.seats[0]) if self.method.solo else self.system
+        system = self.solo_system(self.seats[0]) if self.strategy.solo else self.system
         policies = {s: self.recording(s, cfg.rollout_temperature) for s in self.seats}
         plan = RolloutPlan(cfg.group_size, step_seed, draws=cfg.collaborator_draws, first_group=first_group)
         gather = partial(collect_distributed, self.executor) if self.on_ray else collect
@@ -277,7 +277,7 @@ class Trainer(RunItems):
             self.failures.add(list(coalition), r.error)
 
     def rewards(self, rollouts: Sequence[Rollout]) -> list[float]:
-        return [self.method.reward(r) for r in rollouts]
+        return [self.strategy.reward(r) for r in rollouts]
 
     def gather_batch(self, step: int) -> tuple[list[Rollout], list[float], dict[str, Any]]:
         """Rollouts for one step, rewarded (see :func:`.batches.gather_batch`: dynamic sampling)."""
@@ -289,7 +289,7 @@ class Trainer(RunItems):
         self.last_cost = CounterfactualCost()
         rollouts, rewards, extra = self.gather_batch(step)
         t1 = time.perf_counter()
-        metrics, advantages = self.method.update(self.updates, rollouts, rewards)
+        metrics, advantages = self.strategy.update(self.updates, rollouts, rewards)
         t2 = time.perf_counter()
         total = CounterfactualCost(**self.state.cost)
         total.add(self.last_cost)
@@ -297,7 +297,7 @@ class Trainer(RunItems):
         arr = np.asarray(rewards, dtype=float)
         return {"step": step, "reward_mean": float(arr.mean()) if len(arr) else 0.0,
                 "reward_std": float(arr.std()) if len(arr) else 0.0, "rollouts": len(rollouts),
-                **self.method.step_signal(rollouts, rewards, advantages), **extra, **metrics,
+                **self.strategy.step_signal(rollouts, rewards, advantages), **extra, **metrics,
                 **({"sampler_logprob_gap": self.last_logprob_gap} if self.engine is not None else {}),
                 **self._counterfactual_row(), "rollout_seconds": t1 - t0, "update_seconds": t2 - t1}
 
@@ -317,7 +317,7 @@ class Trainer(RunItems):
         ``without`` the collaborators alone (the leave-one-out coalition; the policy is not asked), ``team`` the
         team with every seat's solo / own / leave-one-out / Shapley view (:class:`TeamEval`). The seats decode
         as ``eval_decoding`` says. See :func:`.evaluation.eval_seed` for the seed."""
-        mode = mode or self.method.selection_mode
+        mode = mode or self.strategy.selection_mode
         if mode not in MODES:
             raise ConfigError(f"evaluation mode {mode!r}; use collab, solo or without (a team: team)")
         seed = self.eval_seed if seed is None else seed
@@ -433,7 +433,7 @@ class Trainer(RunItems):
     def select_untrained(self) -> None:
         """A method that does not train: the best of its candidate system prompts by collaborative dev
         score (Nudge), or the current prompt evaluated once (Base)."""
-        candidates = self.method.candidate_prompts()
+        candidates = self.strategy.candidate_prompts()
         if candidates is None:
             self.record_best(self.evaluate(self.dev_items(), "collab"), step=0)
             return
@@ -454,15 +454,15 @@ class Trainer(RunItems):
         advantages: none): logged, kept in the state and the report, and a :class:`NoSignalError` naming each seat's
         likely cause when no seat has an informative group, unless ``force`` (:mod:`.probe`)."""
         cfg = self.config
-        groups = self.method.probe_groups
+        groups = self.strategy.probe_groups
         if groups < 1:
             return None
         results = run_probe(self, groups)
-        probe = self.method.probe_record(results)
+        probe = self.strategy.probe_record(results)
         self.state.probe = probe
         self.metrics.write({"step": 0, "probe": probe})
         setting = ProbeSetting(cfg.method, cfg.task, cfg.group_size, self.system.protocol.name, cfg.collaborators,
-                               self.system.protocol.settings(), self.method.solo)
+                               self.system.protocol.settings(), self.strategy.solo)
         refuse_without_signal(results, setting, force, self.log,
                               "Pass --force (Trainer.fit(force=True)) to train anyway.")
         return results
@@ -480,7 +480,7 @@ class Trainer(RunItems):
                                                     "policy_name": seat})
         self.metrics = MetricsLog(self.out, cfg.report_to, cfg.to_dict())
         resumed = self.try_resume()
-        if not self.method.trains:
+        if not self.strategy.trains:
             if not resumed:
                 self.select_untrained()
                 self.save_state()
@@ -490,7 +490,7 @@ class Trainer(RunItems):
         else:
             self.metrics.path.unlink(missing_ok=True)  # a run killed before its first save starts over
             self.probe(force)
-            if self.method.compares_with_untrained:  # the untrained seats on test, never selected on
+            if self.strategy.compares_with_untrained:  # the untrained seats on test, never selected on
                 self.state.test_before = self.evaluate(self.test_items()).to_dict()
             result = self.evaluate(self.dev_items())
             self.record_best(result, step=0)
@@ -506,7 +506,7 @@ class Trainer(RunItems):
                 result = self.evaluate(self.dev_items())
                 row.update(result.row())
                 # an adversary (reward="negate") keeps its lowest dev score
-                if improves(result.mean, self.state.best_score, self.method.selection_sign):
+                if improves(result.mean, self.state.best_score, self.strategy.selection_sign):
                     self.record_best(result, self.state.step)
                     row["best"] = True
                 else:
@@ -525,23 +525,23 @@ class Trainer(RunItems):
         a policy's against Base's per-item scores (``{"collab": [...], "solo": [...]}``) when given, a team's
         against itself untrained."""
         items = self.test_items()
-        modes = [m for m in self.method.report_modes if m != "without"]  # "without" asks no seat: scored once
+        modes = [m for m in self.strategy.report_modes if m != "without"]  # "without" asks no seat: scored once
         last = {m: self.evaluate(items, m) for m in modes}
         self.load_best()
         best: dict[str, EvalResult | TeamEval] = {m: self.evaluate(items, m) for m in modes}
-        if "without" in self.method.report_modes and len(self.members) >= self.system.protocol.min_members:
+        if "without" in self.strategy.report_modes and len(self.members) >= self.system.protocol.min_members:
             best["without"] = self.evaluate(items, "without")
         inputs = ReportInputs(self.report_header(), last, best, self.state.test_before, base_per_item,
                               self.metrics.rows(), self.seat_policies, self.seat_folders, self.out)
-        return self.method.report(inputs, {seat: policy_weights(spec) for seat, spec in self.seat_policies.items()})
+        return self.strategy.report(inputs, {seat: policy_weights(spec) for seat, spec in self.seat_policies.items()})
 
     def report_header(self) -> dict[str, Any]:
         """What every run's report starts with, whatever its seats and strategy."""
         cfg, state = self.config, self.state
         return {"method": cfg.method, "seed": cfg.seed, "seats": list(self.seats),
                 "policies": dict(self.seat_policies), "credit": cfg.credit, "best_step": state.best_step,
-                "best_dev_score": state.best_score, "selection_mode": self.method.selection_mode,
-                "best_direction": direction_of(self.method.selection_sign),
+                "best_dev_score": state.best_score, "selection_mode": self.strategy.selection_mode,
+                "best_direction": direction_of(self.strategy.selection_sign),
                 "dev_at_best": {"mean": state.best_score, "ci": state.best_ci, "n": len(self.dev_items())},
                 "steps_run": state.step, "system_prompt": state.system_prompt,
                 "protocol": self.system.protocol.settings(), "members": list(self.members), "eval_seed": self.eval_seed,
