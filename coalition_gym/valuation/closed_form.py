@@ -4,7 +4,9 @@ Two structures cover the one-shot protocols whose system answer depends on each 
 
 - :class:`PriorityGame`: on each item the system answer is the one of the coalition's member ranked highest
   *on that item* (SLM-MUX: the most self-consistent, ties by dev accuracy then coalition order; cascade: the
-  first confident member in cost order, else the last). With the item's members sorted best first and their
+  first confident member in cost order, else the last; trained router: the member its classifier, fitted on every
+  member's dev outcomes, scores highest on the item, ties by dev accuracy then coalition order). With the item's
+  members sorted best first and their
   scores ``s_0, s_1, ...``, the member at rank r has the closed form
   ``phi = s_r / (r + 1) - sum_{q > r} s_q / (q (q + 1))`` (it is pivotal when it precedes every better-ranked
   member; the q-th ranked member is the one it displaces when it comes first, and r second, among ranks 0..q).
@@ -167,7 +169,7 @@ def _log_binomial(m: int, c: np.ndarray) -> np.ndarray:
 
 #: the protocols (and tie rules) :func:`structured_game` reads a structure off
 STRUCTURED = {"majority_vote": "plurality, tie_break random", "slm_mux": "priority, tie_break dev or first",
-              "cascade": "priority"}
+              "cascade": "priority", "trained_router": "priority"}
 
 
 def _alone(system: System, seed: int) -> tuple[list, np.ndarray]:
@@ -197,6 +199,26 @@ def _priority_order(system: System, alone: list, seed: int) -> np.ndarray:
     return np.lexsort((index, second, first), axis=0).T  # the last key sorts first
 
 
+def _router_order(system: System) -> np.ndarray:
+    """Per item, the members best first as the trained router picks among them (``TrainedRouter.choose``): its
+    predicted score, then dev accuracy, then coalition order. The router of a coalition is fitted on its members'
+    dev outcomes alone, one column each, so a member's predicted score is the same in every coalition: the
+    scores are read off one router fitted on every member."""
+    protocol, players = system.protocol, list(system.members)
+    known = system.learned
+    protocol.fit(known, system.task, system.pool.backends(), players, system.styles)
+    key, dev = protocol.dev_set(system.task)
+    questions = [it.question for it in dev]
+    rows = [known.scores(key, players, questions, it.question) for it in system.items]
+    scores = np.stack([r[0] for r in rows])  # items x players
+    accuracy = rows[0][1] if rows else np.zeros(len(players))
+    # choose() ties predicted scores within 1e-12 (a member's score can differ in the last bits between routers
+    # fitted on different columns): near-equal scores sort by the other keys
+    tied = np.round(scores, 11)
+    index = np.broadcast_to(np.arange(len(players)), scores.shape)
+    return np.lexsort((index, np.broadcast_to(-accuracy, scores.shape), -tied), axis=1)
+
+
 def _plurality(system: System, alone: list, seed: int) -> PluralityGame:
     items = list(system.items)
     answers = [[o.answer for o in row] for row in alone]
@@ -217,7 +239,8 @@ def _plurality(system: System, alone: list, seed: int) -> PluralityGame:
 
 
 def structured_game(system: System, seed: int = 0) -> StructuredGame:
-    """The game of ``system``'s members (majority vote with random ties, SLM-MUX, cascade) as a structured
+    """The game of ``system``'s members (majority vote with random ties, SLM-MUX, cascade, trained router) as a
+    structured
     game read off each member answering alone: its :meth:`~StructuredGame.exact` values are the exact Shapley
     values of the protocol's coalition game with episode seed ``seed`` (checked against enumeration)."""
     system = system.replace(protocol=with_pool_defaults(system.protocol, system.pool))  # as CoalitionGame runs it
@@ -230,6 +253,8 @@ def structured_game(system: System, seed: int = 0) -> StructuredGame:
     alone, scores = _alone(system, seed)
     if protocol.name == "majority_vote":
         return _plurality(system, alone, seed)
+    if protocol.name == "trained_router":
+        return PriorityGame(system.members, _router_order(system), scores)
     return PriorityGame(system.members, _priority_order(system, alone, seed), scores)
 
 

@@ -47,7 +47,7 @@ def system(protocol, pool="sim:random-8", items=12, **settings):
 
 @pytest.mark.parametrize("protocol, settings", [("majority_vote", {"tie_break": "random"}), ("slm_mux", {}),
                                                 ("slm_mux", {"tie_break": "first"}),
-                                                ("cascade", {"threshold": 0.67})])
+                                                ("cascade", {"threshold": 0.67}), ("trained_router", {})])
 def test_the_structure_read_off_a_protocol_is_its_coalition_game(protocol, settings):
     built = system(protocol, **settings)
     real = CoalitionGame(built)
