@@ -38,7 +38,7 @@ from .exact import (
     shapley_weight,
 )
 from .game import Game
-from .interactions import interaction_estimator
+from .interactions import SampledSettings, interaction_estimator
 from .sampling import DEFAULT_BUDGET_PER_PLAYER, Budget, MaxRounds, StopRule, Tolerance, default_budget, sampled_shapley
 
 
@@ -73,8 +73,9 @@ def stop_sentence(details: Mapping[str, Any]) -> str:
     return f"stopped at {why} after {used} coalitions; largest sampling stderr {worst:.4f}"
 
 
-def sampled_shapley_values(game: Game, tolerance: float = 0.005, budget: int | None = None,
-                           budget_generations: int | None = None, sampler: str = "auto", max_rounds: int = 500,
+def sampled_shapley_values(game: Game, tolerance: float = SampledSettings.tolerance, budget: int | None = None,
+                           budget_generations: int | None = None, sampler: str = "auto",
+                           max_rounds: int = SampledSettings.max_rounds,
                            n_boot: int = 2000, seed: int = 0) -> ValuationResult:
     """Shapley values from sampled coalitions (``coalition_gym.valuation.sampling``): the default
     sampler, stopped at ``tolerance`` (the largest sampling stderr), a budget in coalitions and/or in

@@ -412,7 +412,7 @@ def interactions(game: Game, settings: SampledSettings | None = None, n_boot: in
     return sampled_interactions(game, settings or SampledSettings(), n_boot=n_boot, seed=seed)
 
 
-def interaction_estimator(game: Game, n_boot: int = 2000, seed: int = 0, tolerance: float = 0.005,
+def interaction_estimator(game: Game, n_boot: int = 2000, seed: int = 0, tolerance: float = SampledSettings.tolerance,
                           budget: int | None = None, budget_generations: int | None = None,
                           sampler: str = "auto", exact_limit: int = EXACT_LIMIT) -> ValuationResult:
     """Pairwise Shapley and Banzhaf interactions (column: each model's mean Shapley interaction); exact up to
