@@ -26,6 +26,7 @@ batch, is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,33 @@ class _Open:
         self.left = 0
 
 
+class _Wakeups:
+    """Futures of one event loop settled from the batcher's threads: the episodes a wave hands back wake the loop
+    once, not once each (each wake-up is a write to the loop's socket and a hand-over of the interpreter lock)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._ready: list[asyncio.Future] = []
+        self._lock = threading.Lock()
+
+    def add(self, future: asyncio.Future) -> None:
+        with self._lock:
+            self._ready.append(future)
+            if len(self._ready) > 1:  # a wake-up is already on its way
+                return
+        try:
+            self.loop.call_soon_threadsafe(self._settle)
+        except RuntimeError:  # the loop closed: nobody awaits these any more
+            pass
+
+    def _settle(self) -> None:
+        with self._lock:
+            ready, self._ready = self._ready, []
+        for future in ready:
+            if not future.done():
+                future.set_result(None)
+
+
 class WaveBatcher:
     """See the module doc. ``backends``: the names the episodes' Asks go to; ``stats``: where calls are counted;
     ``wait_s``: the longest new work waits for live episodes that have not arrived yet (see the module doc)."""
@@ -72,6 +100,7 @@ class WaveBatcher:
         workers = sum(max(1, int(getattr(b, "concurrent_calls", 1))) for b in distinct.values())
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(workers, 64)), thread_name_prefix=f"{name}-call")
         self._closed = False
+        self._wakeups: dict[int, _Wakeups] = {}  # id(event loop) -> its wake-ups
 
     # -- callers ------------------------------------------------------------------------------------------
     def submit(self, episode: SeatedEpisode, done: Callable[[], None], caller: Hashable | None = None) -> None:
@@ -105,15 +134,12 @@ class WaveBatcher:
         """:meth:`submit` and await (no thread is held while the wave runs)."""
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
-
-        def settle_ready() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        def wake() -> None:
-            loop.call_soon_threadsafe(settle_ready)
-
-        self.submit(episode, wake, caller)
+        with self._cond:
+            wakeups = self._wakeups.get(id(loop))
+            if wakeups is None or wakeups.loop is not loop:  # a new loop (a closed one's are dropped)
+                self._wakeups = {k: w for k, w in self._wakeups.items() if not w.loop.is_closed()}
+                wakeups = self._wakeups[id(loop)] = _Wakeups(loop)
+        self.submit(episode, functools.partial(wakeups.add, ready), caller)
         await ready
 
     def forget(self, episode: SeatedEpisode) -> None:

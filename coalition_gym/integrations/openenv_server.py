@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import re
 import socket
@@ -118,23 +119,37 @@ class Scrubber:
     def __init__(self, paths: list[str], token: str | None):
         register_secret(token)
         self.paths = sorted({p.rstrip("/") for p in paths if p and p.count("/") >= 2}, key=len, reverse=True)
+        # one scan per string (longest path first), not one replace per path: every string of every response
+        forms = sorted({form for p in self.paths for form in (p, json.dumps(p, ensure_ascii=False)[1:-1])},
+                       key=len, reverse=True)  # a path as JSON text holds it too (a quote or backslash escaped)
+        self._paths = re.compile("|".join(map(re.escape, forms))) if forms else None
 
     def text(self, text: str, *, error: bool = False, values: list[str] | None = None) -> str:
         """``values``: the secrets to remove (default: the project's, read now)."""
         text = redact(text, values)
-        for path in self.paths:
-            text = text.replace(path, "<local>")
+        if self._paths is not None:
+            text = self._paths.sub("<local>", text)
         return _ABSOLUTE_PATH.sub("<path>", text) if error else text
 
     def data(self, data: Any, values: list[str] | None = None) -> Any:
-        """Every string of a JSON-like structure scrubbed (the secrets read once for the whole of it)."""
+        """Every string of a JSON-like structure scrubbed (the secrets read once for the whole of it): scrubbed as
+        its JSON text in one pass where that text reads back (an episode's record is a few hundred strings), else
+        string by string."""
         values = secrets() if values is None else values
         if isinstance(data, str):
             return self.text(data, values=values)
+        try:
+            return json.loads(self.text(json.dumps(data, ensure_ascii=False, default=str), values=values))
+        except (TypeError, ValueError):  # a key JSON cannot hold, or a replacement inside a number
+            return self._walk(data, values)
+
+    def _walk(self, data: Any, values: list[str]) -> Any:
+        if isinstance(data, str):
+            return self.text(data, values=values)
         if isinstance(data, dict):
-            return {self.text(str(k), values=values): self.data(v, values) for k, v in data.items()}
+            return {self.text(str(k), values=values): self._walk(v, values) for k, v in data.items()}
         if isinstance(data, (list, tuple)):
-            return [self.data(v, values) for v in data]
+            return [self._walk(v, values) for v in data]
         return data if data is None or isinstance(data, (bool, int, float)) else self.text(str(data), values=values)
 
     def error(self, exc: BaseException) -> str:
@@ -174,6 +189,7 @@ class Served:
         self.system = self.driver.system
         self.env_id = options.env_id or f"coalition_gym/{self.system.protocol.name}"
         self.scrub = Scrubber(local_paths(self.system), options.token)
+        self.records = Recorder(self.driver)
         self._counts = {"sessions_open": 0, "sessions": 0, "episodes": 0, "steps": 0, "failed": 0}
         self._count_lock = threading.Lock()
 
@@ -190,6 +206,56 @@ class Served:
         batcher = self.driver.batcher
         out["waves"] = batcher.waves if batcher is not None else 0
         out["backends"] = {name: dict(row) for name, row in self.driver.stats.per_backend.items()}
+        return out
+
+
+class Recorder:
+    """The records of the episodes that end together (a wave's), scored in one call off the event loop: one hop to a
+    thread per wave, not per session, and an execution-based task runs their programs together."""
+
+    def __init__(self, driver: SeatDriver):
+        self.driver = driver
+        self._pending: list[tuple[SeatRun, bool, asyncio.Future]] = []
+        self._scoring: set[asyncio.Task] = set()  # held: the loop keeps only weak references to tasks
+
+    async def record(self, run: SeatRun, credit: bool) -> SeatRecord:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+        if not self._pending:  # after the callbacks already due: the wave's other sessions join this batch
+            loop.call_soon(self._flush)
+        self._pending.append((run, credit, future))
+        return await future
+
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        for credit in (False, True):
+            part = [(run, future) for run, wanted, future in batch if wanted is credit]
+            if part:
+                task = asyncio.ensure_future(self._score(part, credit))
+                self._scoring.add(task)
+                task.add_done_callback(self._scoring.discard)
+
+    async def _score(self, part: list[tuple[SeatRun, asyncio.Future]], credit: bool) -> None:
+        runs = [run for run, _ in part]
+        try:
+            results: list[Any] = await asyncio.to_thread(self.driver.records, runs, credit)
+        except Exception:  # one episode's failure is its own: the others are scored one by one
+            results = await asyncio.to_thread(self._one_by_one, runs, credit)
+        for (_, future), result in zip(part, results):
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    def _one_by_one(self, runs: list[SeatRun], credit: bool) -> list[SeatRecord | BaseException]:
+        out: list[SeatRecord | BaseException] = []
+        for run in runs:
+            try:
+                out.append(self.driver.record(run, credit))
+            except Exception as exc:
+                out.append(exc)
         return out
 
 
@@ -247,7 +313,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
         with self._errors():
             run = self._give(action)
             await self._served.driver.advance_async(run, id(self))
-            record = await asyncio.to_thread(self._served.driver.record, run, self._credit) if run.done else None
+            record = await self._served.records.record(run, self._credit) if run.done else None
             return self._after_step(run, record)
 
     @property
