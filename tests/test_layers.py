@@ -5,15 +5,17 @@ A module's layer is that of the longest prefix naming it in LAYERS (``envs.proto
 module; ``envs`` only the modules no longer prefix names). Low to high: leaves (types, errors, the version) ->
 result files, settings, learners, prompt text, failure counts and run records -> the sandbox -> scorers ->
 tasks -> agents -> protocols -> the runner and registration -> the system, executors and seated episodes ->
-the environments and their contract checks -> valuation -> training -> reports (the demo among them) ->
-integrations -> cli. So a scorer never needs a task, a backend
-never needs the protocol machinery, a protocol never needs the runner, the environments never need valuation
-or training, and valuation never needs training. The package root re-exports the public API and sits above
-everything: a module inside the package importing from it (``from coalition_gym import x``) is a breach.
+the environments and their contract checks -> valuation -> training (with its contract checks) -> reports
+(the demo among them) -> integrations -> cli. So a scorer never needs a task, a backend never needs the
+protocol machinery, a protocol never needs the runner, the environments never need valuation or training,
+and valuation never needs training. The package root re-exports the public API and sits above everything: a
+module inside the package importing from it (``from coalition_gym import x``) is a breach.
 """
 
 import ast
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "coalition_gym"
 LAYERS = [
@@ -210,3 +212,75 @@ def test_every_module_has_a_layer():
         if layer_of(module) is None:
             unplaced.append(module)
     assert unplaced == []
+
+
+#: run in a fresh interpreter: the package's modules below training imported without the package root (which
+#: imports everything), their module-level registries snapshotted, then every module from training up imported
+_FILLED_ON_IMPORT = """
+import importlib, json, sys, types
+sys.path.insert(0, {tests!r})
+from test_layers import LAYERS, PACKAGE, layer_of, package_modules, registries
+top = next(k for k, group in enumerate(LAYERS) if "training" in group)
+root = types.ModuleType("coalition_gym")
+root.__path__ = [str(PACKAGE)]
+sys.modules["coalition_gym"] = root
+names = sorted((layer_of(n), n) for n in package_modules())
+def load(which):
+    for name in which:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional extra not installed
+            pass
+lower = [n for k, n in names if k < top]
+load(lower)
+before = registries(sys.modules, lower)
+load([n for k, n in names if k >= top])
+after = registries(sys.modules, lower)
+print(json.dumps(sorted(k for k in after if after[k] != before.get(k))))
+"""
+
+
+def package_modules() -> list[str]:
+    """Every module of the package by its import name (packages without ``.__init__``), the root and
+    ``__main__`` modules left out."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__main__" or parts == ("coalition_gym", "__init__"):
+            continue
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def registries(modules: dict, names: list[str]) -> dict[str, list[str]]:
+    """``module.NAME`` -> its entries, for every module-level dict, list or set of the modules ``names``."""
+    out = {}
+    for name in names:
+        module = modules.get(name)
+        for attr, value in vars(module).items() if module is not None else ():
+            if isinstance(value, (dict, list, set)) and not attr.startswith("__"):
+                out[f"{name}.{attr}"] = sorted(repr(v) for v in value)
+    return out
+
+
+def test_registries_see_an_entry_added():
+    import types
+
+    module = types.ModuleType("m")
+    module.HOOKS = []
+    before = registries({"m": module}, ["m"])
+    module.HOOKS.append("a hint")
+    assert registries({"m": module}, ["m"]) != before == {"m.HOOKS": []}
+
+
+@pytest.mark.slow
+def test_no_higher_layer_fills_a_lower_ones_registries_on_import():
+    """Importing training, reports, integrations and the cli adds nothing to a module-level registry below
+    training (the envs layer once held a list of name hints that training filled in on import)."""
+    import json
+    import subprocess
+    import sys
+
+    script = _FILLED_ON_IMPORT.format(tests=str(Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
