@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from ...agents.base import stable_hash
 from ...types import SamplingParams
@@ -51,14 +51,14 @@ def train_sparta(settings: SpartaSettings, context: RecipeContext) -> CoalitionT
     check_trainable(given.members, "sparta")
     run = _SpartaRun(settings, given)
     iterations = [run.iteration(it) for it in range(settings.iterations)]
-    members = given.members
+    members, selected = given.members, run.selected()
     modes = {n: judge_mode(m, settings.judge) for n, m in members.items()}
-    record = {"method": "sparta", "iterations": iterations,
-              "judging": {"scored": run.counts.scored, "unparseable": run.counts.unparseable, "modes": modes},
-              "frozen": {n: m.frozen_reason for n, m in members.items() if not m.trainable},
-              "selected": run.selected()}
-    record["best_per_member"] = {n: {"dev_score": s, "iteration": i} for n, (s, i) in run.best.items()}
-    return CoalitionTraining(answerers=[record["selected"]["member"]], members=members, record=record,
+    record: dict[str, Any] = {
+        "method": "sparta", "iterations": iterations,
+        "judging": {"scored": run.counts.scored, "unparseable": run.counts.unparseable, "modes": modes},
+        "frozen": {n: m.frozen_reason for n, m in members.items() if not m.trainable}, "selected": selected,
+        "best_per_member": {n: {"dev_score": s, "iteration": i} for n, (s, i) in run.best.items()}}
+    return CoalitionTraining(answerers=[selected["member"]], members=members, record=record,
                              generations=run.generations)
 
 
@@ -161,7 +161,7 @@ class _SpartaRun:
                 self.best[name] = (score, it)
                 member.save(g.work_dir / name)  # each member's best checkpoint so far
 
-    def selected(self) -> dict:
+    def selected(self) -> dict[str, Any]:
         """Who answers: the best (member, iteration) checkpoint on dev; with nothing trained, the best member as
         it was."""
         best, names = self.best, self.names
