@@ -196,7 +196,8 @@ def test_every_example_has_a_cgym_command():
 def test_each_example_runs_through_cgym(name, tmp_path):
     (tmp_path / "calculator_pool.yaml").write_text(
         "members:\n  - {name: calculator, backend: calculator}\n"
-        "  - {name: atlas, backend: sim, model: sim:demo/atlas}\n  - {name: delta, backend: sim, model: sim:demo/delta}\n")
+        "  - {name: atlas, backend: sim, model: sim:demo/atlas}\n"
+        "  - {name: delta, backend: sim, model: sim:demo/delta}\n")
     args, says = EXAMPLE_COMMANDS[name]
     proc = cgym(["--import", str(EXAMPLES / name), *args], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
