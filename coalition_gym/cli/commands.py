@@ -400,8 +400,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if executor is not None:
             executor.close()
     write_run_record(root, args.record.finish(training=runs.settings, policy_weights=runs.policy_weights))
-    if len(args.policy or []) >= 2:  # one team: its before/after and every seat's line
-        team = runs.reports[0]
+    team = runs.team_report
+    if team is not None:  # one team: its before/after and every seat's line
         _show_team(root / f"{team['method']}-seed{team['seed']}", team, args.export)
     else:
         print(run_summary(root))  # every report's test scores with CIs, the verdicts, the curves
@@ -428,9 +428,9 @@ def _show_team(folder: Path, report: dict[str, Any], export: str | None) -> None
         shown = ", ".join(f"{kind} {cell(before.get(kind))} -> {cell(after.get(kind))}"
                           for kind in ("solo", "loo", "shapley"))
         print(f"  {seat} ({report['policies'][seat]}): {shown}")
-    for seat in report["seats"]:
-        if has_weights(folder / seat / "best"):
-            print(f"{seat} as a pool member: {pool_line(folder / seat)}")
+    for seat, seat_folder in report["seat_folders"].items():
+        if has_weights(Path(seat_folder) / "best"):
+            print(f"{seat} as a pool member: {pool_line(seat_folder, seat)}")
     if report.get("verdict"):
         print(verdict_line(report["method"], report["verdict"], "the untrained team"))
     print(f"curves (dev score, reward and each seat's informative groups per step): {report['curves']}")

@@ -123,17 +123,20 @@ def export_team(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
     run = Path(run_folder).resolve()
     config, report = _reported_run(run)
     bases = dict(zip(config["seats"], config["policies"]))
-    seats = [trained_member(seat, run / seat / "best", config, out, bases[seat]) for seat in report["seats"]]
+    folders = report.get("seat_folders", {})  # a report written before a team of one kept its seat in run/
+    seats = [trained_member(seat, Path(folders.get(seat, run / seat)) / "best", config, out, bases[seat])
+             for seat in report["seats"]]
     estimator = "shapley" if len(report["members"]) + len(seats) <= 8 else "loo"
     path, line, _ = write_replay_pool(run, config, report, seats, out, estimator,
                                       f"the trained seats ({', '.join(report['seats'])})")
     return {"pool": str(path), "eval_command": line}
 
 
-def pool_line(run_folder: str | Path) -> str:
-    """The one pool-file line that makes ``run_folder``'s best checkpoint a member."""
-    config = json.loads((Path(run_folder) / "config.json").read_text())
-    return f"{{name: {config['policy_name']}, backend: hf, model: {(Path(run_folder) / 'best').resolve()}}}"
+def pool_line(run_folder: str | Path, name: str | None = None) -> str:
+    """The one pool-file line that makes ``run_folder``'s best checkpoint a member named ``name`` (default: its
+    config's ``policy_name``; a team of one's seat has its checkpoints in the team's run folder)."""
+    name = name or json.loads((Path(run_folder) / "config.json").read_text())["policy_name"]
+    return f"{{name: {name}, backend: hf, model: {(Path(run_folder) / 'best').resolve()}}}"
 
 
 __all__ = ["collaborator_entries", "export_run", "export_team", "pool_line", "trained_member", "write_replay_pool"]

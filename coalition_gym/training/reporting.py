@@ -180,6 +180,8 @@ def summary_table(folder: str | Path) -> str:
     notes: list[str] = []
     for path in sorted(Path(folder).rglob("report.json")):
         r = json.loads(path.read_text())
+        if "collab" not in r:  # a team's report and its seats' (policy_scores' columns are not theirs)
+            continue
         vs = r.get("vs_base_collab") or {}
         last = (r.get("last") or {}).get("collab")
         rows.append(f"| {r['method']} | {r['seed']} | {r['best_step']} | {_cell(r.get('dev_at_best'))} | "

@@ -1,9 +1,9 @@
 """``cgym train``'s one library function, :func:`train_runs`: the given policies trained by the named recipes into
 one folder. One policy trains with each policy recipe (C-RL and its baselines) beside Base
-(:func:`~.trainer.run_methods`); several train together as the seats of one team (a team recipe, ``crl`` meaning
-its team form ``team-crl``), which its report compares with itself untrained. Either way every run goes through the
-one trainer (:class:`~.trainer.Trainer`), and what the caller keeps (reports, the preset, the settings for the run
-record, each policy's weights record) comes back in one :class:`TrainingRuns`."""
+(:func:`~.trainer.run_methods`); several, or any number under a team recipe, train together as the seats of one
+team (``crl`` meaning its team form ``team-crl``), which its report compares with itself untrained. Either way
+every run goes through the one trainer (:class:`~.trainer.Trainer`), and what the caller keeps (reports, the
+preset, the settings for the run record, each policy's weights record) comes back in one :class:`TrainingRuns`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ class TrainingRuns:
     settings: dict[str, Any]
     policy_weights: dict[str, Any]
 
+    @property
+    def team_report(self) -> dict[str, Any] | None:
+        """The team's report when the policies trained as one team (its scores are per seat), else None."""
+        return next((r for r in self.reports if "per_seat" in r), None)
+
 
 def train_runs(policies: Sequence[str] = (), methods: Sequence[str] = ("crl",), root: str | Path = "runs/train",
                preset: str = "auto", options: RunOptions | None = None, **settings: Any) -> TrainingRuns:
@@ -36,8 +41,9 @@ def train_runs(policies: Sequence[str] = (), methods: Sequence[str] = ("crl",), 
     ``settings`` are the recipes' settings over the default run (:func:`.config.default_run`); ``preset``
     ``auto`` is ``tiny`` for zoo policies, ``paper`` for any other."""
     options = options or RunOptions()
-    if len(policies) >= 2:
-        return _team_run(list(policies), list(methods), Path(root), preset, options, settings)
+    if len(policies) >= 2 or set(methods) & set(recipe_names("team")):  # a team recipe seats any number
+        seated = list(policies) or [default_run({})["policy"]]
+        return _team_run(seated, list(methods), Path(root), preset, options, settings)
     settings = default_run({**settings, **({"policy": policies[0]} if policies else {})})
     preset = preset_for(preset, [settings["policy"]])
     reports = run_methods(methods, root, preset, options, **settings)

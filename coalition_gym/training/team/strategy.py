@@ -224,7 +224,8 @@ def team_scores(inputs: ReportInputs, weights: Mapping[str, Any]) -> dict[str, A
         "counterfactual_cost": {"training": head["training_cost"], "test_after": after["cost"]},
         "seconds_per_step": seconds,
         "verdict": (paired_verdict(before["system"]["per_item"], after["system"]["per_item"]) if before else None),
-        "signal": signal, "policy_weights": dict(weights)}
+        "signal": signal, "policy_weights": dict(weights),
+        "seat_folders": {seat: str(folder.resolve()) for seat, folder in inputs.seat_folders.items()}}
     result["curves"] = str(team_curves(out, head["method"], seat_names))
     write_json(out / "report.json", result)
     for seat in seat_names:

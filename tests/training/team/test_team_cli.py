@@ -11,6 +11,7 @@ import pytest
 from coalition_gym.agents.pools import load_pool
 from coalition_gym.cli import main
 from coalition_gym.cli.parser import build_parser
+from coalition_gym.training.reporting import summary_table
 
 TEAM = ["train", "--policy", "zoo:tiny/pico", "--policy", "zoo:tiny/nano", "--task", "zoo:arith", "--protocol",
         "majority_vote", "--collaborators", "sim:demo", "--members", "atlas", "--steps", "1",
@@ -38,6 +39,7 @@ def test_two_policies_train_a_team_and_print_each_seats_pool_line(tmp_path, caps
     assert pool.member_names == ["atlas", "solver", "checker"] and "cgym eval --pool" in out
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["training"]["methods"] == "team-crl" and set(record["policy_weights"]) == {"solver", "checker"}
+    assert "team-crl" not in summary_table(tmp_path)  # a policy table: a team's report is not one of its rows
     # the same command again resumes the finished run (same configuration) instead of refusing it
     assert main([*TEAM, "--out", str(tmp_path), "--set", "credit=shapley", "--set", "seats=[solver, checker]"]) == 0
 
@@ -69,3 +71,17 @@ def test_one_policy_keeps_the_single_seat_path(monkeypatch, tmp_path):
     assert seen["methods"] == ["crl"] and seen["policy"] == "zoo:tiny/pico" and seen["preset"] == "tiny"
     assert "policies" not in seen
     assert build_parser().parse_args(["train"]).policy is None  # no --policy: the single-seat defaults
+
+
+def test_a_team_recipe_with_one_policy_trains_a_team_of_one(tmp_path, capsys):
+    """One --policy under the team recipe: the same library function and trainer, one seat whose checkpoints are
+    the run folder's own (as a single policy's), its leave-one-out credit beside the collaborator."""
+    one = TEAM[:3] + TEAM[5:]  # TEAM without its second --policy
+    assert one.count("--policy") == 1
+    assert main([*one, "--method", "team-crl", "--out", str(tmp_path)]) == 0, capsys.readouterr().err
+    run = tmp_path / "team-crl-seed0"
+    report = json.loads((run / "report.json").read_text())
+    assert report["seats"] == ["seat0"] and report["credit"] == "loo" and report["steps_run"] == 1
+    assert set(report["per_seat"]["seat0"]["after"]) == {"solo", "policy_score", "loo", "shapley"}
+    assert (run / "best" / "coalition_gym.json").is_file() and not (run / "seat0").exists()
+    assert "seat0 as a pool member:" in capsys.readouterr().out
