@@ -286,6 +286,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
         self._rng: np.random.Generator | None = None
         self._credit = False
         self._closed = False
+        self._wave: asyncio.Future | None = None  # the members' wave out while the client answers (see below)
         served.count(sessions_open=1, sessions=1)
 
     # -- OpenEnv's calls ---------------------------------------------------------------------------------------
@@ -298,7 +299,10 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
     async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
                           **kwargs: Any) -> SeatObservation:
         with self._errors():
+            await self._wave_landed()
             run = self._begin(seed, episode_id, kwargs)
+            if self._asked_beside_members(run):
+                return self._with_wave_out(run, self._observation(run))
             await self._served.driver.advance_async(run, id(self))
             return self._observation(run)
 
@@ -311,10 +315,32 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
     async def step_async(self, action: SeatAction, timeout_s: Optional[float] = None,
                          **kwargs: Any) -> SeatObservation:
         with self._errors():
+            await self._wave_landed()
             run = self._give(action)
+            if self._asked_beside_members(run):
+                return self._with_wave_out(run, self._after_step(run, None))
             await self._served.driver.advance_async(run, id(self))
             record = await self._served.records.record(run, self._credit) if run.done else None
             return self._after_step(run, record)
+
+    # The seat's next prompt is written before its wave goes out, so it never waits for the members' replies in
+    # that wave (it cannot see them): the observation goes back at once, the members' wave runs meanwhile and the
+    # next step awaits it before the reply is seated. The episode is the same; the client's round trip and the
+    # server's work for it overlap the members' forward passes instead of following them.
+    def _asked_beside_members(self, run: SeatRun) -> bool:
+        return (not run.done and self._served.driver.pending(run) is not None
+                and bool(run.episode.backend_asks()))
+
+    def _with_wave_out(self, run: SeatRun, observation: SeatObservation) -> SeatObservation:
+        """Send ``run``'s members' wave out (the batcher's thread owns the episode until it lands) and return
+        ``observation``, made before."""
+        self._wave = asyncio.ensure_future(self._served.driver.advance_async(run, id(self)))
+        return observation
+
+    async def _wave_landed(self) -> None:
+        wave, self._wave = self._wave, None
+        if wave is not None:
+            await wave
 
     @property
     def state(self) -> SeatState:
@@ -332,6 +358,8 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
     def close(self) -> None:
         if not self._closed:  # the episode's state goes with it; a later request says the session is closed
             self._closed = True
+            if self._wave is not None:  # it lands by itself; a failure of it has nobody left to tell
+                self._wave.add_done_callback(lambda wave: wave.cancelled() or wave.exception())
             if self._run is not None:
                 self._served.driver.close(self._run)
             self._served.driver.leave(id(self))
