@@ -314,6 +314,16 @@ class DesignRows:
         np.add.at(out, self.size[multiplied], (m[multiplied] - 1.0)[:, None] * self.bits[multiplied])
         return out
 
+    def member_counts_columns(self, m: np.ndarray) -> np.ndarray:
+        """:meth:`member_counts` of each column of multiplicities (rows x columns), players x sizes x columns: the
+        counts at multiplicity one changed on the rows a jackknife group changes (all sums where most change)."""
+        changed = np.flatnonzero((m != 1.0).any(axis=1))
+        if 2 * changed.size > len(m):
+            return self.sums_by_size(m)
+        one_hot = self.by_size[:, changed].toarray()  # sizes x changed rows
+        change = np.einsum("sr,ri,rc->isc", one_hot, self.bits[changed], m[changed] - 1.0)
+        return self.member_counts(np.ones(len(m))).T[:, :, None] + change
+
     def sums_by_size(self, weighted: np.ndarray) -> np.ndarray:
         """Per player and size, the sum of ``weighted`` (rows x items) over the rows of that size with the player
         (n x (n + 1) x items): one sparse product for a few columns, a loop over the blocks for many (whose
@@ -548,6 +558,7 @@ class KernelSampler(Sampler):
             if u.stratum in pair_of:
                 count[pair_of[u.stratum]] += len(u.masks)
         counted = [0]  # the round's drawn units already in count
+        masses = {k: self._pair_mass(k) for k in open_pairs}
 
         def next_size(drawn: list[Unit]) -> int | None:
             if not open_pairs:
@@ -555,7 +566,9 @@ class KernelSampler(Sampler):
             for u in drawn[counted[0]:]:
                 count[pair_of[u.stratum]] += len(u.masks)
             counted[0] = len(drawn)
-            s = min(open_pairs, key=lambda k: (count[k] / self._pair_mass(k), self.rng.random()))
+            # furthest behind its kernel mass, random ties (one draw per open pair, in order, as k draws of one)
+            s = min(zip(open_pairs, self.rng.random(len(open_pairs)).tolist()),
+                    key=lambda pair: (count[pair[0]] / masses[pair[0]], pair[1]))[0]
             sizes = [k for k in self._sizes(s) if k not in design.complete]
             return sizes[int(self.rng.integers(len(sizes)))]
 
@@ -713,7 +726,8 @@ class StratifiedSampler(Sampler):
                 weighted = m[:, None] * values
             else:  # a replicate's multiplicities for each of its q columns of values
                 q = values.shape[1] // m.shape[1]
-                per_size, has = np.repeat(rows.by_size @ m, q, axis=1), np.repeat(rows.sums_by_size(m), q, axis=2)
+                per_size = np.repeat(rows.by_size @ m, q, axis=1)
+                has = np.repeat(rows.member_counts_columns(m), q, axis=2)
                 weighted = np.repeat(m, q, axis=1) * values
             by_size = rows.by_size @ weighted
             overall = by_size / np.maximum(per_size, 1)
@@ -955,7 +969,12 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     start_coalitions, start_generations = game.coalitions_evaluated, game.generations
 
     def names(mask: int) -> frozenset:
-        return frozenset(players[k] for k in range(n) if mask >> k & 1)
+        out = []
+        while mask:  # the set bits, lowest first
+            low = mask & -mask
+            out.append(players[low.bit_length() - 1])
+            mask ^= low
+        return frozenset(out)
 
     memo: dict[int, np.ndarray] = {0: np.zeros(game.n_items)}
 
