@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, cast
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from ..envs.runner import episode_seed, run_programs, score_outcomes
 from ..envs.system import System, with_pool_defaults
 from ..errors import ConfigError
 from .game import Game
+
+if TYPE_CHECKING:
+    from ..envs.protocols.trained_router import TrainedRouter
 
 
 class StructuredGame(Game):
@@ -204,7 +207,7 @@ def _router_order(system: System) -> np.ndarray:
     predicted score, then dev accuracy, then coalition order. The router of a coalition is fitted on its members'
     dev outcomes alone, one column each, so a member's predicted score is the same in every coalition: the
     scores are read off one router fitted on every member."""
-    protocol, players = system.protocol, list(system.members)
+    protocol, players = cast("TrainedRouter", system.protocol), list(system.members)
     known = system.learned
     protocol.fit(known, system.task, system.pool.backends(), players, system.styles)
     key, dev = protocol.dev_set(system.task)

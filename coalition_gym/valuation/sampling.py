@@ -401,7 +401,8 @@ def replicate_rows(sampler: "Sampler", design: Design, replicates: list[list[Uni
     if isinstance(stratified, Sampler):
         stratified._design_rows = rows
     columns = [rows.multiplicity(units) for units in replicates]
-    return None if any(c is None for c in columns) else np.stack(columns, axis=1)
+    known = [c for c in columns if c is not None]
+    return np.stack(known, axis=1) if len(known) == len(columns) else None
 
 
 # -- samplers: propose the next round of units ------------------------------------------------------------
