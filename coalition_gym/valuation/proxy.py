@@ -98,7 +98,12 @@ MAX_PLAYERS = 64
 FOLDS = 5  # item folds of the cross-fit
 RIDGE = 3.0  # shrinkage of the table cells towards the smooth features (in units of one item-coalition)
 HIGH = 0.5  # a player is of the high type on an item when its solo score is at least this
-ZERO_RESIDUAL = 1e-9  # a residual this small is the proxy fitting the coalition exactly (float round-off)
+ZERO_RESIDUAL = 1e-9
+#: ReplicateMeans.many solves replicates together while replicates x cells reached stays below this (memory: each
+#: (replicate, fold, cell) holds a row of k + n numbers)
+MANY_CELLS = 1024
+#: the calibration's bootstrap replicates estimated this many at a time (memory: players x sizes per column)
+CALIBRATION_CHUNK = 25  # a residual this small is the proxy fitting the coalition exactly (float round-off)
 
 
 def binomials(size: int) -> np.ndarray:
@@ -353,6 +358,9 @@ class ReplicateMeans:
         changed = np.flatnonzero((multiplicities != 1.0).any(axis=0))
         schur, rhs = self.schur[None], self.rhs[None]
         cells = np.unique(fit.cell[changed]) if changed.size else np.zeros(0, dtype=int)
+        if count > 1 and count * len(cells) > MANY_CELLS:  # replicates reaching many cells (a pooled group): halves
+            halves = [self.many(part) for part in np.array_split(multiplicities, 2)]
+            return np.vstack([h for h, _ in halves]), np.vstack([phi for _, phi in halves])
         if changed.size:
             d_cnt, d_cw, d_tot, d_gram, d_member_y = self._changes(multiplicities[:, changed] - 1.0, changed, cells)
             smooth = fit.smooth[cells]
@@ -759,10 +767,12 @@ class ProxySampler(HybridSampler):
         m = replicate_rows(self, design, resampled)
         if m is None:  # not the design's units (never: a bootstrap resamples them)
             raise AssertionError("a bootstrap replicate holds units the design does not")
-        tiled = ValueTable(stacked.index, stacked.bits, np.tile(stacked.values, reps))  # v, h for each replicate
-        kernel = KernelSampler.estimate_columns(self, design, tiled, m)
-        stratified = self.stratified.estimate_columns(design, tiled, m)
-        kv, kh, sv, sh = (e[:, column::2].T for e in (kernel, stratified) for column in (0, 1))  # reps x players
+        kernel, stratified = [], []
+        for chunk in np.array_split(np.arange(reps), -(-reps // CALIBRATION_CHUNK)):  # bounded memory
+            tiled = ValueTable(stacked.index, stacked.bits, np.tile(stacked.values, len(chunk)))  # v, h each
+            kernel.append(KernelSampler.estimate_columns(self, design, tiled, m[:, chunk]))
+            stratified.append(self.stratified.estimate_columns(design, tiled, m[:, chunk]))
+        kv, kh, sv, sh = (np.hstack(e)[:, column::2].T for e in (kernel, stratified) for column in (0, 1))  # reps x n
         best = (math.inf, self.weight, 1.0)
         for w in np.linspace(0.0, 1.0, 21):
             x = w * kv + (1 - w) * sv
