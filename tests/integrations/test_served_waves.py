@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 
 pytest.importorskip("openenv")
 
+from coalition_gym.agents.base import Generator  # noqa: E402
 from coalition_gym.envs.batcher import WaveBatcher  # noqa: E402
 from coalition_gym.envs.seated import SeatedEpisode  # noqa: E402
 from coalition_gym.envs.system import System, SystemSpec  # noqa: E402
 from coalition_gym.integrations.openenv_server import Scrubber, SeatAction, SeatEnvironment, Served  # noqa: E402
 from coalition_gym.integrations.serve_options import ServeOptions  # noqa: E402
 from coalition_gym.result_files import redact, secrets  # noqa: E402
+from coalition_gym.types import Sample  # noqa: E402
 
 SPEC = SystemSpec("majority_vote", task="zoo:arith", collaborators="sim:demo", task_kwargs={"size": 40})
 
@@ -147,3 +150,45 @@ def test_a_secret_that_is_all_digits_cannot_break_a_number_it_is_found_in():
     scrubbed = Scrubber([], token=None).data(data, secret)
     assert scrubbed["count"] == 123456789012 and scrubbed["text"] == "id [REDACTED]"
     assert redact("a 12345678901 b", secret) == "a [REDACTED] b"
+
+
+class Gated(Generator):
+    """Answers only once ``gate`` is set: a member still computing."""
+
+    identity = "gated"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.calls = 0
+
+    def generate(self, asks):
+        self.calls += 1
+        if not self.gate.wait(60):  # a guard against a hang, not a timing
+            raise RuntimeError("the gate was never opened")
+        return [Sample(text="Answer: 4") for _ in asks]
+
+
+def test_the_seats_prompt_goes_back_while_its_members_wave_is_still_out_and_the_step_waits_for_it():
+    gated = Gated()
+    spec = SystemSpec("majority_vote", task="zoo:arith", collaborators={"a": gated, "b": gated},
+                      task_kwargs={"size": 40})
+    served = Served(spec, ServeOptions(model_process="off", batch_wait_ms=0))
+    env = SeatEnvironment(served)
+
+    async def episode():
+        gated.gate.set()  # a first episode with the gate open (the members' dev scores are measured on it)
+        await env.reset_async(seed=2)
+        await env.step_async(SeatAction(text="Answer: 4"))
+        gated.gate.clear()
+        first = await asyncio.wait_for(env.reset_async(seed=3), 60)  # returns with the members' call blocked
+        asked_while_out = first.policy_asked and not gated.gate.is_set()
+        step = asyncio.ensure_future(env.step_async(SeatAction(text="Answer: 4")))
+        await asyncio.sleep(0.05)
+        waited = not step.done()  # the reply is not seated before the members answered
+        gated.gate.set()
+        return asked_while_out, waited, await asyncio.wait_for(step, 60)
+
+    asked_while_out, waited, final = asyncio.run(episode())
+    env.close()
+    assert asked_while_out and waited and final.done
+    assert final.details["system_answer"] == "4" and set(final.details["members"]) == {"a", "b", "policy"}
