@@ -38,33 +38,30 @@ def debate_followup(peer_texts: Sequence[str], style: str) -> Message:
     return Message("user", f"{body}\n\n{ANSWER_INSTRUCTION}")
 
 
+def _judging(role: str, item: Item, shown: str, instruction: str) -> list[Message]:
+    """A judge's or fuser's prompt: its role, then the question, what it is shown and what it must do."""
+    return [Message("system", role), Message("user", f"Question:\n{item.question}\n\n{shown}\n\n{instruction}")]
+
+
 def pairwise_prompt(item: Item, text_a: str, text_b: str) -> list[Message]:
-    return [
-        Message("system", "You judge which of two responses answers a question better."),
-        Message("user", (f"Question:\n{item.question}\n\nResponse A:\n{clip(text_a)}\n\n"
-                         f"Response B:\n{clip(text_b)}\n\nWhich response is more likely correct? "
-                         "Explain briefly, then end with [[A]] or [[B]].")),
-    ]
+    return _judging("You judge which of two responses answers a question better.", item,
+                    f"Response A:\n{clip(text_a)}\n\nResponse B:\n{clip(text_b)}",
+                    "Which response is more likely correct? Explain briefly, then end with [[A]] or [[B]].")
 
 
 def listwise_prompt(item: Item, texts: Sequence[str]) -> list[Message]:
     shown = "\n\n".join(f"[{i + 1}]\n{clip(t)}" for i, t in enumerate(texts))
-    return [
-        Message("system", "You rank responses to a question from best to worst."),
-        Message("user", (f"Question:\n{item.question}\n\nResponses:\n\n{shown}\n\nRank all "
-                         f"{len(texts)} responses from most to least likely correct. End with a line "
-                         "such as 'Ranking: [2] > [1] > [3]'.")),
-    ]
+    return _judging("You rank responses to a question from best to worst.", item, f"Responses:\n\n{shown}",
+                    f"Rank all {len(texts)} responses from most to least likely correct. End with a line such as "
+                    "'Ranking: [2] > [1] > [3]'.")
 
 
 def fuse_prompt(item: Item, ordered_texts: Sequence[str]) -> list[Message]:
     shown = "\n\n".join(f"Candidate {i + 1}:\n{clip(t)}" for i, t in enumerate(ordered_texts))
-    return [
-        Message("system", "You merge candidate responses into one best response."),
-        Message("user", (f"Question:\n{item.question}\n\nCandidate responses, best first:\n\n{shown}\n\n"
-                         "Write one response that keeps what is right in the candidates and fixes "
-                         f"what is wrong. {ANSWER_INSTRUCTION}")),
-    ]
+    return _judging("You merge candidate responses into one best response.", item,
+                    f"Candidate responses, best first:\n\n{shown}",
+                    f"Write one response that keeps what is right in the candidates and fixes what is wrong. "
+                    f"{ANSWER_INSTRUCTION}")
 
 
 _VERDICT = re.compile(r"\[\[\s*([AB])\s*\]\]")
