@@ -94,7 +94,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
         print(f"{name}\n  {preset.description}")
         if preset.summary is not None:
             print(f"  {preset.summary(name)}")
-    print("Or a YAML/JSON pool file mixing backends (see the README); each member's backend is one of:")
+    print("Or a YAML/JSON pool file mixing backends (see docs/evaluate/models.md); each member's backend is one of:")
     for kind, backend in BACKENDS.items():
         needs = " (needs model)" if backend.needs_model else ""
         print(f"  {kind}{needs}: options {backend.describe_options() or 'none'}")
