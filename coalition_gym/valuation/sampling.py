@@ -940,7 +940,7 @@ ROUNDOFF = 1e-12
 JACKKNIFE_BLOCKS = 20
 
 #: a sampling estimator without a budget stops at this many coalitions per player (or earlier, at its tolerance):
-#: on the benchmark's games 25n puts the default within a few thousandths of the exact values (docs/evaluate/estimators.md)
+#: on the benchmark's games 25n puts the default within a few thousandths of exact (docs/evaluate/estimators.md)
 DEFAULT_BUDGET_PER_PLAYER = 25
 
 
