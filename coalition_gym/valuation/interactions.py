@@ -56,6 +56,7 @@ from .sampling import (
     Unit,
     ValueTable,
     _bootstrap_groups,
+    _Coalitions,
     _combination,
     _resample_units,
     default_budget,
@@ -270,68 +271,18 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
     players, n = game.players, len(game.players)
     rng = np.random.default_rng(seed)
     impl = StratifiedSampler(n, rng)
-    stop = settings.stop()
-    start = (game.coalitions_evaluated, game.generations)
-    memo: dict[int, np.ndarray] = {0: np.zeros(game.n_items)}
-
-    def names(mask: int) -> frozenset:
-        return frozenset(players[k] for k in range(n) if mask >> k & 1)
-
-    def value(mask: int) -> np.ndarray:
-        if mask not in memo:
-            memo[mask] = game.per_item(names(mask))
-        return memo[mask]
-
-    def spent() -> tuple[int, int]:
-        return game.coalitions_evaluated - start[0], game.generations - start[1]
-
-    game.evaluate([names((1 << n) - 1)])
-    design, rounds, reason, step, se = Design(n), 0, "no new coalitions", 2 * n, math.inf
-    while True:
-        used, _ = spent()
-        room = max(4 * step, 2 * used) if settings.budget is None else settings.budget - used
-        proposal = impl.propose(design, room, step)
-        if not proposal:
-            reason = "budget" if settings.budget is not None else reason
-            break
-        masks: set[int] = set()
-        for p in proposal:
-            masks |= {_combination(r, n, p) for r in range(math.comb(n, p))} if isinstance(p, int) else set(p.masks)
-        game.evaluate([names(m) for m in masks])
-        impl.observe(masks, value)
-        for p in proposal:
-            if isinstance(p, int):
-                design.complete.add(p)
-            else:
-                design.units.append(p)
-        rounds += 1
-        if len(design.masks()) >= 2 ** n - 1 and n <= EXACT_LIMIT:
-            result = exact_interactions(game, n_boot=n_boot, seed=seed)
-            result.details.update(stop_reason="exact: every coalition was sampled")
-            return result
-        if settings.tolerance and settings.tolerance > 0:  # a small bootstrap per round: only a tolerance needs it
-            se = _sampling_stderr(design, value, rng)
-        used, gens = spent()
-        progress = Progress(used, gens, rounds, se)
-        if stop.done(progress):
-            reason = next(r for r, rule in _named_rules(settings) if rule.done(progress))
-            break
-    used, gens = spent()
-    groups, fitted, jackknife_rng = _bootstrap_groups(design), None, np.random.default_rng(seed + 1)
-    if settings.proxy:
-        fitted = cross_fitted(n, design, value)
-    if fitted is None:
-        def estimate(units: list[Unit] | None) -> np.ndarray:  # both indices' pairs stacked
-            return np.vstack(stratified_pairs(design, value, INDICES, units))
-
-        per_item = estimate(None)
-        variance, df = grouped_jackknife(estimate, groups, len(per_item), jackknife_rng, per_item.mean(axis=1))
-        pairs, shrink = len(per_item) // len(INDICES), None
-    else:
-        pairs = n * (n - 1) // 2
-        per_item, variance, df, shrink = shrunk_to_prediction(
-            _pair_parts(design, fitted), groups, jackknife_rng,
-            [slice(k * pairs, (k + 1) * pairs) for k in range(len(INDICES))])
+    coalitions = _Coalitions(game)
+    game.evaluate([coalitions.names((1 << n) - 1)])
+    design = Design(n)
+    rounds, reason = _sample_pair_rounds(impl, design, coalitions, settings, rng)
+    if len(design.masks()) >= 2 ** n - 1 and n <= EXACT_LIMIT:
+        result = exact_interactions(game, n_boot=n_boot, seed=seed)
+        result.details.update(stop_reason="exact: every coalition was sampled")
+        return result
+    used, gens = coalitions.spent()
+    value, groups = coalitions.value, _bootstrap_groups(design)
+    per_item, variance, df, shrink = _pair_estimates(design, value, groups, settings.proxy, seed)
+    pairs = n * (n - 1) // 2
     spread = t_spread(variance, df)
     matrices = {}
     for k, index in enumerate(INDICES):
@@ -353,6 +304,58 @@ def sampled_interactions(game: Game, settings: SampledSettings = SampledSettings
                          "sampling_stderr": float(np.sqrt(variance[:pairs].max())),
                          # kappa per index: the share of the difference estimate's correction kept (proxy only)
                          "shrink": None if shrink is None else dict(zip(INDICES, shrink.tolist()))})
+
+
+def _sample_pair_rounds(impl: StratifiedSampler, design: Design, coalitions: _Coalitions, settings: SampledSettings,
+                        rng: np.random.Generator) -> tuple[int, str]:
+    """Sample rounds of coalitions into ``design`` until a stop rule, the budget or the sampler says so, or every
+    coalition was sampled; the rounds run and why they stopped."""
+    n, stop, step, se = design.n, settings.stop(), 2 * design.n, math.inf
+    rounds = 0
+    while True:
+        used, _ = coalitions.spent()
+        room = max(4 * step, 2 * used) if settings.budget is None else settings.budget - used
+        proposal = impl.propose(design, room, step)
+        if not proposal:
+            return rounds, "budget" if settings.budget is not None else "no new coalitions"
+        masks: set[int] = set()
+        for p in proposal:
+            masks |= {_combination(r, n, p) for r in range(math.comb(n, p))} if isinstance(p, int) else set(p.masks)
+        coalitions.game.evaluate([coalitions.names(m) for m in masks])
+        impl.observe(masks, coalitions.value)
+        for p in proposal:
+            if isinstance(p, int):
+                design.complete.add(p)
+            else:
+                design.units.append(p)
+        rounds += 1
+        if len(design.masks()) >= 2 ** n - 1 and n <= EXACT_LIMIT:
+            return rounds, "every coalition was sampled"
+        if settings.tolerance and settings.tolerance > 0:  # a small bootstrap per round: only a tolerance needs it
+            se = _sampling_stderr(design, coalitions.value, rng)
+        used, gens = coalitions.spent()
+        progress = Progress(used, gens, rounds, se)
+        if stop.done(progress):
+            return rounds, next(r for r, rule in _named_rules(settings) if rule.done(progress))
+
+
+def _pair_estimates(design: Design, value: Callable[[int], np.ndarray], groups: list, proxy: bool,
+                    seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Both indices' per-item pair values stacked (the Shapley pairs, then the Banzhaf ones), their sampling
+    variance and degrees of freedom (grouped jackknife), and the proxy's shrink per index (None without it)."""
+    jackknife_rng, fitted = np.random.default_rng(seed + 1), None
+    if proxy:
+        fitted = cross_fitted(design.n, design, value)
+    if fitted is None:
+        def estimate(units: list[Unit] | None) -> np.ndarray:  # both indices' pairs stacked
+            return np.vstack(stratified_pairs(design, value, INDICES, units))
+
+        per_item = estimate(None)
+        variance, df = grouped_jackknife(estimate, groups, len(per_item), jackknife_rng, per_item.mean(axis=1))
+        return per_item, variance, df, None
+    pairs = design.n * (design.n - 1) // 2
+    return shrunk_to_prediction(_pair_parts(design, fitted), groups, jackknife_rng,
+                                [slice(k * pairs, (k + 1) * pairs) for k in range(len(INDICES))])
 
 
 def _pair_parts(design: Design, fitted: CrossFitted) -> Callable[[list[Unit] | None], tuple[np.ndarray, np.ndarray]]:

@@ -954,11 +954,36 @@ def default_budget(n: int, budget: int | None, budget_generations: int | None) -
     return budget, False
 
 
+class _Coalitions:
+    """A game's coalitions by bitmask (bit k: player k): their names, their per-item values (memoised) and the
+    coalitions and generations the game spent on them since this was made."""
+
+    def __init__(self, game: Game):
+        self.game, self.players = game, game.players
+        self.memo: dict[int, np.ndarray] = {0: np.zeros(game.n_items)}
+        self._start = (game.coalitions_evaluated, game.generations)
+
+    def names(self, mask: int) -> frozenset:
+        out = []
+        while mask:  # the set bits, lowest first
+            low = mask & -mask
+            out.append(self.players[low.bit_length() - 1])
+            mask ^= low
+        return frozenset(out)
+
+    def value(self, mask: int) -> np.ndarray:
+        if mask not in self.memo:
+            self.memo[mask] = self.game.per_item(self.names(mask))
+        return self.memo[mask]
+
+    def spent(self) -> tuple[int, int]:
+        return self.game.coalitions_evaluated - self._start[0], self.game.generations - self._start[1]
+
+
 def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = None, seed: int = 0,
                     n_boot: int = 1000, round_coalitions: int | None = None) -> SampledShapley:
     """Shapley values of ``game``'s players from sampled coalitions (see the module doc)."""
-    players = game.players
-    n = len(players)
+    n = len(game.players)
     stop = stop or (Tolerance(0.005) | MaxRounds(500))
     budget = _coalition_budget(stop)
     name = choose_sampler(n, budget) if check_sampler(sampler) == "auto" else sampler
@@ -967,62 +992,58 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
     if budget is not None and budget < impl.min_coalitions and budget < 2 ** n - 1:
         raise ConfigError(f"a budget of {budget} coalitions is too small for the {name} sampler with n={n}: "
                           f"it needs at least {impl.min_coalitions}")
-    start_coalitions, start_generations = game.coalitions_evaluated, game.generations
-
-    def names(mask: int) -> frozenset:
-        out = []
-        while mask:  # the set bits, lowest first
-            low = mask & -mask
-            out.append(players[low.bit_length() - 1])
-            mask ^= low
-        return frozenset(out)
-
-    memo: dict[int, np.ndarray] = {0: np.zeros(game.n_items)}
-
-    def value(mask: int) -> np.ndarray:
-        if mask not in memo:
-            memo[mask] = game.per_item(names(mask))
-        return memo[mask]
-
-    def spent() -> tuple[int, int]:
-        return game.coalitions_evaluated - start_coalitions, game.generations - start_generations
-
-    everyone = (1 << n) - 1
-    all_known = all(names(m) in game._values for m in range(1, 1 << n)) if n <= 16 else False
+    coalitions = _Coalitions(game)
+    all_known = all(coalitions.names(m) in game._values for m in range(1, 1 << n)) if n <= 16 else False
     if all_known or (budget is not None and budget >= 2 ** n - 1):
-        return _exact(game, value, n, seed, n_boot, name, spent,
+        return _exact(game, coalitions.value, n, seed, n_boot, name, coalitions.spent,
                       "every coalition is known already" if all_known else "every coalition fits the budget")
-    game.evaluate([names(everyone)])
+    game.evaluate([coalitions.names((1 << n) - 1)])
     design = Design(n)
-    step = round_coalitions or 2 * n
-    rounds, reason, sampling_se = 0, "", np.full(n, np.inf)
+    rounds, reason = _sample_rounds(impl, design, coalitions, stop, budget, round_coalitions or 2 * n, rng)
+    if len(design.masks()) >= 2 ** n - 1:
+        return _exact(game, coalitions.value, n, seed, n_boot, name, coalitions.spent, reason)
+    return _sampled_result(impl, design, coalitions, name, seed, n_boot, rounds, reason)
+
+
+def _sample_rounds(impl: Sampler, design: Design, coalitions: _Coalitions, stop: StopRule, budget: int | None,
+                   step: int, rng: np.random.Generator) -> tuple[int, str]:
+    """Sample rounds of coalitions into ``design`` until the stop rule, the budget or the sampler says so, or every
+    coalition was sampled; the rounds run and why they stopped."""
+    n = design.n
+    rounds, sampling_se = 0, np.full(n, np.inf)
     while True:
-        used, gens = spent()
+        used, gens = coalitions.spent()
         # without a coalition budget, the room grows with what was spent, so whole sizes are enumerated
         # only when small next to it and a tolerance can stop the sampling early
         room = max(4 * step, 2 * used) if budget is None else budget - used
         proposal = impl.propose(design, room, step)
         if not proposal:
-            reason = "budget" if budget is not None else "no new coalitions"
-            break
+            return rounds, "budget" if budget is not None else "no new coalitions"
         masks: set[int] = set()
         for p in proposal:
             if isinstance(p, int):
                 masks |= set(_all_of_size(n, p))
             else:
                 masks |= set(p.masks)
-        game.evaluate([names(m) for m in masks])
-        impl.observe(masks, value)
+        coalitions.game.evaluate([coalitions.names(m) for m in masks])
+        impl.observe(masks, coalitions.value)
         design.add(proposal)
         rounds += 1
         if len(design.masks()) >= 2 ** n - 1:
-            return _exact(game, value, n, seed, n_boot, name, spent, "every coalition was sampled")
+            return rounds, "every coalition was sampled"
         if _has_tolerance(stop):  # costs a small bootstrap per round; only a tolerance rule needs it
-            sampling_se = _sampling_stderr(impl, design, value, rng, 60)
-        used, gens = spent()
-        if stop.done(Progress(used, gens, rounds, float(np.max(sampling_se)))):
-            reason = _which(stop, Progress(used, gens, rounds, float(np.max(sampling_se))))
-            break
+            sampling_se = _sampling_stderr(impl, design, coalitions.value, rng, 60)
+        used, gens = coalitions.spent()
+        progress = Progress(used, gens, rounds, float(np.max(sampling_se)))
+        if stop.done(progress):
+            return rounds, _which(stop, progress)
+
+
+def _sampled_result(impl: Sampler, design: Design, coalitions: _Coalitions, name: str, seed: int, n_boot: int,
+                    rounds: int, reason: str) -> SampledShapley:
+    """The estimate from the sampled ``design``: per-item values, the interval over the items widened by the
+    sampling error and the proxy's model error, or no interval where no sampling error is measurable."""
+    n, value = design.n, coalitions.value
     impl.finish(design, value)
     groups = _bootstrap_groups(design)
     per_item, variance, df = impl.settle(design, value, groups, np.random.default_rng(seed + 1))
@@ -1033,7 +1054,7 @@ def sampled_shapley(game: Game, sampler: str = "auto", stop: StopRule | None = N
         low, high, se = low - widen, high + widen, np.sqrt(se ** 2 + (widen / 1.96) ** 2)
     # an estimate exact but for float round-off (a selection game once its pairs are known) has no narrower interval
     halfwidth = spread + (0.0 if widen is None else widen) + ROUNDOFF
-    used, gens = spent()
+    used, gens = coalitions.spent()
     note = ""
     if all(len(group) < 2 for group in groups):  # no sampling error measurable
         note = (f"no interval: {used} coalitions leave fewer than two sampled units to measure the sampling "

@@ -63,17 +63,21 @@ class BootstrapMean(NamedTuple):
 N_BOOT = 2000
 
 
-def _vector(values: ArrayLike, name: str) -> NDArray[np.float64]:
+def _numbers(values: ArrayLike, name: str, ndim: int = 1,
+             shape: str = "a 1-D sequence of numbers") -> NDArray[np.float64]:
+    """``values`` as a float array of ``ndim`` dimensions and finite numbers only, else a ConfigError naming
+    ``name``, what it must be (``shape``) and the first bad number's index."""
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name} must be a 1-D sequence of numbers, got {values!r}") from exc
-    if arr.ndim != 1:
-        raise ConfigError(f"{name} must be a 1-D sequence of numbers, got an array of shape {arr.shape}")
-    bad = np.flatnonzero(~np.isfinite(arr))
+        raise ConfigError(f"{name} must be {shape}, got {values!r}") from exc
+    if arr.ndim != ndim:
+        raise ConfigError(f"{name} must be {shape}, got an array of shape {arr.shape}")
+    bad = np.argwhere(~np.isfinite(arr))
     if bad.size:
+        at = tuple(int(k) for k in bad[0])
         raise ConfigError(f"{name} must contain only finite numbers (no NaN or inf); "
-                          f"got {arr[bad[0]]} at index {int(bad[0])}")
+                          f"got {arr[at]} at index {at[0] if ndim == 1 else at}")
     return arr
 
 
@@ -91,7 +95,7 @@ def _open_unit(value: object, name: str) -> float:
 
 
 def _paired(x: ArrayLike, y: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    xa, ya = _vector(x, "x"), _vector(y, "y")
+    xa, ya = _numbers(x, "x"), _numbers(y, "y")
     if xa.size != ya.size:
         raise ConfigError(f"x and y must have the same length (paired values), got {xa.size} and {ya.size}")
     if xa.size < 3:
@@ -137,7 +141,7 @@ def satterthwaite_df(components: ArrayLike, dfs: ArrayLike) -> NDArray[np.float6
 
 def rankdata(values: ArrayLike) -> NDArray[np.float64]:
     """1-based ranks of a 1-D array; tied values all get the average of the ranks they span."""
-    a = _vector(values, "values")
+    a = _numbers(values, "values")
     n = a.size
     order = np.argsort(a, kind="mergesort")
     ordered = a[order]
@@ -232,7 +236,7 @@ def benjamini_hochberg(p_values: Sequence[float], alpha: float = 0.05) -> tuple[
     exactly for the rejected ones. An empty input gives ([], []).
     """
     alpha = _open_unit(alpha, "alpha")
-    p = _vector(p_values, "p_values")
+    p = _numbers(p_values, "p_values")
     out_of_range = np.flatnonzero((p < 0.0) | (p > 1.0))
     if out_of_range.size:
         i = int(out_of_range[0])
@@ -325,7 +329,7 @@ def rescue_drag(model_scores: ArrayLike, system_scores: ArrayLike, threshold: fl
     right and the model alone was wrong; drag = fraction where the model alone was right and the
     system is wrong. Both are over all n_items, paired by position.
     """
-    model, system = _vector(model_scores, "model_scores"), _vector(system_scores, "system_scores")
+    model, system = _numbers(model_scores, "model_scores"), _numbers(system_scores, "system_scores")
     if model.size != system.size:
         raise ConfigError(f"model_scores and system_scores must have the same length (paired items), "
                           f"got {model.size} and {system.size}")
@@ -351,16 +355,9 @@ def bootstrap_mean(per_item: ArrayLike, n_boot: int = N_BOOT, seed: int = 0,
     player's first item before averaging, so constant rows (and a single item) give stderr exactly 0
     and a CI equal to the mean.
     """
-    try:
-        data = np.asarray(per_item, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"per_item must be a 2-D array of numbers (players x items), got {per_item!r}") from exc
-    if data.ndim != 2:
-        raise ConfigError(f"per_item must be 2-D (players x items), got an array of shape {data.shape}")
+    data = _numbers(per_item, "per_item", 2, "a 2-D array of numbers (players x items)")
     if data.size == 0:
         raise ConfigError(f"per_item needs at least 1 player and 1 item, got shape {data.shape}")
-    if not np.all(np.isfinite(data)):
-        raise ConfigError("per_item must contain only finite numbers (no NaN or inf)")
     n_boot = _int_at_least(n_boot, "n_boot", 2)
     seed = _int_at_least(seed, "seed", 0)
     confidence = _open_unit(confidence, "confidence")
