@@ -553,7 +553,14 @@ def estimator_rows(summary: list[dict]) -> list[str]:
 def test_the_estimators_table_is_the_result():
     d = result("estimators.json")
     text = ESTIMATORS_PAGE.read_text()
-    section = text.split("## Sampled Shapley against shapiq", 1)[1].split("## Who complements", 1)[0]
+    section = text.split("## Sampled Shapley against shapiq", 1)[1].split("\n## ", 1)[0]
     lines = [line for line in section.splitlines() if line.startswith("| ")]
     assert lines[1:] == estimator_rows(d["summary"])
     assert d["shapiq"] in section and f"{d['seeds']} seeds" in section
+
+
+def test_the_large_games_table_is_the_merged_result():
+    large = (ROOT / "benchmarks" / "results" / "estimators_large.md").read_text().splitlines()
+    section = ESTIMATORS_PAGE.read_text().split("## Beyond 12 members", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and line[2:4].strip().isdigit()]
+    assert len(rows) == 20 and all(row in large for row in rows)
