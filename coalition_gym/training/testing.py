@@ -71,7 +71,7 @@ def check_recipe(recipe: str) -> None:
     """A registered training recipe's contract, without training: its settings class is a dataclass
     whose defaults build and name the recipe back (``recipe_of``), a value below a declared bound is
     refused (the settings check runs on construction), ``train`` can be called as ``train(settings,
-    context)``, and a policy recipe's strategy is a :class:`~coalition_gym.training.strategies.Strategy`
+    context)``, and a policy or team recipe's strategy is a :class:`~coalition_gym.training.strategies.Strategy`
     that says whether it trains. (:func:`check_coalition_recipe` trains a coalition recipe for real.)"""
     found = get_recipe(recipe)
     assert dataclasses.is_dataclass(found.settings), f"{recipe}: settings {found.settings!r} is not a dataclass"
@@ -99,10 +99,13 @@ def check_recipe(recipe: str) -> None:
         else:
             raise AssertionError(f"{recipe}: {field.name}={below} is below its bound and was accepted: call "
                                  "check_settings(self) in __post_init__")
-    if found.kind == "policy":
-        strategy = make_strategy(settings)
-        assert isinstance(strategy, Strategy), f"{recipe}: strategy {type(strategy).__name__} is no Strategy"
-        assert strategy.selection_mode in ("solo", "collab"), f"{recipe}: selection_mode {strategy.selection_mode!r}"
+    if found.kind in ("policy", "team"):  # the trainer's loop runs their strategy (a team of any size)
+        strategy: Any = make_strategy(settings)
+        kind = Strategy if found.kind == "policy" else found.strategy  # a team's is called as a Strategy is
+        is_kind = kind is not None and isinstance(strategy, kind)
+        assert is_kind, f"{recipe}: strategy {type(strategy).__name__} is no {getattr(kind, '__name__', kind)}"
+        modes = ("solo", "collab") if found.kind == "policy" else ("team",)
+        assert strategy.selection_mode in modes, f"{recipe}: selection_mode {strategy.selection_mode!r}"
         prompts = strategy.candidate_prompts()
         assert prompts is None or all(isinstance(p, str) for p in prompts), f"{recipe}: candidate prompts {prompts!r}"
     else:

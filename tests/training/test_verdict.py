@@ -67,9 +67,9 @@ def test_the_probe_hint_never_repeats_the_setting_it_was_given(settings, repeate
 def test_the_docs_export_example_has_a_learning_signal(tmp_path):
     """The docs' `cgym train ... --export` command (docs/train/crl.md, and the README's train example), probed as
     it is written: some group is informative."""
-    from coalition_gym.cli.parser import build_parser
     from coalition_gym.cli.commands import _given_settings
-    from coalition_gym.training.config import make_config, preset_for
+    from coalition_gym.cli.parser import build_parser
+    from coalition_gym.training.config import default_run, make_config, preset_for
     from coalition_gym.training.trainer import Trainer
 
     text = (ROOT / "docs" / "train" / "crl.md").read_text()
@@ -78,9 +78,9 @@ def test_the_docs_export_example_has_a_learning_signal(tmp_path):
     assert " ".join(argv) in " ".join((ROOT / "README.md").read_text().replace("\\\n", " ").split())
     assert "--force" not in argv  # a run with signal needs no force
     args = build_parser().parse_args(argv)
-    args.policy = args.policy[0]  # one --policy: a single seat (as cmd_train reads it)
-    settings = _given_settings(args, team=False)
-    config = make_config(args.method, preset=preset_for(args.preset, [settings["policy"]]), **settings)
+    [policy] = args.policy  # one --policy: a single seat
+    settings = default_run({**_given_settings(args), "policy": policy})  # as training.runs.train_runs lays them
+    config = make_config(args.method, preset=preset_for(args.preset, [policy]), **settings)
     trainer = Trainer(config, out=tmp_path, log=lambda line: None)
     results = trainer.probe()
     assert results is not None and next(iter(results.values())).informative_groups > 0
