@@ -107,7 +107,7 @@ class CollaborationParallelEnv(ParallelEnv):
             self.agents = []
             self._last = {}
             observations = {a: "" for a in live}
-            infos = {agent: {**info, "own_answer": own[agent][0], "own_score": own[agent][1]} for agent in live}
+            infos = {agent: {**info, "policy_answer": own[agent][0], "policy_score": own[agent][1]} for agent in live}
             return (observations, {a: reward for a in live}, {a: True for a in live},
                     {a: False for a in live}, infos)
         observations, infos = self._observe()

@@ -23,7 +23,7 @@ def test_every_member_is_an_agent_and_shares_the_system_reward():
         obs, rewards, terms, truncs, infos = env.step(actions)
         steps += 1
     assert steps == 2 and set(rewards.values()) == {1.0} and all(terms.values())
-    assert all(i["own_score"] == 1.0 for i in infos.values())
+    assert all(i["policy_score"] == 1.0 for i in infos.values())
 
 
 def test_only_asked_agents_act_and_samples_come_one_per_step():
