@@ -603,19 +603,20 @@ def report(spec: Spec, chosen: dict[str, Any], log: Any = None) -> dict[str, Any
     return data
 
 
-#: the documentation page that quotes the headline (the C-RL results page of the site)
-STATUS_PAGE = Path("docs/train/crl-results.md")
+#: the pages that quote the headline: the README and the C-RL results page of the site
+STATUS_PAGES = (Path("README.md"), Path("docs/train/crl-results.md"))
 
 
-def readme_status(data: dict[str, Any], readme: Path = STATUS_PAGE) -> str:
-    """Rewrite the page's status line (``**Status: ...** Headline (...)...``) from the result: the page's
-    counts are the JSON's by construction (tests/test_benchmark_crl_table.py checks them)."""
+def readme_status(data: dict[str, Any], pages: tuple[Path, ...] = STATUS_PAGES) -> str:
+    """Rewrite each page's status line (``**Status: ...** Headline (...)...``) from the result: the pages' counts
+    are the JSON's by construction (tests/test_benchmark_crl_table.py checks them)."""
     done = sum(e["complete"] for e in data["cells"].values())
     line = (f"**Status: {'complete' if done == len(data['cells']) else 'running'}.** {headline_sentence(data)}")
-    text, n = re.subn(r"\*\*Status: \w+\.\*\* Headline \([^\n]*", line, readme.read_text())
-    if n != 1:
-        raise SystemExit(f"crl_table: {readme} has {n} status lines ('**Status: ...** Headline (...'); expected 1")
-    readme.write_text(text)
+    for page in pages:
+        text, n = re.subn(r"\*\*Status: \w+\.\*\* Headline \([^\n]*", line, page.read_text())
+        if n != 1:
+            raise SystemExit(f"crl_table: {page} has {n} status lines ('**Status: ...** Headline (...'); expected 1")
+        page.write_text(text)
     return line
 
 
@@ -657,7 +658,7 @@ def main() -> None:
     parser.add_argument("--plan", action="store_true", help="only the cell rule's probes (train items; no test item)")
     parser.add_argument("--report", action="store_true", help="only the report, from the finished runs")
     parser.add_argument("--docs", "--readme", dest="docs", action="store_true",
-                        help=f"with --report: {STATUS_PAGE}'s status line too")
+                        help=f"with --report: the status lines of {' and '.join(map(str, STATUS_PAGES))} too")
     parser.add_argument("--quick", action="store_true", help="one cell per protocol, 1 seed, 30 steps (<30 min)")
     parser.add_argument("--cells", default="", help="comma-separated protocol/task cells (default: all 12)")
     parser.add_argument("--seeds", default="", help="comma-separated seeds (default: 0,1,2)")
