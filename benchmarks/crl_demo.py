@@ -70,10 +70,10 @@ _DISSOCIATION = {"protocol": "slm_mux", "protocol_settings": {"tie_break": "rand
                  "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators", "steps": 300}
 #: Candidate settings of the selection run (dev only); SETTINGS below are the ones kept.
 CANDIDATES: dict[str, dict[str, Any]] = {
-    "pivotal/abacus": {**_PIVOTAL, "task": "zoo:arith", "policy": "zoo:default/abacus"},
-    "pivotal/polymath": {**_PIVOTAL, "task": "zoo:arith", "policy": "zoo:default/polymath"},
-    "dissociation/polymath": {**_DISSOCIATION, "policy": "zoo:default/polymath"},
-    "dissociation/quill": {**_DISSOCIATION, "policy": "zoo:default/quill"},
+    "pivotal/abacus": {**_PIVOTAL, "task": "zoo:arith", "policies": ["zoo:default/abacus"]},
+    "pivotal/polymath": {**_PIVOTAL, "task": "zoo:arith", "policies": ["zoo:default/polymath"]},
+    "dissociation/polymath": {**_DISSOCIATION, "policies": ["zoo:default/polymath"]},
+    "dissociation/quill": {**_DISSOCIATION, "policies": ["zoo:default/quill"]},
 }
 SELECT_VARIANTS: dict[str, dict[str, Any]] = {
     "crl": {"method": "crl"}, "crl-dyn": {"method": "crl", "dynamic_sampling": True, "max_refills": 3},
@@ -135,7 +135,7 @@ def run_method(job: dict[str, Any], name: str) -> dict[str, Any]:
     trained_seconds = None
     if done.is_file():
         old = json.loads(done.read_text())
-        weights = policy_weights(config.policy)
+        weights = policy_weights(config.policies[0])
         if old["config"] == config.to_dict() and old.get("policy_weights") == weights:
             if "eval_seed" in old:
                 return {**old, "name": name, "setting": job["setting"]}  # finished work is kept
@@ -198,7 +198,7 @@ def counterfactuals(setting: str, overrides: dict[str, Any], n_items: int = 1000
             behaviours[f"abstain on {cat}"] = (lambda c: lambda a, t: abstain(a, t) if a.item.category == c else t)(cat)
     out = {}
     for name, behaviour in behaviours.items():
-        hf = trainer.recording(config.policy_name).backend
+        hf = trainer.recording(trainer.seats[0]).backend
         policy = RecordingPolicy(_Rewrite(hf, behaviour) if callable(behaviour) else hf,
                                  temperature=0.0 if behaviour == "greedy" else None)
         system = trainer.system.replace(dev_scores=trainer.pool.dev_scores)  # the frozen members, then the policy
@@ -471,7 +471,7 @@ def weight_notes(reports: list[dict[str, Any]]) -> list[str]:
     seen: dict[str, set[str]] = {}
     for r in reports:
         sha = (r.get("policy_weights") or {}).get("sha256") or "unknown"
-        seen.setdefault(r["config"]["policy"], set()).add(sha)
+        seen.setdefault(r["config"]["policies"][0], set()).add(sha)
     return [f"{policy} started from different weights in different runs: {', '.join(sorted(shas))}"
             for policy, shas in seen.items() if len(shas) > 1]
 
@@ -506,7 +506,7 @@ def main() -> None:
     seeds = [args.seed] if args.seed is not None else list(SEEDS)
     overrides: dict[str, Any] = {"device": args.device}
     if args.policy:
-        overrides["policy"] = args.policy
+        overrides["policies"] = [args.policy]
     out = Path(args.out)
     root = out.with_suffix("")  # benchmarks/results/crl_demo/
     if args.quick:
@@ -555,12 +555,12 @@ def main() -> None:
     png = out.with_suffix(".png")
     plot(root, settings, {s: names for s in settings}, seeds, png)
     trained = sum(m["train_seconds"] for s in summary for m in s["methods"].values())
-    policies = sorted({SETTINGS[s]["train"]["policy"] for s in settings} if not args.policy else {args.policy})
+    policies = sorted({SETTINGS[s]["train"]["policies"][0] for s in settings} if not args.policy else {args.policy})
     header = (f"crl_demo: policies {', '.join(policies)} (shipped zoo), seeds {seeds}, "
               f"{total / 60:.1f} min on {os.cpu_count()} cores for this invocation (finished runs are reused); "
               f"all runs together trained for {trained / 60:.1f} core-minutes")
     print(f"\n{header}\n\n{text}")
-    weights = {r["config"]["policy"]: r.get("policy_weights") for r in reports}
+    weights = {r["config"]["policies"][0]: r.get("policy_weights") for r in reports}
     write_json(out, {"benchmark": "crl_demo", "seeds": seeds, "common": {**COMMON, **overrides},
                      "total_seconds": total, "machine": machine_info(), "policy_weights": weights,
                      **({"reevaluation_seconds": reevaluation} if reevaluation is not None else {}),

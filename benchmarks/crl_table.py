@@ -145,7 +145,7 @@ class Spec:
     def train(self, cell: dict[str, Any], policy: str, collaborators: str) -> dict[str, Any]:
         """A run's settings besides the method's: the budget, the cell's system and the chosen pair."""
         return {**self.budget, **cell.get("settings", {}), "protocol": cell["protocol"],
-                "protocol_settings": cell["protocol_settings"], "task": cell["task"], "policy": policy,
+                "protocol_settings": cell["protocol_settings"], "task": cell["task"], "policies": [policy],
                 "collaborators": collaborators, "device": self.device}
 
     def config(self, cell: dict[str, Any], chosen: dict[str, Any], name: str, seed: int) -> Any:
@@ -175,7 +175,7 @@ def probe_pair(spec: Spec, cell: dict[str, Any], policy: str, collaborators: str
     config = method_config("crl", spec.method_settings(), spec.train(cell, policy, collaborators),
                            spec.probe["seed"], probe_groups=spec.probe["groups"])
     trainer = Trainer(config, out=spec.runs / "probe", log=lambda *_: None)
-    return run_probe(trainer, spec.probe["groups"])[config.policy_name].to_dict()
+    return run_probe(trainer, spec.probe["groups"])[trainer.seats[0]].to_dict()
 
 
 def choose(probes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -162,7 +162,7 @@ def bench_crl_step(new_tokens: int, fast_decode: str, folder: Path,
     from coalition_gym.training.config import make_config
     from coalition_gym.training.trainer import Trainer
 
-    cfg = make_config("crl", preset="paper", policy=str(folder), protocol="majority_vote", task="zoo:arith",
+    cfg = make_config("crl", preset="paper", policies=[str(folder)], protocol="majority_vote", task="zoo:arith",
                       task_kwargs={"size": 100}, collaborators="sim:demo", max_new_tokens=new_tokens,
                       device=tag["device"], dtype=tag["dtype"], fast_decode=fast_decode, steps=2,
                       out=str(folder / "run"), lora_r=lora_r, lora_alpha=2 * max(lora_r, 1))
@@ -197,7 +197,7 @@ def bench_crl_step(new_tokens: int, fast_decode: str, folder: Path,
     policy_rate = tokens / row["rollout_seconds"]
     # the step's own update is empty when every group's rewards tie (no advantage): time one that is not
     forced_active = [c for c in calls if c.completion_ids]
-    _, forced = timed(lambda: trainer.updates[cfg.policy_name].policy_gradient(
+    _, forced = timed(lambda: trainer.updates[trainer.seats[0]].policy_gradient(
         forced_active, [1.0 if k % 2 else -1.0 for k in range(len(forced_active))], eps_low=cfg.eps_low,
         eps_high=cfg.eps_high, aggregation=cfg.aggregation, passes=cfg.updates_per_batch))
     trained = sum(p.numel() for p in trainer.model.parameters())  # LoRA: the adapter's only

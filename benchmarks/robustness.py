@@ -82,7 +82,7 @@ def part2(items: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
     train_root = out / f"train-{steps}steps-{items}items"
     shutil.rmtree(train_root, ignore_errors=True)  # trained afresh: the time below is a training's, not a resume's
     t0 = time.perf_counter()
-    reports = run_methods(["crl"], train_root, "tiny", RunOptions(progress=False), policy="zoo:default/abacus",
+    reports = run_methods(["crl"], train_root, "tiny", RunOptions(progress=False), policies=["zoo:default/abacus"],
                           protocol="majority_vote", protocol_settings={"tie_break": "first", "temperature": 1.0},
                           task="zoo:arith", collaborators="sim:split", steps=steps, reward="negate", seed=seed,
                           eval_every=max(steps // 4, 1), eval_items=200, test_items=items, task_kwargs={"size": 2000})
@@ -97,7 +97,7 @@ def part2(items: int, steps: int, seed: int, out: Path) -> dict[str, Any]:
     task = make_task("zoo:arith", size=2000)
     settings = {"majority_vote": {"tie_break": "first", "temperature": 1.0}}
     rows = {}
-    best = train_root / f"crl-seed{seed}" / "best"
+    best = train_root / f"crl-seed{seed}" / "policy" / "best"  # the run's one seat
     for adversary in [*ADVERSARIES, str(best)]:
         systems = [System.build(SystemSpec(name, task, pool, split="test", n_items=items, protocol_settings=cfg))
                    for name, cfg in settings.items()]

@@ -169,7 +169,7 @@ def single_config(method: str, s: dict[str, Any], common: dict[str, Any], seed: 
 
     return make_config(method, preset="tiny", strict=False, protocol=s["protocol"],
                        protocol_settings=dict(s["protocol_settings"]), task=s["task"],
-                       task_kwargs=dict(common["task_kwargs"]), policy=s["seats"][seat], policy_name=seat,
+                       task_kwargs=dict(common["task_kwargs"]), policies=[s["seats"][seat]], seats=[seat],
                        policy_style="compact", collaborators=collaborators, members=members, steps=common["steps"],
                        items_per_step=common["items_per_step"], group_size=common["group_size"], lr=common["lr"],
                        max_new_tokens=common["max_new_tokens"], eval_every=common["steps"], eval_items=8,
@@ -200,19 +200,19 @@ def frozen_pool_file(s: dict[str, Any], trained: str, folder: Path) -> str:
 
 
 def team_run(s: dict[str, Any], common: dict[str, Any], seed: int, credit: str, out: Path) -> dict[str, Any]:
-    from coalition_gym.training.team.config import make_team_config
+    from coalition_gym.training.config import make_config
     from coalition_gym.training.trainer import Trainer
 
-    config = make_team_config("tiny", protocol=s["protocol"], protocol_settings=dict(s["protocol_settings"]),
-                              task=s["task"], task_kwargs=dict(common["task_kwargs"]),
-                              policies=list(s["seats"].values()),
-                              seats=list(s["seats"]), policy_style="compact", collaborators=s["collaborators"],
-                              members=list(s["members"]), credit=credit, steps=common["steps"],
-                              items_per_step=common["items_per_step"], group_size=common["group_size"], lr=common["lr"],
-                              max_new_tokens=common["max_new_tokens"], eval_every=common["steps"],
-                              eval_items=common["eval_items"], patience=10**6,
-                              test_items=8,  # its own test report is not used: every method is evaluated below
-                              seed=seed, device="cpu")
+    config = make_config("team-crl", "tiny", protocol=s["protocol"], protocol_settings=dict(s["protocol_settings"]),
+                         task=s["task"], task_kwargs=dict(common["task_kwargs"]),
+                         policies=list(s["seats"].values()),
+                         seats=list(s["seats"]), policy_style="compact", collaborators=s["collaborators"],
+                         members=list(s["members"]), credit=credit, steps=common["steps"],
+                         items_per_step=common["items_per_step"], group_size=common["group_size"], lr=common["lr"],
+                         max_new_tokens=common["max_new_tokens"], eval_every=common["steps"],
+                         eval_items=common["eval_items"], patience=10**6,
+                         test_items=8,  # its own test report is not used: every method is evaluated below
+                         seed=seed, device="cpu")
     trainer = Trainer(config, out=out, log=lambda *_: None)
     start = time.perf_counter()
     trainer.fit(progress=False)

@@ -103,7 +103,7 @@ def ours_trainer(s: dict[str, Any], lora: bool, out: Path) -> Any:
     if lora:
         extra = {"lora_r": s["lora"]["r"], "lora_alpha": s["lora"]["alpha"], "lora_dropout": s["lora"]["dropout"],
                  "lora_target": ",".join(s["lora"]["target"])}
-    config = make_config("crl", preset="tiny", policy=s["policy"], protocol=s["protocol"],
+    config = make_config("crl", preset="tiny", policies=[s["policy"]], protocol=s["protocol"],
                          protocol_settings=dict(s["protocol_settings"]), task=s["task"],
                          task_kwargs={"size": s["task_size"]}, collaborators=s["collaborators"],
                          items_per_step=s["items_per_step"], group_size=s["group_size"],

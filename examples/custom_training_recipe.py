@@ -41,7 +41,7 @@ register_recipe("terse_nudge", TerseNudgeConfig, train_policy_recipe, strategy=T
                 description="Prompt nudge toward terse answers (an example: examples/custom_training_recipe.py)")
 
 if __name__ == "__main__":
-    config = make_config("terse_nudge", preset="tiny", policy="zoo:tiny/pico", task="zoo:arith",
+    config = make_config("terse_nudge", preset="tiny", policies=["zoo:tiny/pico"], task="zoo:arith",
                          protocol="majority_vote", eval_items=8, test_items=8)
     report = train_policy_recipe(config, RecipeContext("runs/terse_nudge", RunOptions(progress=False)))
     print(f"chose {report['system_prompt']!r}: system score {report['collab']['mean']:.3f} on the test items")

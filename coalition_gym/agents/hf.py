@@ -44,7 +44,7 @@ from ..types import Ask, Message, Sample
 from .base import Generator, fit_new_tokens, render_plain, settled, with_system_prompt
 from .hf_fast import EagerStepper
 from .lora import is_adapter_folder, load_merged, with_causal_lm_loss
-from .member_settings import read_member_settings
+from .member_settings import best_folder, read_member_settings
 from .options import DTYPES, HFOptions
 
 #: the token cap of a backend given none, for a folder that states none
@@ -209,6 +209,8 @@ class HFGenerator(Generator):
             if tokenizer is not None:
                 raise ConfigError("give a tokenizer only together with a loaded model object, not with a path")
             self.device, self.dtype = resolve_device_dtype(options.device, options.dtype)
+            if Path(model).expanduser().is_dir():  # a `cgym train` run or seat folder: its seat's best/
+                model = best_folder(str(model))
             self.folder: Path | None = Path(model) if Path(model).is_dir() else None
             self.model, self.tokenizer, ident = _load(str(model), device=self.device, dtype=self.dtype,
                                                       trust_remote_code=options.trust_remote_code,

@@ -6,6 +6,9 @@ generated with, its context, the decoding its checkpoint was selected with, and 
 (base model and its fingerprint, method, step, the run's command line). The ``hf`` backend applies the
 system prompt and the token cap; pool files take the style unless an entry sets one. Explicit settings
 of a pool entry always win.
+
+:func:`best_folder` is the one reader of a path a user names for a trained seat (a pool file's ``model:``,
+``--adversary``, ``--export``): a run folder of one seat, a seat folder or the checkpoint itself.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..result_files import write_json
 from ..settings_check import check_settings, setting
+from .lora import is_adapter_folder
 
 SETTINGS_FILE = "coalition_gym.json"
 STYLES = ("chat", "compact")
@@ -74,4 +78,25 @@ def write_member_settings(folder: str | Path, settings: MemberSettings) -> Path:
     return path
 
 
-__all__ = ["SETTINGS_FILE", "MemberSettings", "read_member_settings", "write_member_settings"]
+def has_weights(folder: str | Path) -> bool:
+    """``folder`` holds a saved model: an HF model folder, or a LoRA adapter (``lora_r`` > 0)."""
+    return (Path(folder) / "config.json").is_file() or is_adapter_folder(folder)
+
+
+def best_folder(path: str | Path) -> Path:
+    """The model folder ``path`` names: a seat folder's ``best/`` (``<run>/<seat>``, where ``cgym train`` puts every
+    seat, one or several), the one trained seat's ``best/`` of a run folder (``<run>``; a run of several seats is
+    refused, naming them), else ``path`` itself (a ``best/`` or ``last/`` checkpoint, any model folder, a hub name:
+    its loader says what is wrong with it)."""
+    folder = Path(path).expanduser()
+    if has_weights(folder / "best"):
+        return folder / "best"
+    seats = sorted(d for d in folder.iterdir() if d.is_dir() and has_weights(d / "best")) if folder.is_dir() else []
+    if len(seats) > 1:
+        raise ConfigError(f"{path} holds {len(seats)} trained seats ({', '.join(d.name for d in seats)}): name one, "
+                          f"e.g. {Path(path) / seats[0].name}")
+    return seats[0] / "best" if seats else folder
+
+
+__all__ = ["SETTINGS_FILE", "MemberSettings", "best_folder", "has_weights", "read_member_settings",
+           "write_member_settings"]

@@ -410,10 +410,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _show_team(folder: Path, report: dict[str, Any], export: str | None) -> None:
-    """The team's test score before and after with CIs, each seat's before -> after, and its pool line; with
+    """The team's test score before and after with CIs, each seat's before -> after, its pool line and, with
     ``export``, the team's pool.yaml and the ``cgym eval`` command that replays the trainer's test."""
-    from ..training.checkpoints import has_weights
-    from ..training.export import pool_line
     from ..training.verdict import verdict_line
 
     def cell(score: dict[str, Any] | None) -> str:
@@ -428,32 +426,27 @@ def _show_team(folder: Path, report: dict[str, Any], export: str | None) -> None
         shown = ", ".join(f"{kind} {cell(before.get(kind))} -> {cell(after.get(kind))}"
                           for kind in ("solo", "loo", "shapley"))
         print(f"  {seat} ({report['policies'][seat]}): {shown}")
-    for seat, seat_folder in report["seat_folders"].items():
-        if has_weights(Path(seat_folder) / "best"):
-            print(f"{seat} as a pool member: {pool_line(seat_folder, seat)}")
     if report.get("verdict"):
         print(verdict_line(report["method"], report["verdict"], "the untrained team"))
     print(f"curves (dev score, reward and each seat's informative groups per step): {report['curves']}")
     print(f"wrote {folder / 'report.json'} and one folder per seat")
-    if export:
-        from ..training.export import export_team
-
-        done = export_team(folder, export)
-        print(f"wrote {done['pool']}; its leaderboard replays the trainer's test scores:\n  {done['eval_command']}")
+    _show_trained(folder.parent, [report], export)
 
 
 def _show_trained(root: Path, reports: list[dict[str, Any]], export: str | None) -> None:
-    """For each trained policy: the pool-file line that makes it a member; with ``--export``, a ready
-    pool.yaml beside its collaborators and the ``cgym eval`` command that replays the trainer's test."""
-    from ..training.checkpoints import has_weights
+    """For each trained seat of each run: the pool-file line that makes it a member; with ``--export``, a ready
+    pool.yaml of the run's seats beside their collaborators and the ``cgym eval`` command that replays the
+    trainer's test."""
+    from ..agents.member_settings import has_weights
     from ..training.export import export_run, pool_line
 
     for report in reports:
         folder = root / f"{report['method']}-seed{report['seed']}"
-        if not has_weights(folder / "best"):
-            continue
-        print(f"{report['method']} as a pool member: {pool_line(folder)}")
-        if export:
+        trained = {seat: Path(f) for seat, f in report["seat_folders"].items() if has_weights(Path(f) / "best")}
+        for seat, seat_folder in trained.items():  # one seat: named by its method (several methods may train)
+            label = seat if len(report["seat_folders"]) > 1 else report["method"]
+            print(f"{label} as a pool member: {pool_line(seat_folder)}")
+        if export and trained:
             target = Path(export) if len(reports) == 1 else Path(export) / folder.name
             done = export_run(folder, target)
             print(f"wrote {done['pool']}; its leaderboard replays the trainer's test scores:\n  {done['eval_command']}"

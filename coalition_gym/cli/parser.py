@@ -354,7 +354,8 @@ def _robustness_options(p: argparse.ArgumentParser) -> None:
     _task_options(p)
     p.add_argument("--adversary", required=True, metavar="PROFILE|PATH",
                    help="an adversary profile (confidently_wrong, persuader, colluders, format_breaker, "
-                        "judge_targeting) or an HF model folder, e.g. a `cgym train --reward negate` checkpoint")
+                        "judge_targeting) or an HF model folder, e.g. a `cgym train --reward negate` run folder (its "
+                        "seat's best/)")
     _option(p, "--seat", RobustnessOptions, "seat", metavar="NAME",
             help="the member the adversary replaces (default: the coalition's first member); colluders "
                  "also take the next member's seat")
@@ -394,14 +395,16 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     from ..training.recipes import recipe_names
 
     p.add_argument("--method", default="crl", help=f"{', '.join(recipe_names('policy'))} (the policy-training "
-                                                   "recipes), or a comma-separated list")
+                                                   "recipes), or a comma-separated list; "
+                                                   f"{', '.join(recipe_names('team'))} (a team of any size)")
     p.add_argument("--protocol", default=None, help="protocol the policy collaborates in (default: slm_mux "
                                                     "with tie_break=random)")
     p.add_argument("--task", default=None, help="training task (default: mix:zoo:arith,zoo:reverse)")
     p.add_argument("--policy", action="append", default=None,
                    help="HF model folder or zoo:<recipe>/<member> (default: zoo:default/quill, shipped with the "
                         "package, at lr 1e-4); give it K >= 2 times to train a team, one seat per policy "
-                        "(team-crl: --set credit=system|loo|shapley, --set seats=[a,b])")
+                        "(team-crl: --set credit=system|loo|shapley); --set seats=[a,b] names the seats "
+                        "(checkpoints in <out>/<method>-seed<seed>/<seat>/best; one policy's seat: policy)")
     p.add_argument("--collaborators", default=None, metavar="POOL",  # None: the preset's
                    help="pool preset (see `cgym pools`) or a YAML/JSON pool file")
     p.add_argument("--force", action="store_true", help="train even when the pre-training probe finds no "
@@ -421,11 +424,12 @@ def _train_run_options(p: argparse.ArgumentParser) -> None:
             "paper (lr 1e-6, 8x8 executions), tiny (zoo models on CPU), or auto (default): tiny "
             "for a zoo policy, paper for any other")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any TrainConfig field, or protocol.<setting>, repeatable")
+                   help="any setting of the method's config (a TrainConfig field), or protocol.<setting>, "
+                        "repeatable")
     _choice(p, "--reward", "reward", REWARDS, None,
             "RL methods' reward: system (default) or negate, the reward with its sign flipped and "
             "the lowest dev score kept: trains an adversary for `cgym robustness --adversary "
-            "<out>/crl-seed0/best`")
+            "<out>/crl-seed0`")
     _option(p, "--report-to", RunSettings, "report_to")
     _executor_option(p, "where rollouts are collected")
     p.add_argument("--address", default=None, help="Ray head host:port or 'auto' (default: a local Ray)")
@@ -529,7 +533,7 @@ COMMANDS: tuple[Command, ...] = (
             ("cgym robustness --protocols debate,majority_vote,llm_blender --adversary confidently_wrong "
              "--items 200 --out runs/robust",
              "cgym robustness --pool sim:demo --adversary colluders --seat delta --out runs/colluders",
-             "cgym robustness --task zoo:arith --adversary runs/adv/crl-seed0/best --out runs/trained"),
+             "cgym robustness --task zoo:arith --adversary runs/adv/crl-seed0 --out runs/trained"),
             commands.cmd_robustness, _robustness_options),
     Command("gain", "would the same spend on the best model alone do better? each protocol's score and cost "
             "against cost-matched baselines (best single member, its self-consistency@k, the pool's majority "

@@ -28,14 +28,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..agents.adversaries import REGISTERED_ADVERSARIES, adversary_names
 from ..agents.base import Generator
-from ..agents.lora import is_adapter_folder
+from ..agents.member_settings import best_folder, has_weights
 from ..agents.pools import Pool
 from ..envs.protocols import PROTOCOLS
 from ..envs.system import System
@@ -55,12 +54,11 @@ def check_adversary(spec: str) -> str:
     else with the valid names."""
     if spec in adversary_names():
         return "profile"
-    folder = Path(spec).expanduser()
-    if (folder / "config.json").is_file() or is_adapter_folder(folder):
+    if has_weights(best_folder(spec)):  # a model folder, or a `cgym train` run or seat folder: its seat's best/
         return "model"
     known = adversary_names()
     raise ConfigError(f"adversary {spec!r} is neither a profile nor a model folder (a folder with config.json or a "
-                      "LoRA adapter, e.g. a `cgym train --reward negate` checkpoint's best/)."
+                      "LoRA adapter, e.g. a `cgym train --reward negate` run folder or its seat's best/)."
                       f"{did_you_mean(spec, known)} Profiles: {', '.join(known)}")
 
 
@@ -93,7 +91,7 @@ def _model_generator(folder: str) -> tuple[Generator, str]:
     from ..agents.hf import HFGenerator
     from ..agents.options import HFOptions
 
-    path = Path(folder).expanduser()
+    path = best_folder(folder)
     try:
         vocab = int(json.loads((path / "config.json").read_text()).get("vocab_size", 10**6))
     except (ValueError, TypeError) as exc:
@@ -106,7 +104,8 @@ def _model_generator(folder: str) -> tuple[Generator, str]:
 def adversarial_pool(pool: Pool, adversary: str, seats: Sequence[str]) -> Pool:
     """``pool`` with each of ``seats`` rebound to the adversary (same names, so the same seeds)."""
     members, styles = dict(pool.members), dict(pool.styles)
-    if check_adversary(adversary) == "profile":  # registered (register_adversary), the simulated ones included
+    model = check_adversary(adversary) == "model"
+    if not model:  # registered (register_adversary), the simulated ones included
         for s in seats:
             members[s] = REGISTERED_ADVERSARIES[adversary][0](s)
     else:
@@ -114,7 +113,7 @@ def adversarial_pool(pool: Pool, adversary: str, seats: Sequence[str]) -> Pool:
         for s in seats:
             members[s], styles[s] = gen, style
     return Pool(members=members, helpers=dict(pool.helpers), styles=styles, dev_scores=dict(pool.dev_scores),
-                name=f"{pool.name}+{Path(adversary).name if check_adversary(adversary) == 'model' else adversary}",
+                name=f"{pool.name}+{best_folder(adversary).name if model else adversary}",
                 descriptions=dict(pool.descriptions))
 
 

@@ -9,11 +9,10 @@ from . import config
 from . import strategies as s
 from .collaborative.settings import MultiagentFinetuningSettings, SpartaSettings
 from .recipes import RecipeContext, TrainFunction, register_recipe
-from .team.config import TeamConfig
 from .team.strategy import TeamCRL
 
 
-def train_policy_recipe(settings: config.TrainConfig | TeamConfig, context: RecipeContext) -> Any:
+def train_policy_recipe(settings: config.TrainConfig, context: RecipeContext) -> Any:
     """Every built-in policy and team recipe's ``train`` (and a user's, with their own strategy): the trainer's
     run of ``settings`` into ``context.out`` with ``context.options``, reported against
     ``context.base_per_item`` when given (a team's report compares with the untrained team instead)."""
@@ -53,8 +52,9 @@ COALITION: list[tuple[str, type, TrainFunction, str]] = [
      "fine-tuned members debate"),
 ]
 TEAM = [
-    ("team-crl", TeamConfig, train_policy_recipe, "Team C-RL: K >= 1 seats trained together inside the protocol, "
-                                                "each on its credit (system, leave-one-out or Shapley)"),
+    ("team-crl", config.TeamCRLConfig, train_policy_recipe,
+     "Team C-RL: K >= 1 seats trained together inside the protocol, each on its credit (system, leave-one-out or "
+     "Shapley)"),
 ]
 
 

@@ -12,8 +12,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..agents.lora import AdapterModel, is_adapter_folder, load_adapter_weights
-from ..agents.member_settings import MemberSettings, write_member_settings
+from ..agents.lora import AdapterModel, load_adapter_weights
+from ..agents.member_settings import MemberSettings, has_weights, write_member_settings
 from ..errors import ConfigError
 from ..result_files import write_text
 
@@ -80,11 +80,6 @@ def load_state(out: Path, model: Any, optimizer: Any, trainer_rng: random.Random
     return saved["state"]
 
 
-def has_weights(folder: Path) -> bool:
-    """``folder`` holds a saved policy: an HF model folder, or a LoRA adapter (``lora_r`` > 0)."""
-    return (folder / "config.json").is_file() or is_adapter_folder(folder)
-
-
 def _load_folder(folder: Path, model: Any) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -122,9 +117,11 @@ COMMIT = "COMMIT"
 
 
 def seat_folders(out: Path, seats: Sequence[str]) -> dict[str, Path]:
-    """seat -> where its ``best/`` and ``last/`` go: ``out/<seat>/`` for each seat of several, the run folder itself
-    for a run of one seat (so ``<run>/best`` is the trained policy, the path a pool file or ``--adversary`` names)."""
-    return {seat: out if len(seats) == 1 else out / seat for seat in seats}
+    """seat -> where its ``best/`` and ``last/`` go: ``out/<seat>/``, one layout for any number of seats (a single
+    policy's seat is named ``policy`` unless ``seats`` says otherwise). A path a user names for a trained seat (the
+    run folder of one seat, a seat folder or its ``best/``) is resolved by
+    :func:`~coalition_gym.agents.member_settings.best_folder`."""
+    return {seat: out / seat for seat in seats}
 
 
 def commit_pending(out: Path, folders: Mapping[str, Path], label: str) -> None:

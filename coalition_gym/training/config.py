@@ -1,7 +1,11 @@
-"""One config dataclass per policy-training recipe, each carrying only its own fields (as TRL's
-``GRPOConfig`` does): ``TrainConfig`` holds what every recipe shares, ``PolicyGradientConfig`` what
-the three RL recipes share, and ``CRLConfig``, ``GRPOIndivConfig``, ``DAPOIndivConfig``,
-``RAFTConfig``, ``NudgeConfig`` and ``BaseConfig`` their own settings.
+"""One config family for every recipe the trainer runs, one dataclass per recipe carrying only its own fields
+(as TRL's ``GRPOConfig`` does). :class:`TrainConfig` holds what every run shares, the trainable seats included
+(``policies``: one model each; ``seats``: their names; ``credit``; ``shared_base``): a single policy is a run of
+one seat. ``PolicyGradientConfig`` adds what the three RL recipes share; ``CRLConfig``, ``GRPOIndivConfig``,
+``DAPOIndivConfig``, ``RAFTConfig``, ``NudgeConfig`` and ``BaseConfig`` their own settings; ``TeamCRLConfig``
+(team C-RL, any number of seats, each on its own credit) the clipped policy gradient and three defaults of its
+own. A policy recipe seats one policy rewarded by the system's score; a team recipe any number, each on its
+credit. :func:`make_config` builds any of them, with the same presets.
 
 Defaults follow the paper's C-RL setup (appendix B.2): 64 protocol executions per optimiser step (8
 items x G=8), group-relative advantages, clipped policy gradient with epsilon 0.2, no KL term, no
@@ -26,7 +30,8 @@ from ..agents.options import DTYPES
 from ..errors import ConfigError, did_you_mean, setting_hint
 from ..settings_check import check_settings, setting
 from ..tasks.base import PROMPT_STYLES
-from .recipes import get_recipe, recipe_names, recipe_of
+from .credit import CREDIT_MODES, SHAPLEY_SEAT_LIMIT
+from .recipes import RECIPES, TRAINER_KINDS, get_recipe, recipe_names, recipe_of
 from .reporting import REPORT_TO, check_report_to
 
 COLLABORATOR_DRAWS = ("shared", "fresh")
@@ -58,8 +63,7 @@ class LoraSettings:
 
 @dataclass
 class RunSettings:
-    """What every run of a policy inside a protocol sets, one seat (:class:`TrainConfig`) or a team
-    (:class:`~coalition_gym.training.team.config.TeamConfig`): the system, the step's shape, the optimiser,
+    """What every run of trainable seats inside a protocol sets: the system, the step's shape, the optimiser,
     evaluation and selection, where it runs and how fast it rolls out."""
 
     protocol: str = "slm_mux"
@@ -127,13 +131,26 @@ class ClippedPGSettings:
                               "(a group of one has no baseline, so every advantage is 0)")
 
 
+def trainer_methods() -> list[str]:
+    """The recipes the trainer runs (policy and team recipes: their settings are :class:`TrainConfig` subclasses)."""
+    return [name for name, recipe in RECIPES.items() if recipe.kind in TRAINER_KINDS]
+
+
 @dataclass
 class TrainConfig(LoraSettings, RunSettings):
-    """Settings shared by every single-seat method: the run's (:class:`RunSettings`), LoRA, and the policy's."""
+    """Settings shared by every recipe the trainer runs: the run's (:class:`RunSettings`), LoRA, the trainable seats
+    and the rollout backend. A policy recipe seats one policy, rewarded by the system's score (``credit`` system);
+    a team recipe seats any number."""
 
     method: str = ""  # the recipe's name; "": the recipe registered with this settings class
-    policy: str = "zoo:default/0"  # an HF model folder, or zoo:<preset>/<member name or index>
-    policy_name: str = "policy"
+    # one model per trainable seat: HF model folders or zoo:<preset>/<member name or index>; different
+    # architectures and tokenizers are fine (every seat has its own model, tokenizer and optimiser)
+    policies: list[str] = field(default_factory=lambda: ["zoo:default/0"])
+    seats: list[str] | None = None  # the seats' names, one per policy; None: "policy" for one, seat0, seat1, ...
+    credit: str = setting("system", choices=CREDIT_MODES, doc="each seat's reward: system, loo or shapley (loo and "
+                                                             "shapley: a team recipe's)")
+    # every seat on one copy of one model (the policies must all name it), one LoRA adapter each (needs lora_r > 0)
+    shared_base: bool = False
     # Rollout speed (issue 17). "hf": the trainer's own model generates (fast_decode: static KV cache and
     # CUDA graphs, "auto" = on CUDA); "vllm": an in-process vLLM engine colocated with the trainer, sent
     # the new weights after every optimiser step (falls back to "hf" with a warning when it cannot start).
@@ -144,35 +161,63 @@ class TrainConfig(LoraSettings, RunSettings):
         if not self.method:
             owner = recipe_of(self)
             self.method = owner.name if owner is not None else ""
-        if self.method not in recipe_names("policy"):
-            raise ConfigError(f"unknown method {self.method!r} (no policy-training recipe has that name); use one of "
-                              f"{', '.join(recipe_names('policy'))}")
+        if self.method not in trainer_methods():
+            raise ConfigError(f"unknown method {self.method!r} (no policy- or team-training recipe has that name); "
+                              f"use one of {', '.join(trainer_methods())}")
+        if self.credit not in CREDIT_MODES:  # before the generic check: a typo gets the close name
+            raise ConfigError(f"unknown credit mode {self.credit!r}.{did_you_mean(str(self.credit), CREDIT_MODES)} "
+                              f"Use one of {', '.join(CREDIT_MODES)}")
         check_settings(self, self.method)  # types, bounds and choices, declared on the fields (every subclass's)
         check_report_to(self.report_to)  # a tracker's missing package, before any work
+        self._check_seats(get_recipe(self.method).kind == "team")
         if self.lora is not None and self.rollout_backend == "vllm":
             raise ConfigError("rollout_backend='vllm' with lora_r > 0 is not supported: the engine is sent full "
                               "weights after every step; use rollout_backend='hf' with LoRA")
+
+    def _check_seats(self, any_number: bool) -> None:
+        """The seats' names (defaulted), and what the seats allow: one seat on the system's score for a policy
+        recipe, any number on any credit for a team recipe (``any_number``)."""
+        self.policies = [str(p) for p in self.policies]
+        k = len(self.policies)
+        if k < 1:  # one seat is a team of one (credit loo: its leave-one-out value to the system)
+            raise ConfigError(f"{self.method} needs K >= 1 policies (one per trainable seat); got {self.policies}")
+        teams = ", ".join(recipe_names("team"))
+        if not any_number and k != 1:
+            raise ConfigError(f"{self.method} trains one policy; got {k} ({self.policies}): several seats train as "
+                              f"one team ({teams})")
+        if not any_number and self.credit != "system":
+            raise ConfigError(f"{self.method} rewards its policy with the system's score (credit='system'); "
+                              f"credit={self.credit!r} is a team recipe's ({teams}; one policy: a team of one)")
+        if self.seats is None:
+            self.seats = ["policy"] if k == 1 else [f"seat{i}" for i in range(k)]
+        self.seats = [str(s) for s in self.seats]
+        if len(self.seats) != k:
+            raise ConfigError(f"{k} policies but {len(self.seats)} seat names {self.seats}: give one name per policy")
+        if len(set(self.seats)) != k or not all(self.seats):
+            raise ConfigError(f"seat names must be distinct and non-empty; got {self.seats}")
+        odd = [s for s in self.seats if "/" in s or "\\" in s or s.startswith(".")]
+        if odd:  # each seat gets its own folder out/<seat>/ and metric keys <seat>/<name>
+            raise ConfigError(f"seat name {odd[0]!r}: a seat name is a folder name (no '/' or '\\', not starting "
+                              "with '.')")
+        if self.shared_base and self.lora is None:
+            raise ConfigError("shared_base=True puts every seat on one copy of one model with one LoRA adapter each: "
+                              "set lora_r > 0 (e.g. --set lora_r=8)")
+        if self.credit == "shapley" and k > SHAPLEY_SEAT_LIMIT:
+            raise ConfigError(f"credit='shapley' is exact over the seats (2^K sub-teams per execution) and allows at "
+                              f"most {SHAPLEY_SEAT_LIMIT} seats (SHAPLEY_SEAT_LIMIT); K={k}. Use credit='loo'")
+        if self.rollout_backend == "vllm" and k > 1:
+            raise ConfigError(f"rollout_backend='vllm' serves one policy; {k} seats roll out with rollout_backend='hf'")
 
     @property
     def solo(self) -> bool:
         """GRPO-indiv and DAPO-indiv roll out the policy alone and reward its own correctness."""
         return False
 
-    # What the trainer reads of every run (a team's :class:`~.team.config.TeamConfig` has the same names): a
-    # policy is a team of one seat, rewarded by the system's score, on a model of its own.
     @property
     def seat_policies(self) -> dict[str, str]:
-        """seat name -> its model spec: the one policy."""
-        return {self.policy_name: self.policy}
-
-    @property
-    def credit(self) -> str:
-        """What the seat is rewarded with (:mod:`.credit`): a single policy's method reads the system's score."""
-        return "system"
-
-    @property
-    def shared_base(self) -> bool:
-        return False
+        """seat name -> its model spec, in seat order (what the trainer seats)."""
+        assert self.seats is not None  # set in __post_init__
+        return dict(zip(self.seats, self.policies))
 
 
 @dataclass
@@ -260,6 +305,30 @@ class BaseConfig(TrainConfig):
 
 
 
+@dataclass
+class TeamCRLConfig(ClippedPGSettings, TrainConfig):
+    """Team C-RL: K >= 1 trainable seats inside one protocol beside frozen collaborators, each rewarded by its
+    credit (:mod:`.credit`) and updated by C-RL's clipped policy gradient on its own calls. Three defaults differ
+    from a policy recipe's: two seats, leave-one-out credit and greedy evaluation.
+
+    LoRA (``lora_r`` > 0) gives every seat an adapter over its frozen model; ``shared_base=True`` puts all seats
+    on *one* copy of one model, each with its own adapter (peft): how several seats fit on one GPU (each still has
+    its own optimiser over its adapter, adapter checkpoints and report). Two seats naming the same model without
+    ``shared_base`` are refused (they would be two full copies silently); to train two independent full copies,
+    copy the model folder."""
+
+    policies: list[str] = field(default_factory=lambda: ["zoo:default/0", "zoo:default/1"])
+    credit: str = setting("loo", choices=CREDIT_MODES, doc="each seat's reward: system, loo or shapley")
+    # greedy by default (C-RL's default is sampled): the dev score then depends on the weights alone, not on
+    # the K seats' sampling draws, and K seats sampling make a single dev pass K times noisier
+    eval_decoding: str = setting("greedy", choices=EVAL_DECODING)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_clipped_pg(self.group_size)
+
+
+
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
     "tiny": {"lr": 3e-4, "items_per_step": 8, "group_size": 8, "max_new_tokens": 16, "overlong_cache": 4,
@@ -274,27 +343,29 @@ SETTING_SYNONYMS: dict[str, str] = {
     "max_steps": "steps", "max_completion_length": "max_new_tokens", "lora_target_modules": "lora_target",
     "target_modules": "lora_target", "per_device_train_batch_size": "micro_batch", "temperature":
     "rollout_temperature", "epsilon": "eps_low", "epsilon_high": "eps_high",
-    "num_iterations": "updates_per_batch",
+    "num_iterations": "updates_per_batch", "policy": "policies", "policy_name": "seats",
 }
 
 
 def field_names(method: str) -> set[str]:
-    """The settings of a policy recipe (its registered settings class's fields)."""
-    return {f.name for f in dataclasses.fields(get_recipe(method, "policy").settings)}
+    """The settings of a recipe the trainer runs (its registered settings class's fields)."""
+    check_methods([method], TRAINER_KINDS)
+    return {f.name for f in dataclasses.fields(get_recipe(method).settings)}
 
 
-def check_methods(methods: Iterable[str]) -> list[str]:
+def check_methods(methods: Iterable[str], kinds: Sequence[str] = ("policy",)) -> list[str]:
+    """``methods`` when each names a recipe of ``kinds``; a coalition recipe or an unknown name is refused."""
+    known = [n for n, r in RECIPES.items() if r.kind in kinds]
     methods = [m.strip() for m in methods if m.strip()]
-    unknown = [m for m in methods if m not in recipe_names("policy")]
+    unknown = [m for m in methods if m not in known]
     coalition = [m for m in unknown if m in recipe_names("coalition")]
     if coalition:
         raise ConfigError(f"{coalition[0]!r} is a coalition-training recipe (it trains a coalition's members, not a "
                           f"policy): value it with `cgym eval --protocol {coalition[0]}`; policy recipes: "
-                          f"{', '.join(recipe_names('policy'))}")
+                          f"{', '.join(known)}")
     if unknown or not methods:
         bad = unknown[0] if unknown else ""
-        raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, recipe_names('policy'))} Use one of "
-                          f"{', '.join(recipe_names('policy'))}")
+        raise ConfigError(f"unknown method {bad!r}.{did_you_mean(bad, known)} Use one of {', '.join(known)}")
     return methods
 
 
@@ -303,20 +374,20 @@ def check_methods(methods: Iterable[str]) -> list[str]:
 #: "dissociation-quill" setting: quill, a speller, beside two calculators in SLM-MUX), so the defaults show a
 #: learning signal within minutes on a CPU. The protocol settings go with the default protocol; the learning
 #: rate with the default policy (crl_demo's dev-selected rate for it: the preset's 3e-4 is tuned for no model).
-DEFAULT_RUN: dict[str, Any] = {"policy": "zoo:default/quill", "protocol": "slm_mux",
+DEFAULT_RUN: dict[str, Any] = {"policies": ["zoo:default/quill"], "protocol": "slm_mux",
                                "task": "mix:zoo:arith,zoo:reverse", "collaborators": "sim:calculators"}
 DEFAULT_PROTOCOL_SETTINGS: dict[str, Any] = {"tie_break": "random"}
 DEFAULT_POLICY_LR = 1e-4
 
 
-def default_run(settings: Mapping[str, Any], team: bool = False) -> dict[str, Any]:
-    """``settings`` over the default run (:data:`DEFAULT_RUN`; a team names its own policies): the default
-    protocol brings its settings (under the given ones), the default policy its learning rate."""
-    base = {k: v for k, v in DEFAULT_RUN.items() if not (team and k == "policy")}
-    out = {**base, **settings}
+def default_run(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` over the default run (:data:`DEFAULT_RUN`): the default protocol brings its settings (under
+    the given ones), the default policy its learning rate."""
+    out = {**DEFAULT_RUN, **settings}
+    out["policies"] = list(out["policies"])
     if "protocol" not in settings:
         out["protocol_settings"] = {**DEFAULT_PROTOCOL_SETTINGS, **dict(settings.get("protocol_settings") or {})}
-    if not team and "policy" not in settings:
+    if "policies" not in settings:
         out.setdefault("lr", DEFAULT_POLICY_LR)
     return out
 
@@ -329,23 +400,22 @@ def preset_for(preset: str, policies: Sequence[str]) -> str:
 
 
 def make_config(method: str, preset: str = "paper", strict: bool = True, **overrides: Any) -> TrainConfig:
-    """The method's config class with its defaults, then the preset's (where the method has the
-    field), then yours. ``strict=False`` skips overrides the method has no field for (one settings
+    """The method's config class (a policy or team recipe's) with its defaults, then the preset's (where the
+    method has the field), then yours. ``strict=False`` skips overrides the method has no field for (one settings
     dict for several methods); unknown everywhere is always an error."""
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}.{did_you_mean(preset, PRESETS)} Use one of {', '.join(PRESETS)}")
-    check_methods([method])
     mine = field_names(method)
-    everywhere = set().union(*(field_names(m) for m in recipe_names("policy")))
+    everywhere = set().union(*(field_names(m) for m in trainer_methods()))
     unknown = sorted(set(overrides) - everywhere)
     if unknown:
         raise ConfigError(f"no training method has a setting {unknown[0]!r}"
                           f"{setting_hint(unknown[0], mine, SETTING_SYNONYMS)}")
     foreign = sorted(set(overrides) - mine)
     if foreign and strict:
-        owners = [m for m in recipe_names("policy") if foreign[0] in field_names(m)]
+        owners = [m for m in trainer_methods() if foreign[0] in field_names(m)]
         raise ConfigError(f"{foreign[0]!r} is not a setting of {method} (it belongs to {', '.join(owners)})")
     settings = {k: v for k, v in PRESETS[preset].items() if k in mine}
     settings.update({k: v for k, v in overrides.items() if k in mine})
     settings.pop("method", None)
-    return get_recipe(method, "policy").settings(method=method, **settings)
+    return get_recipe(method).settings(method=method, **settings)

@@ -1,10 +1,10 @@
-"""A trained policy back into a pool: ``cgym train --export DIR``.
+"""Trained seats back into a pool: ``cgym train --export DIR``.
 
-``DIR/pool.yaml`` holds the collaborators the policy was trained with and the policy (its ``best/``
-folder, under the trainer's policy name, so every seed matches), and the ``cgym eval`` command that
-replays the trainer's test evaluation: same protocol settings, task, test items and episode seed. Its
-leaderboard then shows the trainer's reported system score (the full coalition) and solo score (the
-policy's row), equal up to ties broken by dev scores (the trainer measures none for its policy).
+``DIR/pool.yaml`` holds the collaborators the seats were trained with and every seat (its ``best/`` folder,
+under the seat's name, so every seed matches), and the ``cgym eval`` command that replays the trainer's test
+evaluation: same protocol settings, task, test items and episode seed. Its leaderboard then shows the
+trainer's reported system score (the full coalition) and, for one policy, its solo score (the policy's row),
+equal up to ties broken by dev scores (the trainer measures none for its seats).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 
 import yaml
 
+from ..agents.member_settings import best_folder, has_weights
 from ..errors import ConfigError
 from ..result_files import write_text
-from .checkpoints import has_weights
+from .checkpoints import seat_folders
 
 
 def collaborator_entries(spec: str, members: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -103,40 +104,29 @@ def write_replay_pool(run: Path, config: dict[str, Any], report: dict[str, Any],
 
 
 def export_run(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write ``out/pool.yaml`` for the run in ``run_folder`` (a ``cgym train`` method folder); returns
-    the pool-file line of the policy and the replaying ``cgym eval`` command."""
-    run = Path(run_folder).resolve()
-    if not has_weights(run / "best"):
-        raise ConfigError(f"{run}: no best/ checkpoint to export (the method trains no weights, or never ran)")
-    config, report = _reported_run(run)
-    policy = trained_member(config["policy_name"], run / "best", config, out, config["policy"])
-    path, line, note = write_replay_pool(run, config, report, [policy], out, "loo",
-                                         f"the trained policy ({config['policy_name']})")
-    return {"pool": str(path), "member": policy, "eval_command": line, "note": note}
-
-
-def export_team(run_folder: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write ``out/pool.yaml``: the team's frozen collaborators and every seat's ``best/`` in the team's coalition
-    order (``cgym train --policy A --policy B --export DIR``), and the ``cgym eval`` command that replays the
-    trainer's test evaluation of the selected team (its full coalition's score; equal up to ties that dev
-    scores break, which the trainer measures for the frozen members only)."""
+    """Write ``out/pool.yaml`` for the run in ``run_folder`` (a ``cgym train`` method folder, one seat or several):
+    its frozen collaborators and every seat's ``best/`` in the run's coalition order, headed by the ``cgym eval``
+    command that replays the trainer's test evaluation. Returns the pool file, the seats' entries, the command
+    and a note on task options the command cannot pass."""
     run = Path(run_folder).resolve()
     config, report = _reported_run(run)
     bases = dict(zip(config["seats"], config["policies"]))
-    folders = report.get("seat_folders", {})  # a report written before a team of one kept its seat in run/
-    seats = [trained_member(seat, Path(folders.get(seat, run / seat)) / "best", config, out, bases[seat])
-             for seat in report["seats"]]
-    estimator = "shapley" if len(report["members"]) + len(seats) <= 8 else "loo"
-    path, line, _ = write_replay_pool(run, config, report, seats, out, estimator,
-                                      f"the trained seats ({', '.join(report['seats'])})")
-    return {"pool": str(path), "eval_command": line}
+    folders = seat_folders(run, list(bases))
+    members = [trained_member(seat, folders[seat] / "best", config, out, base) for seat, base in bases.items()]
+    # several seats: each one's Shapley share, as a team's report values them; one: its leave-one-out effect
+    several = len(members) > 1
+    estimator = "shapley" if several and len(report["members"]) + len(members) <= 8 else "loo"
+    path, line, note = write_replay_pool(run, config, report, members, out, estimator,
+                                         f"the trained seat{'s' if several else ''} ({', '.join(bases)})")
+    return {"pool": str(path), "members": members, "eval_command": line, "note": note}
 
 
-def pool_line(run_folder: str | Path, name: str | None = None) -> str:
-    """The one pool-file line that makes ``run_folder``'s best checkpoint a member named ``name`` (default: its
-    config's ``policy_name``; a team of one's seat has its checkpoints in the team's run folder)."""
-    name = name or json.loads((Path(run_folder) / "config.json").read_text())["policy_name"]
-    return f"{{name: {name}, backend: hf, model: {(Path(run_folder) / 'best').resolve()}}}"
+def pool_line(path: str | Path, name: str | None = None) -> str:
+    """The one pool-file line that makes a trained seat's best checkpoint a member named ``name`` (default: its
+    seat's name); ``path``: the seat's folder, its ``best/``, or the run folder of one seat
+    (:func:`~coalition_gym.agents.member_settings.best_folder`)."""
+    best = best_folder(path).resolve()
+    return f"{{name: {name or best.parent.name}, backend: hf, model: {best}}}"
 
 
-__all__ = ["collaborator_entries", "export_run", "export_team", "pool_line", "trained_member", "write_replay_pool"]
+__all__ = ["collaborator_entries", "export_run", "pool_line", "trained_member", "write_replay_pool"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agents.lora import LoraSpec, with_causal_lm_loss
+from ..agents.member_settings import best_folder
 from ..errors import ConfigError
 
 
@@ -17,7 +18,7 @@ class RolloutFallbackWarning(UserWarning):
 
 def resolve_policy(spec: str) -> str:
     """A model folder: ``zoo:<recipe>/<member>`` (the package's shipped copy where it ships the recipe)
-    or a local path."""
+    or a local path (a ``cgym train`` run or seat folder: its seat's ``best/``)."""
     if spec.startswith("zoo:"):
         from ..agents.zoo import ensure_zoo
 
@@ -29,7 +30,8 @@ def resolve_policy(spec: str) -> str:
         return str(build.model_path(name or names[0]))
     if not Path(spec).is_dir():
         raise ConfigError(f"policy {spec!r} is neither a zoo model (zoo:<recipe>/<member>) nor a model folder")
-    return spec
+    best = best_folder(spec)
+    return spec if best == Path(spec).expanduser() else str(best)
 
 
 def policy_weights(spec: str) -> dict[str, Any]:

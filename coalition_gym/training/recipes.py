@@ -8,8 +8,9 @@ and, for a coalition, what it trains on). Three kinds share the registry:
   :class:`~coalition_gym.training.config.TrainConfig` subclasses and their ``strategy`` (see
   :mod:`.strategies`) says how the trainer's loop rolls out, rewards and updates (``cgym train --method
   NAME``); ``context``: ``out``, ``options`` (``trainer.RunOptions``), ``base_per_item``.
-- **team** recipes (team C-RL) train K >= 1 seats together inside one protocol (:mod:`.team`), with a
-  strategy for the same trainer's loop (``cgym train --policy A --policy B``); ``context`` as a policy recipe's.
+- **team** recipes (team C-RL) train K >= 1 seats together inside one protocol (:mod:`.team`): the same
+  config family (``TrainConfig`` subclasses) and a strategy for the same trainer's loop (``cgym train --policy A
+  --policy B``); ``context`` as a policy recipe's.
 - **coalition** recipes (Sparta, multi-agent finetuning) train copies of a coalition's members and
   return a ``CoalitionTraining``; ``context``: ``members``, ``task``, ``train_items``, ``dev_items``,
   ``seed`` and ``out`` (the work folder). ``TrainedCoalitionGame`` values what the trained coalition
@@ -28,6 +29,8 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import ConfigError, UnknownNameError
 
 KINDS = ("policy", "coalition", "team")
+#: the kinds the one trainer runs (``config.make_config`` builds their settings): one seat, or any number
+TRAINER_KINDS = ("policy", "team")
 
 
 @dataclass
@@ -76,7 +79,7 @@ RECIPES: dict[str, Recipe] = {}
 def register_recipe(name: str, settings: type, train: TrainFunction, *, kind: str = "policy",
                     strategy: type | None = None, description: str = "") -> Recipe:
     """Make a training recipe available by ``name``: ``cgym train --method NAME`` and ``make_config``
-    (policy recipes), ``cgym eval --protocol NAME`` and ``TrainedCoalitionGame`` (coalition recipes).
+    (policy and team recipes), ``cgym eval --protocol NAME`` and ``TrainedCoalitionGame`` (coalition recipes).
     ``train(settings, context)`` trains (:class:`RecipeContext`). Registering the same recipe again is a
     no-op; another one under a taken name is refused."""
     if kind not in KINDS:
@@ -166,5 +169,6 @@ def recipe_of(settings: Any) -> Recipe | None:
     return next((r for r in RECIPES.values() if r.settings is cls), None)
 
 
-__all__ = ["Recipe", "RecipeContext", "TrainFunction", "RECIPES", "KINDS", "register_recipe", "unregister_recipe",
-           "recipe_names", "get_recipe", "recipe_of", "make_strategy", "not_a_protocol", "refuse_not_episodic"]
+__all__ = ["Recipe", "RecipeContext", "TrainFunction", "RECIPES", "KINDS", "TRAINER_KINDS", "register_recipe",
+           "unregister_recipe", "recipe_names", "get_recipe", "recipe_of", "make_strategy", "not_a_protocol",
+           "refuse_not_episodic"]

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError
-from .config import default_run, preset_for
+from .config import TeamCRLConfig, default_run, make_config, preset_for
 from .policy_model import policy_weights
-from .recipes import RecipeContext, get_recipe, recipe_names
-from .team.config import TEAM_METHOD, make_team_config
+from .recipes import RecipeContext, get_recipe, recipe_names, recipe_of
 from .trainer import RunOptions, claim_run_folder, run_methods
 
 
@@ -37,40 +36,41 @@ class TrainingRuns:
 
 def train_runs(policies: Sequence[str] = (), methods: Sequence[str] = ("crl",), root: str | Path = "runs/train",
                preset: str = "auto", options: RunOptions | None = None, **settings: Any) -> TrainingRuns:
-    """Train ``policies`` (none: the default run's policy) with ``methods`` into ``root`` (see the module doc);
+    """Train ``policies`` (none: the default run's) with ``methods`` into ``root`` (see the module doc);
     ``settings`` are the recipes' settings over the default run (:func:`.config.default_run`); ``preset``
     ``auto`` is ``tiny`` for zoo policies, ``paper`` for any other."""
     options = options or RunOptions()
-    if len(policies) >= 2 or set(methods) & set(recipe_names("team")):  # a team recipe seats any number
-        seated = list(policies) or [default_run({})["policy"]]
-        return _team_run(seated, list(methods), Path(root), preset, options, settings)
-    settings = default_run({**settings, **({"policy": policies[0]} if policies else {})})
-    preset = preset_for(preset, [settings["policy"]])
+    settings = default_run({**settings, **({"policies": list(policies)} if policies else {})})
+    preset = preset_for(preset, settings["policies"])
+    if len(settings["policies"]) >= 2 or set(methods) & set(recipe_names("team")):  # a team recipe seats any number
+        return _team_run(list(methods), Path(root), preset, options, settings)
     reports = run_methods(methods, root, preset, options, **settings)
     return TrainingRuns(reports, preset, {"methods": ",".join(methods), "preset": preset, **settings},
-                        policy_weights(str(settings["policy"])))
+                        policy_weights(settings["policies"][0]))
 
 
 def team_method(methods: Sequence[str], seats: int) -> str:
-    """The team recipe ``methods`` name for ``seats`` policies (``crl``: its team form), or the refusal."""
+    """The team recipe ``methods`` name for ``seats`` policies (``crl``: its team form, team C-RL), or the
+    refusal."""
     teams = recipe_names("team")
     asked = ",".join(methods)
-    method = TEAM_METHOD if asked == "crl" else asked
+    team_crl = recipe_of(TeamCRLConfig)  # crl's team form, named where it is registered
+    assert team_crl is not None
+    method = team_crl.name if asked == "crl" else asked
     if method not in teams:
         raise ConfigError(f"--method {asked!r} trains one policy; with {seats} --policy options the team recipes "
-                          f"apply: {', '.join(teams)} (or crl, which means {TEAM_METHOD})")
+                          f"apply: {', '.join(teams)} (or crl, which means {team_crl.name})")
     return method
 
 
-def _team_run(policies: list[str], methods: list[str], root: Path, preset: str, options: RunOptions,
+def _team_run(methods: list[str], root: Path, preset: str, options: RunOptions,
               settings: dict[str, Any]) -> TrainingRuns:
-    """The policies as the seats of one team (``settings``: any TeamConfig field, e.g. credit, seats)."""
-    method = team_method(methods, len(policies))
-    preset = preset_for(preset, policies)
-    config = make_team_config(preset, **{**default_run(settings, team=True), "policies": policies, "method": method})
+    """The policies as the seats of one team (``settings``: any setting of the team recipe, e.g. credit, seats)."""
+    method = team_method(methods, len(settings["policies"]))
+    config = make_config(method, preset, **settings)
     claim_run_folder(root, config, options.overwrite)
     folder = root / f"{config.method}-seed{config.seed}"
-    report = get_recipe(config.method, "team").train(config, RecipeContext(folder, options))
+    report = get_recipe(config.method).train(config, RecipeContext(folder, options))
     return TrainingRuns([report], preset, {"methods": config.method, "preset": preset, **config.to_dict()},
                         {seat: policy_weights(spec) for seat, spec in config.seat_policies.items()})
 

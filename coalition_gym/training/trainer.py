@@ -19,9 +19,9 @@ method optimises (collaborative for crl/raft, solo for the indiv methods, the te
 solo / own / leave-one-out / Shapley view for a team); the best is saved (every seat's weights of that step: the
 seats co-adapt, so a team is selected as it was measured together); training stops after ``patience`` evaluations
 without improvement. After every step the full state (weights, optimisers, step, RNGs, history) is saved, committed
-for all seats at once (:func:`.checkpoints.commit_pending`; a seat's folder: :func:`.checkpoints.seat_folders`),
-so a killed run resumes where it
-stopped and ends with the same weights and metrics as a run never interrupted. The report scores both the best
+for all seats at once (:func:`.checkpoints.commit_pending`; every seat's ``best/`` and ``last/`` in ``<run>/<seat>/``,
+:func:`.checkpoints.seat_folders`), so a killed run resumes where it stopped and ends with the same weights and
+metrics as a run never interrupted. The report scores both the best
 and the last checkpoint on the test split, which selection never sees.
 """
 
@@ -73,7 +73,6 @@ from .rollouts import (
     collect_distributed,
     protocol_asks,
 )
-from .team.config import TeamConfig
 from .team.strategy import TeamEval, check_team_models
 from .update_loop import UpdateLoop
 from .verdict import direction_of
@@ -104,12 +103,12 @@ def build_protocol(config: RunSettings) -> Protocol:
 
 
 class Trainer(RunItems):
-    """Trains ``config``'s seats into ``out`` (default ``config.out``): a :class:`TrainConfig`'s policy (seat
-    ``policy_name``) or a :class:`TeamConfig`'s seats. ``executor``: a Ray executor that spreads the seats'
+    """Trains ``config``'s seats (:attr:`.config.TrainConfig.seat_policies`: one policy's, or a team's) into ``out``
+    (default ``config.out``). ``executor``: a Ray executor that spreads the seats'
     rollouts (None: this process); ``models``: seat -> (model, tokenizer) already loaded, used instead of loading
     the configured ones (which still name them in records)."""
 
-    def __init__(self, config: TrainConfig | TeamConfig, out: str | Path | None = None,
+    def __init__(self, config: TrainConfig, out: str | Path | None = None,
                  log: Callable[[str], None] = print, *, executor: Any = None,
                  models: Mapping[str, tuple[Any, Any]] | None = None):
         import torch
@@ -174,7 +173,7 @@ class Trainer(RunItems):
         starts from ``seed + k`` either way."""
         cfg = self.config
         if cfg.shared_base:
-            assert cfg.lora is not None  # TeamConfig refuses shared_base without it
+            assert cfg.lora is not None  # TrainConfig refuses shared_base without it
             adapters, tokenizer = load_shared_base(next(iter(self.seat_policies.values())), self.seats, cfg.lora,
                                                    cfg.device, cfg.dtype, cfg.seed)
             return {seat: (adapters[seat], tokenizer) for seat in self.seats}
@@ -402,8 +401,7 @@ class Trainer(RunItems):
         checkpoints.finish_commit(self.out, self.seat_folders)
         saved = {seat: checkpoints.load_state(self.folder(seat), self.models[seat], self.optimizers[seat], self.rng,
                                               self.config.to_dict()) for seat in self.seats}
-        # a single policy's state saved before its seat was a team of one is the run's state itself
-        states = {s: v.get("team", v) for s, v in saved.items() if v is not None}
+        states = {s: v["team"] for s, v in saved.items() if v is not None}
         if not states:
             return False
         steps = {s: v["step"] for s, v in states.items()}
@@ -473,11 +471,8 @@ class Trainer(RunItems):
         cfg = self.config
         self.out.mkdir(parents=True, exist_ok=True)
         write_json(self.out / "config.json", cfg.to_dict())
-        for seat, folder in self.seat_folders.items():  # a seat folder of its own reads as a policy's run folder
-            if folder != self.out:
-                folder.mkdir(exist_ok=True)
-                write_json(folder / "config.json", {**cfg.to_dict(), "seat": seat, "policy": self.seat_policies[seat],
-                                                    "policy_name": seat})
+        for folder in self.seat_folders.values():
+            folder.mkdir(exist_ok=True)
         self.metrics = MetricsLog(self.out, cfg.report_to, cfg.to_dict())
         resumed = self.try_resume()
         if not self.strategy.trains:
@@ -539,7 +534,9 @@ class Trainer(RunItems):
         """What every run's report starts with, whatever its seats and strategy."""
         cfg, state = self.config, self.state
         return {"method": cfg.method, "seed": cfg.seed, "seats": list(self.seats),
-                "policies": dict(self.seat_policies), "credit": cfg.credit, "best_step": state.best_step,
+                "policies": dict(self.seat_policies), "credit": cfg.credit,
+                "seat_folders": {seat: str(folder.resolve()) for seat, folder in self.seat_folders.items()},
+                "best_step": state.best_step,
                 "best_dev_score": state.best_score, "selection_mode": self.strategy.selection_mode,
                 "best_direction": direction_of(self.strategy.selection_sign),
                 "dev_at_best": {"mean": state.best_score, "ci": state.best_ci, "n": len(self.dev_items())},
@@ -562,7 +559,7 @@ class RunOptions:
     overwrite: bool = False
 
 
-def train_policy(config: TrainConfig | TeamConfig, out: str | Path | None = None, options: RunOptions | None = None,
+def train_policy(config: TrainConfig, out: str | Path | None = None, options: RunOptions | None = None,
                  base_per_item: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """A recipe's run: train (or just evaluate) ``config`` into ``out`` and report it (a policy against Base's
     per-item scores when given; a team against itself untrained)."""
@@ -585,7 +582,7 @@ def run_methods(methods: Sequence[str] = ("crl",), root: str | Path = "runs/trai
     zoo policy, ``paper`` for any other."""
     options = options or RunOptions()
     settings = default_run(settings)
-    preset = preset_for(preset, [settings["policy"]])
+    preset = preset_for(preset, settings["policies"])
     root = Path(root)
     methods = check_methods(methods)
     for method in methods:  # every setting checked before the first run starts
@@ -607,7 +604,7 @@ def run_methods(methods: Sequence[str] = ("crl",), root: str | Path = "runs/trai
     return reports
 
 
-def claim_run_folder(root: Path, config: TrainConfig | TeamConfig, overwrite: bool) -> None:
+def claim_run_folder(root: Path, config: TrainConfig, overwrite: bool) -> None:
     """Refuse a run folder holding another configuration's run (it would be resumed or compared
     against as if it were this one); with ``overwrite``, clear it so the run starts over."""
     folder = root / f"{config.method}-seed{config.seed}"

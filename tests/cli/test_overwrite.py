@@ -70,7 +70,7 @@ def test_train_refuses_a_run_folder_of_another_configuration_before_any_work(tmp
     train = ["train", "--method", "base", "--policy", "zoo:tiny/pico", "--task", "zoo:arith", "--steps", "1"]
     from coalition_gym.training.config import make_config
 
-    config = make_config("base", preset="tiny", strict=False, policy="zoo:tiny/pico", task="zoo:reverse")
+    config = make_config("base", preset="tiny", strict=False, policies=["zoo:tiny/pico"], task="zoo:reverse")
     run_folder = tmp_path / "runs" / "train" / "base-seed0"
     run_folder.mkdir(parents=True)
     (run_folder / "config.json").write_text(json.dumps(config.to_dict()))

@@ -40,11 +40,11 @@ def test_a_negate_trained_checkpoint_is_seated_by_path(tmp_path):
                  "--out", str(train)]) == 0
     config = json.loads((train / "crl-seed0" / "config.json").read_text())
     assert config["reward"] == "negate"
-    best = train / "crl-seed0" / "best"
+    run = train / "crl-seed0"  # the run folder names its one seat's best/ (<run>/policy/best)
     out = tmp_path / "rob"
     assert main(["robustness", "--pool", "sim:split", "--task", "zoo:arith", "--protocols", "majority_vote",
-                 "--adversary", str(best), "--seat", "ben", "--items", "10", "--out", str(out)]) == 0
+                 "--adversary", str(run), "--seat", "ben", "--items", "10", "--out", str(out)]) == 0
     data = json.loads((out / "robustness.json").read_text())
-    assert data["adversary"] == str(best) and data["seats"] == ["ben"]
+    assert data["adversary"] == str(run) and data["seats"] == ["ben"]
     record = json.loads((out / "run.json").read_text())
-    assert record["robustness"]["adversary"] == str(best)
+    assert record["robustness"]["adversary"] == str(run)

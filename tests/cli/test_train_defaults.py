@@ -30,7 +30,7 @@ def test_cgym_train_and_the_librarys_default_run_are_the_same_run(tmp_path):
     run_methods(["base"], tmp_path / "library", options=RunOptions(progress=False), **small)
     cli, library = (json.loads((tmp_path / side / "base-seed0" / "config.json").read_text())
                     for side in ("cli", "library"))
-    assert cli == library and cli["policy"] == TRAIN_DEFAULTS["policy"] and cli["lr"] == TRAIN_DEFAULT_LR
+    assert cli == library and cli["policies"] == TRAIN_DEFAULTS["policies"] and cli["lr"] == TRAIN_DEFAULT_LR
 
 
 def test_defaults_train_with_signal(tmp_path, capsys):
@@ -41,7 +41,7 @@ def test_defaults_train_with_signal(tmp_path, capsys):
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["policy_weights"]["source"] == "shipped" and record["policy_weights"]["zoo_model"] == "quill"
     run = record["training"]
-    assert run["preset"] == "tiny" and run["policy"] == TRAIN_DEFAULTS["policy"]
+    assert run["preset"] == "tiny" and run["policies"] == TRAIN_DEFAULTS["policies"]
     assert run["protocol_settings"] == TRAIN_DEFAULT_PROTOCOL_SETTINGS
     report = json.loads((tmp_path / "crl-seed0" / "report.json").read_text())
     assert report["probe"]["informative_groups"] > 0  # the defaults give C-RL something to learn from

@@ -1,13 +1,18 @@
 """last/ is an HF model folder with everything a resume needs, swapped in whole: a kill between the swap's
-two renames still resumes (from last.old), and a state written before last/ held the weights still loads."""
+two renames still resumes (from last.old), and a state written before last/ held the weights still loads. Every
+seat, one or several, has its folder ``<run>/<seat>/``, and a path a user names for it finds its best/."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
+from coalition_gym.agents.member_settings import best_folder
+from coalition_gym.errors import ConfigError
 from coalition_gym.training import checkpoints
+from coalition_gym.training.export import pool_line
 from coalition_gym.training.trainer import load_policy
 
 
@@ -46,20 +51,27 @@ def test_a_state_with_the_weights_inside_still_loads(tmp_path):
     assert all(torch.equal(fresh.state_dict()[k], v) for k, v in model.state_dict().items())
 
 
-def test_a_single_policys_state_saved_before_it_was_a_team_of_one_resumes(tmp_path):
-    """The one layout's reader of the old one: a single policy's last/ once held the run's state itself (not
-    under ``team``); such a folder still resumes, at its step, with its weights."""
-    from dataclasses import asdict
+def _model_folder(folder):
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
 
-    from coalition_gym.training.config import make_config
-    from coalition_gym.training.trainer import Trainer, TrainState
 
-    cfg = make_config("crl", preset="tiny", policy="zoo:tiny/pico", task="zoo:arith", task_kwargs={"size": 20},
-                      collaborators="sim:demo", members=["atlas"], protocol="majority_vote")
-    old = Trainer(cfg, out=tmp_path, log=lambda line: None)
-    _step(old.model, old.optimizer)
-    checkpoints.save_state(tmp_path, old.model, old.optimizer, asdict(TrainState(step=2, best_step=1)), old.rng,
-                           cfg.to_dict(), old.tokenizer)  # the old layout: the bare state in tmp_path/last
-    resumed = Trainer(cfg, out=tmp_path, log=lambda line: None)
-    assert resumed.try_resume() and (resumed.state.step, resumed.state.best_step) == (2, 1)
-    assert all(torch.equal(p, q) for p, q in zip(old.model.parameters(), resumed.model.parameters()))
+def test_every_seat_has_its_folder_and_a_named_path_finds_its_best(tmp_path):
+    """One layout for any number of seats (a single policy's seat is named ``policy``), and one reader of the path
+    a user names: a run folder of one seat, its seat folder or the best/ itself; a run of several asks which."""
+    assert checkpoints.seat_folders(tmp_path, ["policy"]) == {"policy": tmp_path / "policy"}
+    assert checkpoints.seat_folders(tmp_path, ["a", "b"]) == {"a": tmp_path / "a", "b": tmp_path / "b"}
+    run = tmp_path / "crl-seed0"
+    _model_folder(run / "policy" / "best")
+    _model_folder(run / "policy" / "last")
+    (run / "config.json").write_text('{"method": "crl"}')  # the run's config, not a model's
+    for named in (run, run / "policy", run / "policy" / "best"):
+        assert best_folder(named) == run / "policy" / "best"
+    assert best_folder(run / "policy" / "last") == run / "policy" / "last"  # a checkpoint is itself
+    assert pool_line(run) == f"{{name: policy, backend: hf, model: {(run / 'policy' / 'best').resolve()}}}"
+    team = tmp_path / "team-crl-seed0"
+    for seat in ("left", "right"):
+        _model_folder(team / seat / "best")
+    assert best_folder(team / "right") == team / "right" / "best"
+    with pytest.raises(ConfigError, match=r"2 trained seats \(left, right\): name one"):
+        best_folder(team)

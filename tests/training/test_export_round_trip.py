@@ -32,7 +32,7 @@ def test_train_export_eval_round_trip_agrees_with_the_trainer(tmp_path, monkeypa
                            "--set", "protocol.tie_break=first", "--set", "test_items=40", "--set", "eval_items=8",
                            "--set", f"eval_decoding={decoding}", "--out", "train", "--export", "exported"])
     assert code == 0, err
-    best = tmp_path / "train" / "crl-seed0" / "best"
+    best = tmp_path / "train" / "crl-seed0" / "policy" / "best"  # every seat in <run>/<seat>/
     assert f"crl as a pool member: {{name: policy, backend: hf, model: {best}}}" in out
     settings = read_member_settings(best)
     assert settings is not None and (settings.style, settings.max_new_tokens) == ("compact", 16)

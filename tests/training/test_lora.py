@@ -30,7 +30,7 @@ SPEC = LoraSpec(r=4, alpha=8, dropout=0.0, target="all-linear")
 def config(method="crl", **kw):
     # fresh collaborator draws: pico rarely answers zoo:arith, but its partners' varying draws give every group
     # a reward spread, so C-RL gets signal (and the adapter moves) in a few steps
-    base = dict(policy=POLICY, task="zoo:arith", task_kwargs={"size": 40}, steps=3, eval_every=10, eval_items=4,
+    base = dict(policies=[POLICY], task="zoo:arith", task_kwargs={"size": 40}, steps=3, eval_every=10, eval_items=4,
                 test_items=6, items_per_step=2, group_size=4, collaborators="sim:demo", members=["atlas", "delta"],
                 protocol="slm_mux", collaborator_draws="fresh", lora_r=4, lora_alpha=8)
     if method in ("crl", "grpo-indiv", "dapo-indiv"):
@@ -107,7 +107,7 @@ def test_lora_crl_trains_only_the_adapter_and_a_killed_run_resumes_bitwise(tmp_p
     after = dict(straight.model.named_parameters())
     assert any(not torch.equal(start[n], after[n]) for n in start)  # the adapter trained
     assert all(torch.equal(p, base[n]) for n, p in straight.model.inner.named_parameters() if "lora_" not in n)
-    last = tmp_path / "straight" / "last"
+    last = tmp_path / "straight" / "policy" / "last"
     assert is_adapter_folder(last) and not (last / "model.safetensors").exists()  # checkpoints hold the adapter
     assert len(straight.optimizer.state) == len(start)
 
@@ -134,17 +134,18 @@ def test_lora_crl_trains_only_the_adapter_and_a_killed_run_resumes_bitwise(tmp_p
 
 def test_lora_grpo_indiv_runs_and_exports_merged_weights_a_pool_loads(tmp_path):
     settings = {k: v for k, v in config().to_dict().items()
-                if k in ("policy", "task", "task_kwargs", "steps", "eval_every", "eval_items", "test_items",
+                if k in ("policies", "task", "task_kwargs", "steps", "eval_every", "eval_items", "test_items",
                          "items_per_step", "group_size", "collaborators", "members", "protocol", "probe_groups",
                          "lora_r", "lora_alpha")}
     settings["steps"] = 2
     reports = run_methods(["grpo-indiv"], tmp_path / "runs", "tiny", RunOptions(progress=False), **settings)
     assert [r["method"] for r in reports] == ["base", "grpo-indiv"]
     run = tmp_path / "runs" / "grpo-indiv-seed0"
-    assert is_adapter_folder(run / "best")
+    best = run / "policy" / "best"
+    assert is_adapter_folder(best)
     done = export_run(run, tmp_path / "export")
     merged_folder = tmp_path / "export" / "policy"
-    assert done["member"]["model"] == str(merged_folder.resolve())
+    assert [m["model"] for m in done["members"]] == [str(merged_folder.resolve())]
     assert (merged_folder / "config.json").is_file() and not is_adapter_folder(merged_folder)  # plain HF weights
     assert (merged_folder / "coalition_gym.json").is_file()
     entry = yaml.safe_load((tmp_path / "export" / "pool.yaml").read_text())["members"][-1]
@@ -154,17 +155,17 @@ def test_lora_grpo_indiv_runs_and_exports_merged_weights_a_pool_loads(tmp_path):
     adapter, _ = load_policy(POLICY, "cpu", "float32", lora=SPEC)
     from coalition_gym.agents.lora import load_adapter_weights
 
-    load_adapter_weights(adapter, run / "best")
+    load_adapter_weights(adapter, best)
     pool = load_pool(str(tmp_path / "export" / "pool.yaml"))
     member = pool.backends()["policy"]
     net = getattr(member, "model", None) or member.generator.model
     ids = torch.tensor([[3, 5, 7, 11, 13]])
     with torch.no_grad():
         assert torch.allclose(net(input_ids=ids).logits, adapter(input_ids=ids).logits, atol=1e-5)
-        # the adapter folder itself also loads as a member (merged on load, where its base exists)
-        direct = HFGenerator(str(run / "best"), options=HFOptions(device="cpu", dtype="float32"))
+        # the adapter folder itself also loads as a member (merged on load, where its base exists), named by its run
+        direct = HFGenerator(str(run), options=HFOptions(device="cpu", dtype="float32"))
         assert torch.allclose(direct.model(input_ids=ids).logits, adapter(input_ids=ids).logits, atol=1e-5)
-        assert torch.allclose(load_merged(run / "best")(input_ids=ids).logits, adapter(input_ids=ids).logits,
+        assert torch.allclose(load_merged(best)(input_ids=ids).logits, adapter(input_ids=ids).logits,
                               atol=1e-5)
 
 

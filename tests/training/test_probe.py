@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def config(method="crl", **kw):
-    base = dict(policy="zoo:tiny/pico", task="zoo:reverse", task_kwargs={"size": 40}, steps=2, eval_every=25,
+    base = dict(policies=["zoo:tiny/pico"], task="zoo:reverse", task_kwargs={"size": 40}, steps=2, eval_every=25,
                 eval_items=4, test_items=4, items_per_step=2, group_size=4, collaborators="sim:split",
                 protocol="majority_vote", probe_groups=4)
     base.update(kw)
@@ -48,8 +48,8 @@ def test_the_last_step_is_evaluated_so_a_short_run_can_select_it(tmp_path):
 
 
 def test_the_probe_does_not_change_the_training_trajectory(tmp_path):
-    a = Trainer(config(policy="zoo:default/quill", probe_groups=0, steps=2), out=tmp_path / "a")
-    b = Trainer(config(policy="zoo:default/quill", probe_groups=3, steps=2), out=tmp_path / "b")
+    a = Trainer(config(policies=["zoo:default/quill"], probe_groups=0, steps=2), out=tmp_path / "a")
+    b = Trainer(config(policies=["zoo:default/quill"], probe_groups=3, steps=2), out=tmp_path / "b")
     a.fit(progress=False, force=True)
     b.fit(progress=False, force=True)
     assert b.state.probe is not None and a.state.probe is None

@@ -9,7 +9,7 @@ import pytest
 
 from coalition_gym.agents.zoo import zoo_task
 from coalition_gym.training.probe import NoSignalError
-from coalition_gym.training.team.config import make_team_config
+from coalition_gym.training.config import make_config
 from coalition_gym.training.trl_adapter import NoSignalWarning, SystemOutcomeReward, ZeroSignalWatch
 
 CANNOT = dict(task="zoo:reverse", task_kwargs={"size": 30}, protocol="majority_vote", collaborators="sim:split")
@@ -72,8 +72,8 @@ def test_the_trl_probe_refuses_a_policy_that_cannot_learn_unless_forced():
 def test_a_team_that_cannot_learn_is_refused_before_any_update_with_each_seats_cause(tmp_path, capsys):
     from coalition_gym.training.trainer import Trainer
 
-    config = make_team_config("tiny", policies=["zoo:tiny/pico", "zoo:tiny/nano"], steps=1, eval_items=2,
-                              test_items=2, items_per_step=2, group_size=2, probe_groups=3, **CANNOT)
+    config = make_config("team-crl", "tiny", policies=["zoo:tiny/pico", "zoo:tiny/nano"], steps=1, eval_items=2,
+                         test_items=2, items_per_step=2, group_size=2, probe_groups=3, **CANNOT)
     lines = []
     trainer = Trainer(config, out=tmp_path, log=lines.append)
     with pytest.raises(NoSignalError, match=r"team-crl would train nothing.*for any seat.*seat 'seat0'.*--force"):

@@ -105,7 +105,7 @@ def test_training_rollouts_on_ray_equal_local_ones(executor, tmp_path):
     from coalition_gym.training.config import make_config
     from coalition_gym.training.trainer import Trainer
 
-    cfg = make_config("crl", preset="tiny", policy="zoo:tiny/pico", task="zoo:arith", task_kwargs={"size": 20},
+    cfg = make_config("crl", preset="tiny", policies=["zoo:tiny/pico"], task="zoo:arith", task_kwargs={"size": 20},
                       items_per_step=3, group_size=2, collaborators="sim:demo", members=["atlas", "delta"])
     local = Trainer(cfg, out=tmp_path / "local")
     remote = Trainer(cfg, out=tmp_path / "ray", executor=executor)
@@ -137,13 +137,13 @@ def test_distributed_rollouts_equal_the_local_ones(executor):
 def test_a_team_trains_on_ray_with_the_local_rollouts_credit_and_cost(executor, tmp_path):
     """Ray for any number of seats: two seats' rollouts on the workers equal the local ones, their leave-one-out
     credit and the counterfactuals' cost included, and a team run with the Ray executor trains."""
-    from coalition_gym.training.team import make_team_config
+    from coalition_gym.training.config import make_config
     from coalition_gym.training.trainer import Trainer
 
-    cfg = make_team_config("tiny", policies=["zoo:tiny/pico", "zoo:tiny/nano"], task="zoo:arith",
-                           task_kwargs={"size": 20}, items_per_step=3, group_size=2, collaborators="sim:demo",
-                           members=["atlas"], protocol="majority_vote", credit="loo", steps=1, eval_every=1,
-                           eval_items=2, test_items=2, probe_groups=0)
+    cfg = make_config("team-crl", "tiny", policies=["zoo:tiny/pico", "zoo:tiny/nano"], task="zoo:arith",
+                      task_kwargs={"size": 20}, items_per_step=3, group_size=2, collaborators="sim:demo",
+                      members=["atlas"], protocol="majority_vote", credit="loo", steps=1, eval_every=1,
+                      eval_items=2, test_items=2, probe_groups=0)
     local = Trainer(cfg, out=tmp_path / "local")
     remote = Trainer(cfg, out=tmp_path / "ray", executor=executor)
     items = local.task.items("train")[:3]

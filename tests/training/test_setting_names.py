@@ -6,12 +6,11 @@ import pytest
 
 from coalition_gym.errors import ConfigError
 from coalition_gym.training.collaborative.settings import make_coalition_settings
-from coalition_gym.training.config import SETTING_SYNONYMS, field_names, make_config
+from coalition_gym.training.config import SETTING_SYNONYMS, field_names, make_config, trainer_methods
 from coalition_gym.training.recipes import recipe_names
-from coalition_gym.training.team.config import make_team_config, team_field_names
 
 
-POLICY, TEAM = (lambda **kw: make_config("crl", **kw)), (lambda **kw: make_team_config(**kw))
+POLICY, TEAM = (lambda **kw: make_config("crl", **kw)), (lambda **kw: make_config("team-crl", **kw))
 COALITION = lambda **kw: make_coalition_settings("sparta", **kw)  # noqa: E731
 
 
@@ -30,10 +29,10 @@ def test_an_unknown_setting_gets_the_closest_valid_names_and_the_list(make, give
 def test_every_recipe_calls_the_learning_rate_lr():
     assert make_coalition_settings("sparta", lr=1e-3).lr == 1e-3
     assert make_coalition_settings("multiagent_finetuning", lr=2e-3).lr == 2e-3
-    for method in recipe_names("policy"):
+    assert recipe_names("team") and set(recipe_names("team")) <= set(trainer_methods())
+    for method in trainer_methods():
         assert "lr" in field_names(method) and "learning_rate" not in field_names(method)
-    assert "lr" in team_field_names()
-    assert all(ours in team_field_names() | field_names("crl") | field_names("dapo-indiv")
+    assert all(ours in field_names("team-crl") | field_names("crl") | field_names("dapo-indiv")
                for ours in SETTING_SYNONYMS.values())  # every suggestion is a real setting
 
 

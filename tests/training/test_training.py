@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def config(method="crl", **kw):
-    base = dict(policy="zoo:tiny/pico", task="zoo:arith", task_kwargs={"size": 40}, steps=2, eval_every=2,
+    base = dict(policies=["zoo:tiny/pico"], task="zoo:arith", task_kwargs={"size": 40}, steps=2, eval_every=2,
                 eval_items=4, test_items=8, items_per_step=2, group_size=4, collaborators="sim:demo",
                 members=["atlas", "delta"], protocol="slm_mux")
     if method in ("crl", "grpo-indiv", "dapo-indiv"):
@@ -98,7 +98,7 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path):
 def test_methods_report_against_base(tmp_path):
     reports = run_methods(["crl", "raft", "nudge"], tmp_path, "tiny", RunOptions(progress=False),
                           **{k: v for k, v in config().to_dict().items()
-                             if k in ("policy", "task", "task_kwargs", "steps", "eval_every", "eval_items",
+                             if k in ("policies", "task", "task_kwargs", "steps", "eval_every", "eval_items",
                                       "test_items", "items_per_step", "group_size", "collaborators", "members",
                                       "protocol", "probe_groups")})
     assert [r["method"] for r in reports] == ["base", "crl", "raft", "nudge"]
@@ -126,4 +126,4 @@ def test_bad_training_configs():
     with pytest.raises(ConfigError, match="has a setting"):
         make_config("crl", learning_rate=1.0)
     with pytest.raises(ConfigError, match="neither a zoo model"):
-        Trainer(make_config("crl", policy="/does/not/exist", task="zoo:arith", task_kwargs={"size": 5}))
+        Trainer(make_config("crl", policies=["/does/not/exist"], task="zoo:arith", task_kwargs={"size": 5}))

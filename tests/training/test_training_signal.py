@@ -203,7 +203,7 @@ def test_the_trainer_refuses_a_protocol_that_never_asks_the_policy(monkeypatch, 
     monkeypatch.setitem(protocols.PROTOCOLS, "first_member_only", FirstMemberOnly)
     cfg = make_config("crl", preset="tiny", protocol="first_member_only", task="zoo:arith",
                       task_kwargs={"size": 10}, collaborators="sim:demo", members=["atlas"],
-                      policy="/no/model/needed/before/the/refusal")
+                      policies=["/no/model/needed/before/the/refusal"])
     with pytest.raises(ConfigError, match="never asks the policy"):
         Trainer(cfg, out=tmp_path)
 

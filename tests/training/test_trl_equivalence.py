@@ -49,7 +49,7 @@ OLD = ["sampled", "shifted"]  # old log-probs as recorded, or shifted so that cl
 
 
 def config(**kw):
-    base = dict(policy=POLICY, task="zoo:arith", task_kwargs={"size": 40}, collaborators="sim:demo",
+    base = dict(policies=[POLICY], task="zoo:arith", task_kwargs={"size": 40}, collaborators="sim:demo",
                 members=["atlas", "delta"], protocol="majority_vote", group_size=4, items_per_step=12,
                 collaborator_draws="fresh",  # fresh collaborator draws: some groups informative, some all-equal
                 rollout_temperature=TEMPERATURE, eps_low=EPSILON, eps_high=None, updates_per_batch=1,

@@ -79,7 +79,7 @@ def test_the_docs_export_example_has_a_learning_signal(tmp_path):
     assert "--force" not in argv  # a run with signal needs no force
     args = build_parser().parse_args(argv)
     [policy] = args.policy  # one --policy: a single seat
-    settings = default_run({**_given_settings(args), "policy": policy})  # as training.runs.train_runs lays them
+    settings = default_run({**_given_settings(args), "policies": [policy]})  # as training.runs.train_runs lays them
     config = make_config(args.method, preset=preset_for(args.preset, [policy]), **settings)
     trainer = Trainer(config, out=tmp_path, log=lambda line: None)
     results = trainer.probe()

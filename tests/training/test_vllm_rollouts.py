@@ -21,7 +21,7 @@ def pg_update(trainer, calls, advantages):
 
 
 def config(**kw):
-    base = dict(policy="zoo:tiny/pico", task="zoo:arith", task_kwargs={"size": 40}, steps=1, eval_every=1,
+    base = dict(policies=["zoo:tiny/pico"], task="zoo:arith", task_kwargs={"size": 40}, steps=1, eval_every=1,
                 eval_items=2, test_items=2, items_per_step=2, group_size=3, collaborators="sim:demo",
                 members=["atlas", "delta"], protocol="majority_vote", rollout_backend="vllm", updates_per_batch=2)
     base.update(kw)

@@ -8,10 +8,10 @@ and Shapley value over the seats) and the report.
 Files of a team run: ``out/config.json``, ``out/metrics.jsonl`` (per step the team reward and every seat's
 diagnostics, :mod:`.diagnostics`), ``out/report.json`` (system score before/after on test with CIs, each seat's
 solo / policy score / leave-one-out / Shapley before and after, the counterfactual cost, seconds per step), and per seat
-``out/<seat>/`` with ``best/`` and ``last/`` (HF model folders with their ``coalition_gym.json``: a pool member as
-they stand; with LoRA, adapter folders; ``last/`` also holds the optimiser state), ``config.json`` and
-``report.json`` (a team of one keeps them in ``out/`` itself, as a single policy's run does). With ``shared_base``
-every seat is one adapter of one shared model (:mod:`.config`).
+``out/<seat>/`` (every run's layout, :func:`..checkpoints.seat_folders`) with ``best/`` and ``last/`` (HF model
+folders with their ``coalition_gym.json``: a pool member as they stand; with LoRA, adapter folders; ``last/`` also
+holds the optimiser state) and the seat's ``report.json``. With ``shared_base`` every seat is one adapter of one
+shared model (:class:`..config.TeamCRLConfig`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,13 @@ from ...errors import ConfigError
 from ...result_files import write_json
 from ...valuation.stats import rescue_drag
 from ..advantages import group_advantages
-from ..config import TrainConfig
+from ..config import TeamCRLConfig, TrainConfig
 from ..curves import team_curves
 from ..evaluation import EvalResult, summarise
 from ..policy_model import resolve_policy
 from ..reporting import ReportInputs
 from ..rollouts import CounterfactualCost, Rollout
 from ..verdict import paired_verdict
-from .config import TeamConfig
 from .diagnostics import loo_credit, seat_signal, summarise_seats, team_signal
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class TeamCRL:
     report_modes = ("team",)
     compares_with_untrained = True  # the report: the team before and after training, on test
 
-    def __init__(self, config: TeamConfig):
+    def __init__(self, config: TeamCRLConfig):
         self.config = config
 
     @property
@@ -155,7 +154,7 @@ class TeamEval:
         return cls(summarise("system", [r.reward for r in rollouts], seed), seats, cost)
 
 
-def check_team_models(config: TeamConfig | TrainConfig, seats: Sequence[str], models: Mapping[str, Any] | None
+def check_team_models(config: TrainConfig, seats: Sequence[str], models: Mapping[str, Any] | None
                       ) -> None:
     """The refusals about the seats' models, before any is loaded: two seats of one model without ``shared_base``
     (or, with it, seats naming different models), and two seats given one model object. A single policy passes."""
@@ -194,8 +193,8 @@ def check_team_models(config: TeamConfig | TrainConfig, seats: Sequence[str], mo
 def team_scores(inputs: ReportInputs, weights: Mapping[str, Any]) -> dict[str, Any]:
     """A team's report (``weights``: seat -> its base weights' record): the team's system score of the best and
     the last checkpoints on test beside the untrained team's, each seat's solo / policy score / leave-one-out /
-    Shapley before and after, the counterfactual cost and seconds per step; writes ``report.json`` and, for every
-    seat with a folder of its own, ``<seat>/report.json``."""
+    Shapley before and after, the counterfactual cost and seconds per step; writes ``report.json`` and every
+    seat's ``<seat>/report.json``."""
     head, out, rows = inputs.header, inputs.out, inputs.rows
     seat_names = list(inputs.seat_policies)
     last, after, before = inputs.last["team"].to_dict(), inputs.best["team"].to_dict(), inputs.before or {}
@@ -224,16 +223,13 @@ def team_scores(inputs: ReportInputs, weights: Mapping[str, Any]) -> dict[str, A
         "counterfactual_cost": {"training": head["training_cost"], "test_after": after["cost"]},
         "seconds_per_step": seconds,
         "verdict": (paired_verdict(before["system"]["per_item"], after["system"]["per_item"]) if before else None),
-        "signal": signal, "policy_weights": dict(weights),
-        "seat_folders": {seat: str(folder.resolve()) for seat, folder in inputs.seat_folders.items()}}
+        "signal": signal, "policy_weights": dict(weights)}
     result["curves"] = str(team_curves(out, head["method"], seat_names))
     write_json(out / "report.json", result)
+    shared = {k: head[k] for k in ("method", "seed", "credit", "members", "protocol", "eval_seed")}
     for seat in seat_names:
-        if inputs.seat_folders[seat] != out:  # a team of one keeps its checkpoints in the run folder
-            write_json(inputs.seat_folders[seat] / "report.json",
-                       {**seats[seat], **{k: head[k] for k in ("method", "seed", "credit", "members", "protocol",
-                                                               "eval_seed")},
-                        "team_report": str((out / "report.json").resolve())})
+        write_json(inputs.seat_folders[seat] / "report.json",
+                   {**seats[seat], **shared, "team_report": str((out / "report.json").resolve())})
     return result
 
 

@@ -46,9 +46,9 @@ def test_two_policies_train_a_team_and_print_each_seats_pool_line(tmp_path, caps
 
 @pytest.mark.parametrize("extra, message", [
     (["--set", "credit=lo"], "unknown credit mode 'lo'. Did you mean 'loo'"),
-    (["--set", "policy=zoo:tiny/pico"], "team training has no setting 'policy'"),
+    (["--set", "policy=zoo:tiny/pico"], "no training method has a setting 'policy'. Did you mean 'policies'"),
     (["--method", "grpo-indiv"], "trains one policy; with 2 --policy options the team recipes apply: team-crl"),
-    (["--reward", "negate"], "team training has no setting 'reward'"),
+    (["--reward", "negate"], "'reward' is not a setting of team-crl"),
     (["--set", "shared_base=true"], "one LoRA adapter each: set lora_r > 0"),
 ])
 def test_the_team_path_refuses_with_one_line(tmp_path, capsys, extra, message):
@@ -68,20 +68,20 @@ def test_one_policy_keeps_the_single_seat_path(monkeypatch, tmp_path):
 
     monkeypatch.setattr(runs, "run_methods", run_methods)  # cgym train -> train_runs -> run_methods
     assert main(["train", "--policy", "zoo:tiny/pico", "--out", str(tmp_path)]) == 0
-    assert seen["methods"] == ["crl"] and seen["policy"] == "zoo:tiny/pico" and seen["preset"] == "tiny"
-    assert "policies" not in seen
+    assert seen["methods"] == ["crl"] and seen["policies"] == ["zoo:tiny/pico"] and seen["preset"] == "tiny"
     assert build_parser().parse_args(["train"]).policy is None  # no --policy: the single-seat defaults
 
 
 def test_a_team_recipe_with_one_policy_trains_a_team_of_one(tmp_path, capsys):
-    """One --policy under the team recipe: the same library function and trainer, one seat whose checkpoints are
-    the run folder's own (as a single policy's), its leave-one-out credit beside the collaborator."""
+    """One --policy under the team recipe: the same library function, trainer and layout, one seat named and
+    placed as a single policy's (``<run>/policy/``), its leave-one-out credit beside the collaborator."""
     one = TEAM[:3] + TEAM[5:]  # TEAM without its second --policy
     assert one.count("--policy") == 1
     assert main([*one, "--method", "team-crl", "--out", str(tmp_path)]) == 0, capsys.readouterr().err
     run = tmp_path / "team-crl-seed0"
     report = json.loads((run / "report.json").read_text())
-    assert report["seats"] == ["seat0"] and report["credit"] == "loo" and report["steps_run"] == 1
-    assert set(report["per_seat"]["seat0"]["after"]) == {"solo", "policy_score", "loo", "shapley"}
-    assert (run / "best" / "coalition_gym.json").is_file() and not (run / "seat0").exists()
-    assert "seat0 as a pool member:" in capsys.readouterr().out
+    assert report["seats"] == ["policy"] and report["credit"] == "loo" and report["steps_run"] == 1
+    assert set(report["per_seat"]["policy"]["after"]) == {"solo", "policy_score", "loo", "shapley"}
+    assert (run / "policy" / "best" / "coalition_gym.json").is_file() and not (run / "best").exists()
+    assert f"team-crl as a pool member: {{name: policy, backend: hf, model: {(run / 'policy' / 'best').resolve()}}}" \
+        in capsys.readouterr().out

@@ -25,11 +25,11 @@ from coalition_gym.envs.runner import episode_seed
 from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
 from coalition_gym.tasks import make as make_task
-from coalition_gym.training.export import export_team, pool_line
+from coalition_gym.training.config import TrainConfig, make_config
+from coalition_gym.training.export import export_run, pool_line
 from coalition_gym.training.policy_model import resolve_policy
 from coalition_gym.training.recipes import RecipeContext, get_recipe
 from coalition_gym.training.rollouts import RecordingPolicy, RolloutPlan, collect
-from coalition_gym.training.team import TeamConfig, make_team_config
 from coalition_gym.training.team.trainer import comparable_metrics
 from coalition_gym.training.trainer import Trainer
 from coalition_gym.types import Outcome, Sample
@@ -37,12 +37,12 @@ from coalition_gym.types import Outcome, Sample
 SEATS = ("zoo:tiny/pico", "zoo:tiny/nano")
 
 
-def config(**kw) -> TeamConfig:
+def config(**kw) -> TrainConfig:
     base = dict(policies=list(SEATS), task="zoo:arith", task_kwargs={"size": 40}, steps=2, eval_every=2,
                 eval_items=3, test_items=3, items_per_step=2, group_size=2, collaborators="sim:demo",
                 members=["atlas"], protocol="majority_vote")
     base.update(kw)
-    return make_team_config("tiny", **base)
+    return make_config("team-crl", "tiny", **base)
 
 
 def weights(model) -> list[torch.Tensor]:
@@ -102,7 +102,7 @@ def test_shared_base_seats_train_their_own_adapters_on_one_frozen_model(tmp_path
     with torch.no_grad():  # the seats differ: each call runs its own adapter
         assert not torch.allclose(seat0(input_ids=ids).logits, seat1(input_ids=ids).logits)
     trainer.report()
-    done = export_team(tmp_path / "run", tmp_path / "export")  # merged weights, one folder per seat
+    done = export_run(tmp_path / "run", tmp_path / "export")  # merged weights, one folder per seat
     pool = yaml.safe_load(Path(done["pool"]).read_text())
     merged = {e["name"]: Path(e["model"]) for e in pool["members"] if e["name"] in trainer.seats}
     assert set(merged) == set(trainer.seats) and all((m / "config.json").is_file() for m in merged.values())
@@ -164,7 +164,7 @@ def no_model_loads(monkeypatch):
 def test_refusals_come_before_any_rollout(tmp_path, monkeypatch, no_model_loads):
     with pytest.raises(ConfigError, match="K >= 1"):
         config(policies=[])
-    assert config(policies=["zoo:tiny/pico"]).seats == ["seat0"]  # one seat is a team of one
+    assert config(policies=["zoo:tiny/pico"]).seats == ["policy"]  # one seat is a team of one, named as a policy's
     with pytest.raises(ConfigError, match="Did you mean 'loo'"):
         config(credit="lo")
     with pytest.raises(ConfigError, match="at most 6 seats"):
@@ -204,11 +204,11 @@ KILLER = textwrap.dedent("""
     import torch
     torch.set_num_threads(1)
     from coalition_gym.training import checkpoints
-    from coalition_gym.training.team import make_team_config
+    from coalition_gym.training.config import make_config
     from coalition_gym.training.trainer import Trainer
 
     settings, out, kill_at, where = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    trainer = Trainer(make_team_config("tiny", **settings), out=out, log=lambda line: None)
+    trainer = Trainer(make_config("team-crl", "tiny", **settings), out=out, log=lambda line: None)
 
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
@@ -242,7 +242,7 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
                     members=["delta"], protocol="majority_vote", credit="system", collaborator_draws="fresh")
     settings.update(form)
     weights_file = "adapter_model.safetensors" if form else "model.safetensors"
-    straight = Trainer(make_team_config("tiny", **settings), out=tmp_path / "straight", log=lambda line: None)
+    straight = Trainer(make_config("team-crl", "tiny", **settings), out=tmp_path / "straight", log=lambda line: None)
     start = {s: weights(m) for s, m in straight.models.items()}
     straight.fit(progress=False)
     for seat, model in straight.models.items():  # the steps around the kill move the weights: resuming is not trivial
@@ -253,7 +253,7 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
     done = subprocess.run([sys.executable, str(script), json.dumps(settings), str(tmp_path / "victim"), "2", where],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    resumed = Trainer(make_team_config("tiny", **settings), out=tmp_path / "victim", log=lambda line: None)
+    resumed = Trainer(make_config("team-crl", "tiny", **settings), out=tmp_path / "victim", log=lambda line: None)
     resumed.fit(progress=False)
     assert resumed.state.step == 3
     for seat in straight.seats:
@@ -269,7 +269,7 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
     assert metrics("victim") == metrics("straight")  # every number but the timings, no row twice or missing
     assert not (tmp_path / "victim" / ".pending").exists()
     with pytest.raises(ConfigError, match="different configuration"):
-        Trainer(make_team_config("tiny", **{**settings, "steps": 5}), out=tmp_path / "victim").fit(progress=False)
+        Trainer(make_config("team-crl", "tiny", **{**settings, "steps": 5}), out=tmp_path / "victim").fit(progress=False)
 
 
 class ScriptedPolicy(Generator):
