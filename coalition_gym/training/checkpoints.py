@@ -1,7 +1,8 @@
 """Checkpoints: the full resumable state after every step (``last/``) and the best weights by dev
 score (``best/``), both HF model folders with their ``coalition_gym.json`` (pool members as they stand);
-with LoRA they hold the adapter only (a peft adapter folder: the base weights never change).
-A killed run resumes where it stopped; a kill mid-write never leaves a torn checkpoint."""
+with LoRA they hold the adapter only (a peft adapter folder: the base weights never change). Every seat's
+are in ``<run>/<seat>/`` (:func:`seat_folders`), one seat or several. A killed run resumes where it stopped;
+a kill mid-write never leaves a torn checkpoint."""
 
 from __future__ import annotations
 
