@@ -23,7 +23,7 @@ from ..settings_check import bounds_of
 from ..tasks import Task
 from ..tasks import make as make_task
 from .collaborative import TrainedCoalitionGame, make_coalition_settings
-from .config import make_config
+from .config import TrainConfig, make_config
 from .recipes import RecipeContext, get_recipe, make_strategy, recipe_of
 from .strategies import Strategy
 
@@ -60,7 +60,7 @@ def check_coalition_recipe(recipe: str, pool: Any = None, task: "Task | str" = "
 def default_settings(recipe: str) -> Any:
     """A registered recipe's settings with their defaults, built the way its command builds them."""
     found = get_recipe(recipe)
-    if found.kind == "policy":
+    if found.kind == "policy" or issubclass(found.settings, TrainConfig):  # the trainer's family: cgym train's way
         return make_config(recipe)
     if found.kind == "coalition":
         return make_coalition_settings(recipe)

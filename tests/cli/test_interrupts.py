@@ -169,7 +169,7 @@ def test_train_interrupted_then_resumed_equals_an_uninterrupted_run(folder):
         f"  - {{name: {m}, backend: slow, model: sim:split/{m}, delay: 0.01}}\n" for m in ("ana", "ben")))
     train = ["train", "--method", "crl", "--policy", "zoo:tiny/pico", "--task", "zoo:arith", "--collaborators",
              "split.yaml", "--protocol", "majority_vote", "--steps", "8", "--force", "--set", "probe_groups=0"]
-    started = lambda: (folder / "out" / "crl-seed0" / "last").is_dir()  # noqa: E731 - a step was checkpointed
+    started = lambda: (folder / "out" / "crl-seed0" / "policy" / "last").is_dir()  # noqa: E731 - a step was saved
     got, stderr = interrupt(train + ["--out", "out"], folder, started, delay=0.3)
     check_one_line(got, stderr, 130, "finished steps are checkpointed in out")
     resumed = run(train + ["--out", "out"], folder)
