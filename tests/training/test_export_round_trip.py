@@ -43,8 +43,10 @@ def test_train_export_eval_round_trip_agrees_with_the_trainer(tmp_path, monkeypa
     last = best.parent / "last"
     assert read_member_settings(last).provenance["step"] == 2
     pool = load_pool({"members": [{"name": "mine", "backend": "hf", "model": str(best)},
-                                  {"name": "latest", "backend": "hf", "model": str(last)}]})
-    assert pool.styles["mine"] == pool.styles["latest"] == "compact"
+                                  {"name": "latest", "backend": "hf", "model": str(last)},
+                                  {"name": "by_run", "backend": "hf", "model": str(best.parents[1])}]})
+    assert pool.styles["mine"] == pool.styles["latest"] == pool.styles["by_run"] == "compact"
+    assert pool.members["by_run"].identity == pool.members["mine"].identity  # the run folder names its best/
     assert pool.members["mine"].max_new_tokens == pool.members["latest"].max_new_tokens == 16
 
     command = shlex.split(next(line.strip() for line in out.splitlines() if line.strip().startswith("cgym eval")))
