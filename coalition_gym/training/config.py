@@ -227,7 +227,7 @@ class PolicyGradientConfig(ClippedPGSettings, TrainConfig):
     dynamic_sampling: bool = False  # DAPO: drop all-equal groups, refill up to items_per_step
     max_refills: int = setting(4, ge=0, doc="dynamic sampling: refills of a step's batch at most")
     # "negate": the method's reward with its sign flipped (crl: -system score), and dev checkpoints
-    # chosen by the lowest score: trains an adversary (cgym robustness --adversary <run>/best).
+    # chosen by the lowest score: trains an adversary (cgym robustness --adversary <run folder>).
     reward: str = setting("system", choices=REWARDS)
 
     def __post_init__(self) -> None:
