@@ -455,7 +455,7 @@ def diagnosis(cell: str, e: dict[str, Any]) -> str:
                                                    if trained and all(b == 0 for b in trained) else "")]
     if m["no_signal_seeds"]:
         causes = [w.split("Likely cause: ", 1)[-1].split(" Pass --force", 1)[0].rstrip(".") for w in m["why_no_signal"]]
-        parts.append(f"no learning signal in seeds {m['no_signal_seeds']}: {' / '.join(causes)}")
+        parts.append(f"no learning signal in seeds {m['no_signal_seeds']}: {' / '.join(dict.fromkeys(causes))}")
     if steps:
         parts.append(steps)
     return f"- **{cell}**: " + "; ".join(parts)
