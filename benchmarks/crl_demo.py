@@ -102,6 +102,17 @@ COMMON = {"items_per_step": 8, "group_size": 8, "eval_every": 25, "eval_items": 
           "test_items": 1000, "task_kwargs": {"size": 2000}}
 
 
+def seated(config: dict[str, Any]) -> dict[str, Any]:
+    """A saved config in today's names: results written before a policy was a team of one seat (issue 50) name
+    its ``policy`` and ``policy_name``; today's name ``policies`` and ``seats`` and say ``credit`` and
+    ``shared_base`` (the only values a single policy had), so such a result is not run again."""
+    if "policy" not in config or "policies" in config:
+        return config
+    rest = {k: v for k, v in config.items() if k not in ("policy", "policy_name")}
+    return {**rest, "policies": [config["policy"]], "seats": [config["policy_name"]], "credit": "system",
+            "shared_base": False}
+
+
 def method_config(name: str, method_settings: dict[str, Any], train: dict[str, Any], seed: int,
                   **extra: Any) -> Any:
     """The TrainConfig of one method of a setting: the shared settings, the setting's, then the method's
@@ -136,7 +147,7 @@ def run_method(job: dict[str, Any], name: str) -> dict[str, Any]:
     if done.is_file():
         old = json.loads(done.read_text())
         weights = policy_weights(config.policies[0])
-        if old["config"] == config.to_dict() and old.get("policy_weights") == weights:
+        if seated(old["config"]) == config.to_dict() and old.get("policy_weights") == weights:
             if "eval_seed" in old:
                 return {**old, "name": name, "setting": job["setting"]}  # finished work is kept
             # trained before evaluations took the runner's episode seeds: the same checkpoints,

@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 from _common import machine_info, write_json
-from crl_demo import method_config, pooled_ci, run_method
+from crl_demo import method_config, pooled_ci, run_method, seated
 
 # -- the pre-registered rule -------------------------------------------------------------------------------
 PROTOCOLS: dict[str, dict[str, Any]] = {
@@ -161,6 +161,7 @@ def slug(cell: str) -> str:
 def plain(data: Any) -> Any:
     """``data`` as it reads back from JSON (tuples as lists), so saved and fresh configs compare equal."""
     return json.loads(json.dumps(data, default=str))
+
 
 
 # -- the cell rule: probes on train items ------------------------------------------------------------------
@@ -286,7 +287,7 @@ def run_job(job: dict[str, Any]) -> list[str]:
     for name in job["methods"]:
         path = result_path(job["results"], job["cell"], name, job["seed"])
         config = plain(method_config(name, job["method_settings"], job["train"], job["seed"]).to_dict())
-        if path.is_file() and json.loads(path.read_text()).get("config") == config:
+        if path.is_file() and seated(json.loads(path.read_text()).get("config", {})) == config:
             continue
         start = time.perf_counter()
         result = run_result(job, name, config)

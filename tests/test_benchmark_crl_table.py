@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from crl_table import METHODS, Spec, headline_sentence, load_results, result_path, run_table  # noqa: E402
+from crl_table import METHODS, Spec, headline_sentence, load_results, plain, result_path, run_table, seated  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,3 +72,15 @@ def test_the_readme_and_docs_headline_is_the_committed_result():
     sentence = headline_sentence(json.loads(table.read_text()))
     for page in (ROOT / "README.md", ROOT / "docs" / "train" / "crl-results.md"):  # `crl_table.py --report --docs`
         assert sentence in " ".join(page.read_text().split()), f"{page.relative_to(ROOT)} should say: {sentence}"
+
+
+def test_a_result_saved_before_seats_were_fields_is_not_run_again(tmp_path):
+    """Results written when a run named its ``policy`` (before a policy was a team of one seat) read as today's
+    config, so resuming the table reuses them instead of training every cell again."""
+    spec = tiny_spec(tmp_path)
+    chosen = {"policy": "zoo:tiny/pico", "collaborators": "sim:split"}
+    today = plain(spec.config(VOTE, chosen, "crl", 0).to_dict())
+    (seat,), (policy,) = today["seats"], today["policies"]
+    before = {k: v for k, v in today.items() if k not in ("policies", "seats", "credit", "shared_base")}
+    before.update(policy=policy, policy_name=seat)
+    assert seated(before) == today and seated(today) == today
