@@ -20,8 +20,7 @@ to arrive too, and not at all once they all have; at most half the time its rece
 (a wait buys a larger batch, and never costs more than half the wave it fills; a remote backend's calls overlap,
 so a larger batch saves them nothing) and at most ``wait_s``. Members that
 answer in microseconds are thus not waited for; a local model's forward pass, whose cost grows far slower than its
-batch, is. From ``2 * cohort_min`` live callers on, a wave waits for half of them: the callers fall into two
-cohorts whose waves alternate, one's forward passes running while the other's round trip does.
+batch, is.
 """
 
 from __future__ import annotations
@@ -43,10 +42,6 @@ Waiter = tuple[SeatedEpisode, Callable[[], None], Hashable]
 #: the longest new work waits for the live callers by default (and never more than half a recent wave): 64 sessions
 #: of the shipped zoo take about 0.15 s to come back with their next episodes (benchmarks/served_envs.py)
 WAIT_S = 0.25
-#: the fewest episodes a cohort holds: from twice this many live callers on, a wave waits for half of them, not all
-#: (64 zoo:default sessions served 0.69x make_vec(64) in one cohort, 0.88x in two; 8 sessions lost 25% in two:
-#: a forward pass of 4 costs nearly one of 8; benchmarks/served_envs.py)
-COHORT_MIN = 32
 
 
 class _Open:
@@ -90,9 +85,8 @@ class WaveBatcher:
     ``wait_s``: the longest new work waits for live episodes that have not arrived yet (see the module doc)."""
 
     def __init__(self, backends: Mapping[str, Generator], stats: RunStats | None = None, *, wait_s: float = WAIT_S,
-                 cohort_min: int = COHORT_MIN, name: str = "cgym-batcher"):
+                 name: str = "cgym-batcher"):
         self.backends, self.stats, self.wait_s, self.name = backends, stats or RunStats(), wait_s, name
-        self.cohort_min = cohort_min
         self.waves = 0
         self.wave_s = 0.0  # the recent waves' seconds in local calls (a moving average): a wait's bound, halved
         self._cond = threading.Condition()
@@ -191,22 +185,13 @@ class WaveBatcher:
                 self.wave_s = seconds if self.wave_s == 0 else 0.8 * self.wave_s + 0.2 * seconds
 
     def _gather(self) -> None:
-        """Wait (under the lock) until every live episode not in a call is queued (half of them from
-        ``2 * cohort_min`` on), or the wait's bound passed."""
+        """Wait (under the lock) until every live episode not in a call is queued, or the wait's bound passed."""
         deadline = time.monotonic() + min(self.wait_s, 0.5 * self.wave_s)
-        while len(self._queue) < self._expected() and not self._closed:
+        while len(self._queue) < len(self._live) - self._open and not self._closed:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
             self._cond.wait(left)
-
-    def _expected(self) -> int:
-        """How many arrivals a wave waits for: every live episode not in a call, or half of them (a cohort) once
-        there are ``2 * cohort_min``. Two cohorts then alternate: one's forward passes run while the other's
-        round trip does (its seat's reply, its scoring, its next reset), which one wave of all would leave the
-        models idle for."""
-        waiting = len(self._live) - self._open
-        return waiting if waiting < 2 * self.cohort_min else (waiting + 1) // 2
 
     def _enter(self, episode: SeatedEpisode, done: Callable[[], None], caller: Hashable) -> None:
         """Put an arrived episode's Asks in their backends' lanes (under the lock)."""

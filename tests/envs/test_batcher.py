@@ -142,33 +142,3 @@ def test_a_session_that_comes_back_with_its_next_episode_is_waited_for():
     full = 3 * sessions  # the three members share the backend
     # the first wave goes before the others arrive (no wave timed yet), the last ones as sessions finish
     assert local.sizes.count(full) >= len(local.sizes) - 3, local.sizes
-
-
-def test_from_twice_cohort_min_sessions_a_wave_waits_for_half_of_them():
-    """Two cohorts: with 8 sessions and ``cohort_min=4`` a wave goes out once 4 sessions are in, so one cohort's
-    forward passes run while the other's round trip does (one wave of all 8 would leave the model idle then)."""
-    local = Counting("local", delay=0.05)
-    system = system_of({"a": local, "b": local, "c": local})
-    batcher = WaveBatcher(system.backends, wait_s=1.0, cohort_min=4)
-    sessions, episodes = 8, 3
-
-    def session(k: int) -> None:
-        for e in range(episodes):
-            item = system.items[(k * episodes + e) % len(system.items)]
-            episode = SeatedEpisode(system.start(item, k * 100 + e), ["policy"], None)
-            while True:
-                batcher.run(episode, caller=("session", k))
-                if episode.done:
-                    break
-                episode.answer("policy", Sample(text="Answer: 1"))
-        batcher.leave(("session", k))
-
-    threads = [threading.Thread(target=session, args=(k,)) for k in range(sessions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    batcher.close()
-    half, full = 3 * sessions // 2, 3 * sessions
-    assert full not in local.sizes[1:], local.sizes  # no wave of all after the first
-    assert local.sizes.count(half) >= len(local.sizes) - 3, local.sizes
