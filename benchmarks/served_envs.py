@@ -341,6 +341,19 @@ def table(pools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def headline(pools: list[dict[str, Any]], n: int = max(SESSIONS)) -> str:
+    """The README's table: each pool at ``n`` sessions, served against make_vec(n) (median, and the range between
+    the passes' extremes: slowest served over fastest make_vec, fastest over slowest) and against one session."""
+    lines = [f"| pool ({n} sessions) | served ep/s | served / make_vec({n}) [range] | served / 1 session |",
+             "|---|---|---|---|"]
+    for pool in pools:
+        row = pool["rows"].get(n, pool["rows"].get(str(n)))
+        s, v = row["served"], row["vec"]
+        lines.append(f"| {pool['pool']} | {s['median']:.1f} | {row['served_vs_vec']:.2f}x [{s['min'] / v['max']:.2f}, "
+                     f"{s['max'] / v['min']:.2f}] | {row['served_vs_one_session']:.1f}x |")
+    return "\n".join(lines)
+
+
 def kept_pools(path: Path, pools: list[dict[str, Any]], mock: dict[str, Any],
                order: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """This run's pools with the earlier result's other pools kept (a ``--pools`` rerun of some pools replaces

@@ -530,6 +530,7 @@ def test_the_served_environments_table_is_the_benchmark_result():
     data = result("served_envs.json")
     text = SERVED_PAGE.read_text()
     assert module.table(data["pools"]) in text
+    assert module.headline(data["pools"]) in README.read_text()  # the README's 64-session summary
     assert all(pool["served_rewards_equal_in_process"] for pool in data["pools"])
     step = data["trl_step"]
     assert step["same_rewards"]
