@@ -23,6 +23,7 @@ enumeration (``tests/valuation/test_closed_form.py``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from typing import TYPE_CHECKING, Callable, Sequence, cast
@@ -58,8 +59,10 @@ class StructuredGame(Game):
 
     def _compute(self, coalitions):
         bits = np.zeros((len(coalitions), len(self.players)), dtype=bool)
-        for row, c in enumerate(coalitions):
-            bits[row, [self._index[p] for p in c]] = True
+        sizes = [len(c) for c in coalitions]
+        members = np.fromiter(map(self._index.__getitem__, itertools.chain.from_iterable(coalitions)), dtype=np.intp,
+                              count=sum(sizes))
+        bits[np.repeat(np.arange(len(coalitions)), sizes), members] = True
         return dict(zip(coalitions, self.values(bits)))
 
 

@@ -44,14 +44,15 @@ class Game(ABC):
         """Per-item values of non-empty coalitions not evaluated before."""
 
     def evaluate(self, coalitions: Iterable[Iterable[str]]) -> None:
-        todo = []
+        todo, pending, players = [], set(), frozenset(self.players)
         for c in coalitions:
             key = frozenset(c)
-            unknown = key - set(self.players)
-            if unknown:
+            if not key <= players:
+                unknown = key - players
                 raise ConfigError(f"coalition names {sorted(unknown)}, not players of this game {list(self.players)}")
-            if key and key not in self._values and key not in todo:
+            if key and key not in self._values and key not in pending:
                 todo.append(key)
+                pending.add(key)
         if todo:
             self._values.update(self._compute(todo))
 

@@ -84,11 +84,13 @@ from .sampling import (
     ValueTable,
     _bits,
     _calibratable,
-    _resample_units,
     jackknife_replicates,
     jackknife_variance,
     register_sampler,
     replicate_rows,
+    replicate_rows_of_counts,
+    replicate_unit_counts,
+    resampled_counts,
     unit_counts,
     unit_numbers,
 )
@@ -103,6 +105,9 @@ ZERO_RESIDUAL = 1e-9
 #: (replicate, fold, cell) holds a row of k + n numbers)
 MANY_CELLS = 1024
 #: the calibration's bootstrap replicates estimated this many at a time (memory: players x sizes per column)
+#: ReplicateMeans.many builds and solves the Schur complements of this many replicates at a time (their arrays stay
+#: in cache; the numbers do not depend on it)
+SCHUR_CHUNK = 4
 CALIBRATION_CHUNK = 25  # a residual this small is the proxy fitting the coalition exactly (float round-off)
 
 
@@ -268,10 +273,11 @@ class TypeFit:
         (folds x cells) x coalitions."""
         n_folds, items = len(self.fold_sizes), len(self.folds)
         row = (self.folds[None, :] * len(cells) + np.searchsorted(cells, self.cell[columns])).ravel()
-        column = np.repeat(np.arange(len(columns)), items)
-        hits, sums = np.zeros((n_folds * len(cells), len(columns))), np.zeros((n_folds * len(cells), len(columns)))
-        np.add.at(hits, (row, column), 1.0)
-        np.add.at(sums, (row, column), self.values[columns].ravel())
+        # (row, column) as one index; bincount adds in the order given, from zero, as np.add.at would
+        at = row * len(columns) + np.repeat(np.arange(len(columns)), items)
+        shape, size = (n_folds * len(cells), len(columns)), n_folds * len(cells) * len(columns)
+        hits = np.bincount(at, minlength=size).astype(float).reshape(shape)
+        sums = np.bincount(at, weights=self.values[columns].ravel(), minlength=size).reshape(shape)
         return hits, sums
 
     def blocks(self, cnt: np.ndarray, cw: np.ndarray, tot: np.ndarray, gram: np.ndarray, member_y: np.ndarray,
@@ -321,6 +327,7 @@ class ReplicateMeans:
         scaled = cross / self.diagonal[:, :, None]
         self.schur = others + np.diag(fit.penalty[fit.cells:]) - cross.transpose(0, 2, 1) @ scaled
         self.rhs = y_others - np.einsum("fcd,fc->fd", scaled, tot)
+        del scaled  # folds x cells x (k + n): not needed further (memory)
         # the cells some coalition reaches on some item: h's table elsewhere is its smooth part alone
         self.reached = np.unique(fit.cell)
         hi, lo = _type_shapley_maps(fit.n)
@@ -335,14 +342,25 @@ class ReplicateMeans:
             self.type_counts[1, fit.folds[t], :, p_of_item[t]] += ~fit.high[t]
         # h's Shapley value as linear maps of the folds' tables (reached cells) and smooth coefficients: per player,
         # summed over the items of each type and number of high players (times items)
-        self.phi_of_table = np.einsum("tfip,tpr->ifr", self.type_counts, self.maps).reshape(fit.n, -1)
-        self.phi_of_smooth = np.einsum("tfip,tpk->ifk", self.type_counts, self.maps_smooth).reshape(fit.n, -1)
+        by_type = self.type_counts.transpose(2, 1, 0, 3).reshape(fit.n * n_folds, -1)  # (i, f) x (t, p): one product
+        self.phi_of_table = (by_type @ self.maps.reshape(len(by_type.T), -1)).reshape(fit.n, -1)
+        self.phi_of_smooth = (by_type @ self.maps_smooth.reshape(len(by_type.T), -1)).reshape(fit.n, -1)
         rows = (np.arange(n_folds)[:, None] * fit.cells + self.reached[None, :]).ravel()
         self.hits_reached = fit.hits[rows].T.tocsr() / items  # coalitions x (folds x reached cells), per item
         self.k = k
         # the full fit's parts on the reached cells, and the smooth features there
         self.reached_parts = (self.cross[:, self.reached], self.tot[:, self.reached], self.diagonal[:, self.reached])
         self.smooth_reached = fit.smooth[self.reached]
+        # phi_of_table times the table (tot - cross coef) / diagonal, as a constant and a linear map of each fold's
+        # coefficients (players x (folds x (k + n)))
+        reached_cross, reached_tot, reached_diagonal = self.reached_parts
+        by_fold = self.phi_of_table.reshape(fit.n, n_folds, -1)
+        self.phi_base, of_coef = np.zeros(fit.n), np.empty((fit.n, n_folds, k + fit.n))
+        for f in range(n_folds):  # a fold at a time (memory)
+            per_cell = by_fold[:, f] / reached_diagonal[f]  # players x reached
+            self.phi_base += per_cell @ reached_tot[f]
+            of_coef[:, f] = per_cell @ reached_cross[f]
+        self.phi_of_coef = of_coef.reshape(fit.n, -1)
 
     def __call__(self, multiplicity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(h's item means on the fit's coalitions, h's Shapley values' item means) refitted with each coalition
@@ -364,25 +382,46 @@ class ReplicateMeans:
         if changed.size:
             d_cnt, d_cw, d_tot, d_gram, d_member_y = self._changes(multiplicities[:, changed] - 1.0, changed, cells)
             smooth = fit.smooth[cells]
-            d_others, _, d_y = fit.blocks(d_cnt, d_cw, d_tot, d_gram, d_member_y, smooth)
             old_cross, old_diagonal, old_tot = self.cross[:, cells], self.diagonal[:, cells], self.tot[:, cells]
             tot = old_tot + d_tot
             diagonal = old_diagonal + d_cnt
-            cross = np.concatenate([(old_diagonal + d_cnt - fit.penalty[cells])[..., None] * smooth,
-                                    old_cross[..., k:] + d_cw], axis=-1)
-            schur = schur + d_others - _outer_sum(cross, cross, diagonal) + _outer_sum(old_cross, old_cross,
-                                                                                      old_diagonal)
+            cross = np.empty(d_cw.shape[:-1] + (k + fit.n,))  # [cells' smooth features x their count | cw]
+            np.multiply((old_diagonal + d_cnt - fit.penalty[cells])[..., None], smooth, out=cross[..., :k])
+            np.add(old_cross[..., k:], d_cw, out=cross[..., k:])
+            d_y = np.concatenate([d_tot @ smooth, d_member_y], axis=-1)
             rhs = rhs + d_y - _outer_sum(cross, tot[..., None], diagonal)[..., 0] \
                 + _outer_sum(old_cross, old_tot[..., None], old_diagonal)[..., 0]
-        coef = np.linalg.solve(np.broadcast_to(schur, (count,) + self.schur.shape),
-                               np.broadcast_to(rhs, (count,) + self.rhs.shape)[..., None])[..., 0]
+            old_outer = _outer_sum(old_cross, old_cross, old_diagonal)
+            # the change of the other columns' block on the smooth features (the rest: the gram's change)
+            corner, edge = smooth.T @ (d_cnt[..., None] * smooth), smooth.T @ d_cw
+            coef = np.empty(rhs.shape)
+            for start in range(0, count, SCHUR_CHUNK):  # a few replicates at a time: their arrays stay in cache
+                part = slice(start, start + SCHUR_CHUNK)
+                # schur + the change of the other columns' block - the new cells' outer sum + the old cells' (in
+                # that order, element by element), in one array
+                schur = self._changed_others(corner[part], edge[part], d_gram[part])
+                schur += self.schur
+                schur -= _outer_sum(cross[part], cross[part], diagonal[part])
+                schur += old_outer
+                coef[part] = np.linalg.solve(schur, rhs[part][..., None])[..., 0]
+        else:
+            coef = np.linalg.solve(np.broadcast_to(schur, (count,) + self.schur.shape),
+                                   np.broadcast_to(rhs, (count,) + self.rhs.shape)[..., None])[..., 0]
         by_fold = coef.transpose(1, 2, 0)  # folds x (k + n) x replicates
         reached_cross, reached_tot, reached_diagonal = self.reached_parts
-        table = (reached_tot[..., None] - reached_cross @ by_fold) / reached_diagonal[..., None]  # folds x reached x r
+        table = reached_cross @ by_fold  # then (tot - cross coef) / diagonal: folds x reached x replicates
+        np.subtract(reached_tot[..., None], table, out=table)
+        table /= reached_diagonal[..., None]
+        # the table's part of h's Shapley values: linear in the coefficients off the changed cells (phi_of_coef),
+        # plus the changed cells' change
+        phi_table = self.phi_base[:, None] - self.phi_of_coef @ coef.reshape(count, -1).T  # players x replicates
         if changed.size:
             where = np.searchsorted(self.reached, cells)
-            table[:, where] = ((tot - (cross @ coef[..., None])[..., 0]) / diagonal).transpose(1, 2, 0)
-        return self._means(by_fold, table)
+            new = ((tot - (cross @ coef[..., None])[..., 0]) / diagonal).transpose(1, 2, 0)  # folds x cells x r
+            at = (np.arange(len(fit.fold_sizes))[:, None] * len(self.reached) + where[None, :]).ravel()
+            phi_table += self.phi_of_table[:, at] @ (new - table[:, where]).reshape(len(at), count)
+            table[:, where] = new
+        return self._means(by_fold, table, phi_table)
 
     def _changes(self, delta: np.ndarray, columns: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, ...]:
         """:meth:`TypeFit.statistics` of each replicate's change of the multiplicities (``delta``: replicates x the
@@ -393,25 +432,45 @@ class ReplicateMeans:
         bits, totals = fit.bits[columns], fit.fold_totals[columns]
         weighted = delta[:, :, None] * bits[None]  # replicates x coalitions x n
         cnt = (delta @ hits.T).reshape(count, n_folds, -1)
-        cw = (hits[None] @ weighted).reshape(count, n_folds, -1, n)
+        # cw and the gram are whole numbers, exact in any order: each replicate's from the coalitions it changes
+        # (its first ``most`` coalitions by change, the rest of them unchanged: zero rows of ``weighted``)
+        changes = delta != 0
+        most = int(changes.sum(axis=1).max())
+        at = np.argsort(~changes, axis=1, kind="stable")[:, :most]  # replicates x most
+        scaled = np.take_along_axis(weighted, at[:, :, None], axis=1)  # replicates x most x n
+        cw = (hits.T[at].transpose(0, 2, 1) @ scaled).reshape(count, n_folds, -1, n)
+        gram = bits[at].transpose(0, 2, 1) @ scaled
         tot = (delta @ sums.T).reshape(count, n_folds, -1)
         member_y = weighted.swapaxes(1, 2) @ totals  # replicates x n x folds
-        # every fold's fit is on the other folds: the totals minus its own
-        own = (cnt, cw, tot, member_y.swapaxes(1, 2))
-        d_cnt, d_cw, d_tot, d_member_y = (x.sum(1, keepdims=True) - x for x in own)
-        return d_cnt, d_cw, d_tot, bits.T @ weighted, d_member_y
+        # every fold's fit is on the other folds: the totals minus its own (cw's in place: it is not needed after)
+        d_cnt, d_tot, d_member_y = (x.sum(1, keepdims=True) - x for x in (cnt, tot, member_y.swapaxes(1, 2)))
+        d_cw = np.subtract(cw.sum(1, keepdims=True), cw, out=cw)
+        return d_cnt, d_cw, d_tot, gram, d_member_y
 
-    def _means(self, coef: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _changed_others(self, corner: np.ndarray, edge: np.ndarray, gram: np.ndarray) -> np.ndarray:
+        """The change of the block of the k + n other columns (:meth:`TypeFit.blocks`' first part), replicates x
+        folds x (k + n) x (k + n) (a new array), from its smooth features' corner (replicates x folds x k x k) and
+        edge (replicates x folds x k x n) and the change of the membership gram (replicates x n x n)."""
+        fit, k = self.fit, self.k
+        out = np.empty(corner.shape[:-2] + (k + fit.n, k + fit.n))
+        out[..., :k, :k] = corner
+        out[..., :k, k:] = edge
+        out[..., k:, :k] = edge.swapaxes(-1, -2)
+        np.multiply(gram[:, None, :, :], (fit.fold_sizes.sum() - fit.fold_sizes)[:, None, None], out=out[..., k:, k:])
+        return out
+
+    def _means(self, coef: np.ndarray, table: np.ndarray, phi_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The item means of h (replicates x coalitions) and of its Shapley values (replicates x players) from each
-        fold's coefficients (folds x (k + n) x replicates) and its table's non-smooth part on the reached cells
-        (folds x reached x replicates)."""
+        fold's coefficients (folds x (k + n) x replicates), its table's non-smooth part on the reached cells
+        (folds x reached x replicates; overwritten) and that part's share of the Shapley values (``phi_of_table``
+        times it: players x replicates)."""
         fit, k = self.fit, self.k
         smooth_part, betas = coef[:, :k], coef[:, k:]
-        reached_table = table + self.smooth_reached @ smooth_part  # folds x reached x replicates
+        reached_table = np.add(table, self.smooth_reached @ smooth_part, out=table)  # folds x reached x replicates
         items, count = len(fit.folds), coef.shape[2]
         additive = np.einsum("f,fir->ri", fit.fold_sizes, betas) / items  # replicates x players
         h = (self.hits_reached @ reached_table.reshape(-1, count)).T + additive @ fit.bits.T
-        phi = (self.phi_of_table @ table.reshape(-1, count) + self.phi_of_smooth @ smooth_part.reshape(-1, count)).T
+        phi = (phi_table + self.phi_of_smooth @ smooth_part.reshape(-1, count)).T
         return h, phi / items + additive
 
 
@@ -486,13 +545,12 @@ def pair_priorities(n: int, value: Callable[[int], np.ndarray], solo: np.ndarray
     per-item order it reproduces every selection."""
     high = solo >= HIGH
     wins = np.zeros((solo.shape[0], n, n))  # wins[t, i, j]: i answered for {i, j} on item t
-    for i in range(n):
-        for j in range(i + 1, n):
-            v = value((1 << i) | (1 << j))
-            differ = high[:, i] != high[:, j]
-            near_i, near_j = np.abs(v - solo[:, i]), np.abs(v - solo[:, j])
-            wins[:, i, j] = differ & (near_i < near_j)
-            wins[:, j, i] = differ & (near_j < near_i)
+    first, second = np.triu_indices(n, 1)  # every pair i < j
+    v = np.stack([value((1 << i) | (1 << j)) for i, j in zip(first.tolist(), second.tolist())], axis=1)
+    differ = high[:, first] != high[:, second]
+    near_i, near_j = np.abs(v - solo[:, first]), np.abs(v - solo[:, second])
+    wins[:, first, second] = differ & (near_i < near_j)
+    wins[:, second, first] = differ & (near_j < near_i)
     lows_beaten = (wins * ~high[:, None, :]).sum(axis=2)  # for a high-type player
     highs_winning = (wins * high[:, :, None]).sum(axis=1)  # for a low-type player: the highs that beat it
     below = ((highs_winning[:, None, :] > highs_winning[:, :, None]) & ~high[:, None, :]).sum(axis=2)
@@ -512,6 +570,7 @@ class CrossFitted:
         self.families, self.weights, self.folds, self.solo, self.fit = families, weights, folds, solo, fit
         self._memo: dict[int, np.ndarray] = {0: np.zeros(len(folds))}
         self._family_parts = dict(kept or {})  # (family, "shapley" | "on_fit") -> its part, computed once
+        self._kept_means: dict[int, tuple[np.ndarray, np.ndarray]] | None = None  # refit_means_many's, once
 
     def _blend(self, part: Callable[[Proxy, np.ndarray], np.ndarray], rows: int,
                cached: str | None = None) -> np.ndarray:
@@ -572,15 +631,18 @@ class CrossFitted:
     def refit_means_many(self, multiplicities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`refit_means` of several replicates (``multiplicities``: replicates x coalitions): replicates x
         coalitions and replicates x players."""
-        self.on_fit()
-        self.shapley()
+        if self._kept_means is None:  # the other families' parts stay: their item means, once
+            self.on_fit()
+            self.shapley()
+            self._kept_means = {j: (self._family_parts[j, "on_fit"].mean(axis=1),
+                                    self._family_parts[j, "shapley"].mean(axis=1))
+                                for j, weight in enumerate(self.weights) if j > 0 and weight != 0}
         count = len(multiplicities)
         h, phi = np.zeros((count, len(self.fit.bits))), np.zeros((count, self.solo.shape[1]))
         for j, weight in enumerate(self.weights):
             if weight == 0:
                 continue
-            parts = self._replicate_means().many(multiplicities) if j == 0 else \
-                (self._family_parts[j, "on_fit"].mean(axis=1), self._family_parts[j, "shapley"].mean(axis=1))
+            parts = self._replicate_means().many(multiplicities) if j == 0 else self._kept_means[j]
             h, phi = h + weight * parts[0], phi + weight * parts[1]
         return h, phi
 
@@ -603,6 +665,15 @@ class ReplicateCounts:
         self.unit_rows = [np.array([self.index[m] for m in u.masks], dtype=np.int64) for u in design.units]
         self.row_unit = np.repeat(np.arange(len(design.units)), [len(r) for r in self.unit_rows])
         self.rows = np.concatenate(self.unit_rows) if self.unit_rows else np.zeros(0, dtype=np.int64)
+        self._unit_rows: sparse.csr_matrix | None = None  # units x the fit's coalitions, for many()
+
+    def many(self, held: np.ndarray) -> np.ndarray:
+        """:meth:`__call__` of replicates given as how often each holds each of the design's units (``held``:
+        replicates x units, numbered as :attr:`number`): replicates x the fit's coalitions (whole numbers: exact)."""
+        if self._unit_rows is None:
+            self._unit_rows = sparse.csr_matrix((np.ones(len(self.rows)), (self.row_unit, self.rows)),
+                                                shape=(len(self.unit_rows), len(self.enumerated)))
+        return self.enumerated + (self._unit_rows.T @ held.T).T
 
     def __call__(self, units: list[Unit]) -> np.ndarray:
         counts = unit_counts(self.number, units)
@@ -689,6 +760,7 @@ class ProxySampler(HybridSampler):
         # h, and how often each of its coalitions is in a replicate of the sampled units
         self._fitted: tuple[CrossFitted, ReplicateCounts] | None = None
         self._shapley_map = np.zeros((n, 0))  # each fitted coalition's coefficient in phi (exact.shapley_map)
+        self._kept_value_means: tuple[TypeFit, np.ndarray] | None = None  # _value_means()
 
     def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
         """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share
@@ -763,10 +835,7 @@ class ProxySampler(HybridSampler):
         ``H_w(v) - c (H_w(h) - phi(h))``, H_w the hybrid with kernel weight w: a control variate whose
         coefficient is estimated, so a proxy that does not track the game is used less (c in [0, 1]).
         ``stacked``: the item means of v and h side by side (coalitions x 2)."""
-        resampled = [_resample_units(design, self.rng) for _ in range(reps)]
-        m = replicate_rows(self, design, resampled)
-        if m is None:  # not the design's units (never: a bootstrap resamples them)
-            raise AssertionError("a bootstrap replicate holds units the design does not")
+        m = replicate_rows_of_counts(self, design, resampled_counts(design, self.rng, reps))
         kernel, stratified = [], []
         for chunk in np.array_split(np.arange(reps), -(-reps // CALIBRATION_CHUNK)):  # bounded memory
             tiled = ValueTable(stacked.index, stacked.bits, np.tile(stacked.values, len(chunk)))  # v, h each
@@ -821,16 +890,25 @@ class ProxySampler(HybridSampler):
         assert self._fitted is not None
         fitted, counts = self._fitted
         fit, c = fitted.fit, self.coefficient
-        rows = replicate_rows(self, design, replicates)
+        held = replicate_unit_counts(counts.number, replicates)  # replicates x the design's units
+        if held is None:
+            return None
+        rows = replicate_rows(self, design, replicates, (counts.number, held))
         if rows is None:
             return None
-        multiplicities = np.stack([counts(units) for units in replicates])  # replicates x the fit's coalitions
+        multiplicities = counts.many(held)  # replicates x the fit's coalitions
         h, phi = fitted.refit_means_many(multiplicities)
-        values = fit.values.mean(axis=1)
+        values = self._value_means(fit)
         residual = ValueTable(counts.index, fit.bits, (values[None] - c * h).T)  # coalitions x replicates
         difference = c * phi.T + super().estimate_columns(design, residual, rows)
         prediction = phi.T + self._shapley_map @ ((multiplicities > 0) * (values[None] - h)).T
         return np.vstack([prediction, difference - prediction]).T
+
+    def _value_means(self, fit: TypeFit) -> np.ndarray:
+        """The item means of the fit's values (kept while the fit is)."""
+        if self._kept_value_means is None or self._kept_value_means[0] is not fit:
+            self._kept_value_means = (fit, fit.values.mean(axis=1))
+        return self._kept_value_means[1]
 
     def settle(self, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

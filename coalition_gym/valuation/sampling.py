@@ -48,6 +48,7 @@ this 0.94-0.99 (0.92-1.00 at 2n-50n), with at most 20 re-solves per size.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from abc import ABC, abstractmethod
@@ -147,15 +148,24 @@ def _all_of_size(n: int, k: int) -> tuple[int, ...]:
     return tuple(_combination(r, n, k) for r in range(math.comb(n, k)))
 
 
+@functools.lru_cache(maxsize=64)
+def _binomial_columns(n: int) -> tuple[tuple[int, ...], ...]:
+    """``[k][t]`` = C(t, k) for t, k <= n (each column non-decreasing in t)."""
+    return tuple(tuple(math.comb(t, k) for t in range(n + 1)) for k in range(n + 1))
+
+
 def _combination(rank: int, n: int, k: int) -> int:
     """The ``rank``-th k-subset of range(n) in colexicographic order, as a bitmask (unranking lets us
-    sample k-subsets without replacement without listing all C(n, k))."""
+    sample k-subsets without replacement without listing all C(n, k)): for each size from k down, the largest
+    t with C(t, size) <= what remains of the rank is the next member (found by bisection)."""
+    columns = _binomial_columns(n)
     mask, remaining = 0, rank
     for size in range(k, 0, -1):
-        top = size - 1
-        while math.comb(top + 1, size) <= remaining:
-            top += 1
-        remaining -= math.comb(top, size)
+        if not remaining:  # nothing left: the members are the lowest ``size`` (C(t, size) = 0 for t < size)
+            return mask | ((1 << size) - 1)
+        column = columns[size]
+        top = bisect.bisect_right(column, remaining) - 1
+        remaining -= column[top]
         mask |= 1 << top
     return mask
 
@@ -243,11 +253,25 @@ class DesignRows:
         self._index: tuple[dict[int, int], np.ndarray] | None = None
         self._weighted: tuple[np.ndarray, np.ndarray] | None = None  # gram(): the last base weights and their sum
         self._members: np.ndarray | None = None  # member_counts() at multiplicity one
+        self._redundant: tuple[frozenset, np.ndarray] | None = None  # redundant(): the sizes and the rows
+        self._last_values: tuple[np.ndarray, np.ndarray] | None = None  # values(): a table's values, its rows'
 
     def multiplicity(self, units: list[Unit]) -> np.ndarray | None:
         """How often each row is in ``units`` (enumerated rows: once); None when a unit is not one of the rows'."""
         counts = unit_counts(self.number, units)
         return None if counts is None else np.concatenate([np.ones(self.enumerated), counts[self.unit_of]])
+
+    def multiplicities(self, counts: np.ndarray) -> np.ndarray:
+        """:meth:`multiplicity` of replicates given as how often each holds each unit (``counts``: replicates x
+        units, numbered as :attr:`number`): rows x replicates."""
+        return np.vstack([np.ones((self.enumerated, len(counts))), counts[:, self.unit_of].T])
+
+    def redundant(self, complete: set[int]) -> np.ndarray:
+        """The sampled rows of sizes in ``complete`` (enumerated as well: the stratified estimate counts them once)."""
+        key = frozenset(complete)
+        if self._redundant is None or self._redundant[0] != key:
+            self._redundant = (key, (np.arange(len(self.masks)) >= self.enumerated) & np.isin(self.size, list(key)))
+        return self._redundant[1]
 
     def _block_grams(self, m: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarray:
         """Per block (all, or ``blocks``): sum over its rows of m z z^T (blocks x n x n)."""
@@ -295,11 +319,11 @@ class DesignRows:
             return np.stack([self.bits.T @ (w[:, j, None] * self.bits) for j in range(m.shape[1])])
         # per block and replicate, the block's gram at its multiplicities: the kept one plus the changed rows'
         block_of_row = np.repeat(np.arange(len(self.starts)), self.block_lengths)[changed]
-        z = self.bits[changed]
+        z, change = self.bits[changed], m[changed] - 1.0
         grams = np.broadcast_to(self._grams[blocks], (m.shape[1],) + self._grams[blocks].shape).copy()
         for j, blk in enumerate(blocks):
             rows = block_of_row == blk
-            grams[:, j] += (z[rows].T[None] * (m[changed][rows] - 1.0).T[:, None, :]) @ z[rows]
+            grams[:, j] += (z[rows].T[None] * change[rows].T[:, None, :]) @ z[rows]
         return out + np.einsum("kr,rkij->rij", weight[blocks], grams) \
             - np.tensordot(base_weight[blocks], self._grams[blocks], axes=1)[None]
 
@@ -320,8 +344,12 @@ class DesignRows:
         changed = np.flatnonzero((m != 1.0).any(axis=1))
         if 2 * changed.size > len(m):
             return self.sums_by_size(m)
-        one_hot = self.by_size[:, changed].toarray()  # sizes x changed rows
-        change = np.einsum("sr,ri,rc->isc", one_hot, self.bits[changed], m[changed] - 1.0)
+        # per size, the changed rows' membership times their change (whole numbers: exact in any order)
+        change = np.zeros((self.n, self.n + 1, m.shape[1]))
+        sizes, z, delta = self.size[changed], self.bits[changed], m[changed] - 1.0
+        for size in np.unique(sizes):
+            at = sizes == size
+            change[:, size] = z[at].T @ delta[at]
         return self.member_counts(np.ones(len(m))).T[:, :, None] + change
 
     def sums_by_size(self, weighted: np.ndarray) -> np.ndarray:
@@ -338,12 +366,15 @@ class DesignRows:
         return out
 
     def values(self, sampler: "Sampler", value: Callable[[int], np.ndarray]) -> np.ndarray:
-        """The rows' values (rows x items), read through ``sampler.rows`` (a table's row numbers kept)."""
+        """The rows' values (rows x items), read through ``sampler.rows`` (a table's row numbers kept; the last
+        table's rows too: the kernel and the stratified estimate read the same one)."""
         if isinstance(value, ValueTable):
             if self._index is None or self._index[0] is not value.index:
                 self._index = (value.index, np.fromiter(map(value.index.__getitem__, self.masks), dtype=np.int64,
                                                         count=len(self.masks)))
-            return value.values[self._index[1]]
+            if self._last_values is None or self._last_values[0] is not value.values:
+                self._last_values = (value.values, value.values[self._index[1]])
+            return self._last_values[1]
         return sampler.rows(value, self.masks)[1]
 
 
@@ -392,17 +423,53 @@ def design_rows(sampler: "Sampler", design: Design, units: list[Unit] | None) ->
     return rows, m
 
 
-def replicate_rows(sampler: "Sampler", design: Design, replicates: list[list[Unit]]) -> np.ndarray | None:
-    """Each replicate's multiplicities of the design's rows (rows x replicates; the rows kept on ``sampler`` and on
-    its ``stratified`` part, if any, for their ``estimate_columns``); None when a replicate holds units that are not
-    the design's."""
-    rows, _ = design_rows(sampler, design, None)
+def replicate_unit_counts(number: dict[int, int], replicates: list[list[Unit]]) -> np.ndarray | None:
+    """:func:`unit_counts` of each replicate (replicates x the units numbered in ``number``); None when a replicate
+    holds a unit that is not numbered."""
+    out = np.ones((len(replicates), len(number)))
+    for j, units in enumerate(replicates):
+        if isinstance(units, Replicate) and len(units) + len(units.left_out) == len(number):  # all but a few
+            dropped = [number.get(id(u)) for u in units.left_out]
+            if None in dropped:
+                return None
+            np.subtract.at(out[j], np.array(dropped, dtype=np.int64), 1.0)
+        else:
+            counts = unit_counts(number, units)
+            if counts is None:
+                return None
+            out[j] = counts
+    return out
+
+
+def _kept_rows(sampler: "Sampler", design: Design) -> DesignRows:
+    """The design's rows, kept on ``sampler`` while the design is unchanged (and on its ``stratified`` part, if any,
+    for their ``estimate_columns``)."""
+    rows = sampler._design_rows
+    if rows is None or rows.key != (len(design.units), frozenset(design.complete)):
+        rows = sampler._design_rows = DesignRows(design)
     stratified = getattr(sampler, "stratified", None)
     if isinstance(stratified, Sampler):
         stratified._design_rows = rows
-    columns = [rows.multiplicity(units) for units in replicates]
-    known = [c for c in columns if c is not None]
-    return np.stack(known, axis=1) if len(known) == len(columns) else None
+    return rows
+
+
+def replicate_rows(sampler: "Sampler", design: Design, replicates: list[list[Unit]],
+                   held: tuple[dict[int, int], np.ndarray] | None = None) -> np.ndarray | None:
+    """Each replicate's multiplicities of the design's rows (rows x replicates; the rows kept on ``sampler`` and on
+    its ``stratified`` part, if any, for their ``estimate_columns``); None when a replicate holds units that are not
+    the design's. ``held``: the replicates' :func:`replicate_unit_counts` under a numbering of the units, when the
+    caller has them (used when it is the rows' numbering)."""
+    rows = _kept_rows(sampler, design)
+    if held is not None and (held[0] is rows.number or held[0] == rows.number):
+        return rows.multiplicities(held[1])
+    counts = replicate_unit_counts(rows.number, replicates)
+    return None if counts is None else rows.multiplicities(counts)
+
+
+def replicate_rows_of_counts(sampler: "Sampler", design: Design, counts: np.ndarray) -> np.ndarray:
+    """:func:`replicate_rows` of replicates given as how often each holds each of the design's sampled units
+    (``counts``: replicates x units, :func:`resampled_counts`): rows x replicates."""
+    return _kept_rows(sampler, design).multiplicities(counts)
 
 
 # -- samplers: propose the next round of units ------------------------------------------------------------
@@ -523,6 +590,7 @@ class KernelSampler(Sampler):
         self.min_coalitions = n + 1
         self.mass = {s: (n - 1) / (s * (n - s)) for s in range(1, n)}
         self._mass_of_size = np.array([self.mass.get(s, 0.0) for s in range(n + 1)])
+        self._sizes_count = np.array([float(math.comb(n, s)) for s in range(n + 1)])  # C(n, s) as floats
         # size pairs (s, n - s), most Shapley-kernel mass first: the order of enumeration
         self.pairs = sorted(range(1, n // 2 + 1), key=lambda s: -self._pair_mass(s))
 
@@ -567,9 +635,12 @@ class KernelSampler(Sampler):
             for u in drawn[counted[0]:]:
                 count[pair_of[u.stratum]] += len(u.masks)
             counted[0] = len(drawn)
-            # furthest behind its kernel mass, random ties (one draw per open pair, in order, as k draws of one)
-            s = min(zip(open_pairs, self.rng.random(len(open_pairs)).tolist()),
-                    key=lambda pair: (count[pair[0]] / masses[pair[0]], pair[1]))[0]
+            # furthest behind its kernel mass, random ties (one draw per open pair, in order, as k draws of one):
+            # the first pair with the least (count / mass, draw)
+            behind = np.array([count[k] / masses[k] for k in open_pairs])
+            draws = self.rng.random(len(open_pairs))
+            tied = np.flatnonzero(behind == behind.min())
+            s = open_pairs[int(tied[np.argmin(draws[tied])])]
             sizes = [k for k in self._sizes(s) if k not in design.complete]
             return sizes[int(self.rng.integers(len(sizes)))]
 
@@ -582,7 +653,8 @@ class KernelSampler(Sampler):
         return None
 
     def _sampled(self, units: list[Unit], s: int) -> int:
-        return sum(len(u.masks) for u in units if u.stratum in self._sizes(s))
+        sizes = self._sizes(s)
+        return sum(len(u.masks) for u in units if u.stratum in sizes)
 
     def estimate(self, design: Design, value: Callable[[int], np.ndarray],
                  units: list[Unit] | None = None) -> np.ndarray:
@@ -608,7 +680,7 @@ class KernelSampler(Sampler):
         q = len(full) // count
         weight = self._block_weights(rows, m)
         w = m * np.repeat(weight, rows.block_lengths, axis=0)
-        b = rows.bits.T @ (np.repeat(w, q, axis=1) * rows.values(self, value))
+        b = rows.bits.T @ (_each_column(w, q, 1) * rows.values(self, value))
         if m.any(axis=0).all():  # every replicate has rows: their systems solved together
             solved = _efficient_solution(rows.grams(m, weight), b.T.reshape(count, q, n).swapaxes(1, 2),
                                          full.reshape(count, q))  # replicates x n x q
@@ -625,10 +697,15 @@ class KernelSampler(Sampler):
         coalition at its size's kernel mass over the size's count, a sampled one at its size's mass over the
         coalitions sampled at that size (as often as the replicate holds it)."""
         mass = self._mass_of_size[rows.block_size]
-        enumerated = mass / np.array([math.comb(self.n, int(k)) for k in rows.block_size])
+        enumerated = mass / self._sizes_count[rows.block_size]
         sampled, per_column = rows.block_sampled, (slice(None),) + (None,) * (m.ndim - 1)  # blocks -> blocks x 1
         return np.where(sampled[per_column], mass[per_column] / np.maximum(np.add.reduceat(m, rows.starts), 1),
                         enumerated[per_column])
+
+
+def _each_column(x: np.ndarray, q: int, axis: int) -> np.ndarray:
+    """``x`` with each entry along ``axis`` repeated ``q`` times (a replicate's for each of its q columns)."""
+    return x if q == 1 else np.repeat(x, q, axis=axis)
 
 
 def _efficient_solution(a: np.ndarray, b: np.ndarray, full: np.ndarray) -> np.ndarray:
@@ -715,11 +792,11 @@ class StratifiedSampler(Sampler):
         n = self.n
         full = value((1 << n) - 1)
         # the enumerated sizes' coalitions and the sampled ones of the other sizes, as often as the replicate holds them
-        redundant = (np.arange(len(m)) >= rows.enumerated) & np.isin(rows.size, list(design.complete))
+        redundant = rows.redundant(design.complete)
         m = np.where(redundant if m.ndim == 1 else redundant[:, None], 0.0, m)
-        inside = np.zeros((n, n + 1, full.shape[0]))  # [player, size]: mean v(S) over sampled S of that size with i
-        outside = np.zeros_like(inside)
-        if m.any():
+        if not m.any():  # [player, size]: mean v(S) over sampled S of that size with i (without i)
+            inside, outside = np.zeros((2, n, n + 1, full.shape[0]))
+        else:
             values = rows.values(self, value)
             if m.ndim == 1:
                 per_size = np.bincount(rows.size, weights=m, minlength=n + 1)[:, None]  # rows of each size
@@ -727,9 +804,9 @@ class StratifiedSampler(Sampler):
                 weighted = m[:, None] * values
             else:  # a replicate's multiplicities for each of its q columns of values
                 q = values.shape[1] // m.shape[1]
-                per_size = np.repeat(rows.by_size @ m, q, axis=1)
-                has = np.repeat(rows.member_counts_columns(m), q, axis=2)
-                weighted = np.repeat(m, q, axis=1) * values
+                per_size = _each_column(rows.by_size @ m, q, 1)
+                has = _each_column(rows.member_counts_columns(m), q, 2)
+                weighted = _each_column(m, q, 1) * values
             by_size = rows.by_size @ weighted
             overall = by_size / np.maximum(per_size, 1)
             lacks = per_size[None] - has
@@ -962,14 +1039,24 @@ class _Coalitions:
         self.game, self.players = game, game.players
         self.memo: dict[int, np.ndarray] = {0: np.zeros(game.n_items)}
         self._start = (game.coalitions_evaluated, game.generations)
+        # per byte of a mask (lowest first) and its value: the names of its set bits, lowest first
+        players = self.players
+        self._byte_names = [[tuple(players[j + b] for b in range(min(8, len(players) - j)) if v >> b & 1)
+                             for v in range(256)] for j in range(0, len(players), 8)]
+        self._names: dict[int, frozenset] = {}
 
     def names(self, mask: int) -> frozenset:
-        out = []
-        while mask:  # the set bits, lowest first
-            low = mask & -mask
-            out.append(self.players[low.bit_length() - 1])
-            mask ^= low
-        return frozenset(out)
+        """The coalition's players (built from the set bits, lowest first; kept: the game's key for it)."""
+        found = self._names.get(mask)
+        if found is None:
+            out: list[str] = []
+            rest, byte = mask, 0
+            while rest:
+                out += self._byte_names[byte][rest & 255]
+                rest >>= 8
+                byte += 1
+            found = self._names[mask] = frozenset(out)
+        return found
 
     def value(self, mask: int) -> np.ndarray:
         if mask not in self.memo:
@@ -1136,6 +1223,25 @@ def _resample_units(design: Design, rng: np.random.Generator, rescaled: bool = F
         draws = len(units) - 1 if rescaled else len(units)
         out += [units[int(k)] for k in rng.integers(len(units), size=draws)]
     return out
+
+
+def resampled_counts(design: Design, rng: np.random.Generator, reps: int, rescaled: bool = False) -> np.ndarray:
+    """How often each of ``reps`` replicates of :func:`_resample_units` holds each of the design's sampled units
+    (replicates x units, in the order of ``design.units``), drawn from ``rng`` as ``reps`` calls of it draw."""
+    number, total = unit_numbers(design.units), len(design.units)
+    groups = _bootstrap_groups(design)
+    places = np.array([number[id(u)] for units in groups for u in units], dtype=np.int64)
+    sizes = np.array([len(units) for units in groups], dtype=np.int64)
+    draws = sizes - 1 if rescaled else sizes
+    # one replicate's draws, group by group: each from its group's units (its first place and its size)
+    first, high = np.repeat(np.cumsum(sizes) - sizes, draws), np.repeat(sizes, draws)
+    if not high.size:
+        return np.zeros((reps, total))
+    # every replicate's draws at once: Generator.integers with an array of bounds draws them one by one in order,
+    # from the same stream as a call per group and replicate would (tests/valuation/test_sampling.py checks it)
+    drawn = places[np.tile(first, reps) + rng.integers(0, np.tile(high, reps))]
+    replicate = np.repeat(np.arange(reps), high.size)
+    return np.bincount(replicate * total + drawn, minlength=reps * total).reshape(reps, total).astype(float)
 
 
 def _sampling_stderr(impl: Sampler, design: Design, value: Callable[[int], np.ndarray],
