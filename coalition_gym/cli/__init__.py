@@ -47,6 +47,11 @@ def check_members(args: argparse.Namespace) -> None:
     """``--members`` against the pool (``--pool``, or ``--collaborators`` for training) where that is cheap."""
     members = getattr(args, "members", None)
     pool = getattr(args, "pool", None) or getattr(args, "collaborators", None)
+    if members and pool is None and getattr(args, "command", None) == "train" and not any(
+            str(s).startswith("collaborators=") for s in getattr(args, "set", None) or []):
+        from ..training.config import DEFAULT_RUN  # the pool `cgym train` trains beside when none is named
+
+        pool = DEFAULT_RUN["collaborators"]
     if members and isinstance(pool, str):
         from ..agents.pools import check_member_names
 

@@ -158,6 +158,7 @@ def test_a_mistyped_flag_gets_its_subcommands_usage(tmp_path, monkeypatch):
     (["eval", "--members", "atlas,dleta"], "unknown member of pool 'sim:demo' 'dleta'. Did you mean 'delta'?"),
     (["eval", "--pool", "zoo:default", "--members", "abacus,qill"], "Did you mean 'quill'?"),
     (["train", "--collaborators", "sim:split", "--members", "ana,bne"], "Did you mean 'ben'?"),
+    (["train", "--members", "abel,gaus"], "Did you mean 'gauss'?"),  # the default run's collaborators
 ])
 def test_a_mistyped_member_is_named_before_the_output_folder(argv, says, tmp_path, monkeypatch):
     """An --out holding another run is refused too, but the typo is what the user hears first."""
