@@ -9,7 +9,7 @@
 # 3. benchmarks/gpu_rollouts.py at its CUDA sizes (0.30B random Qwen2-style model, bf16, 64 and 256 prompts,
 #    128 new tokens; one C-RL step at 64 executions x 64 new tokens, fast decode off and on, and one LoRA C-RL
 #    step, r=16, issue 28), results and table under $OUT;
-# 4. the LoRA tests on CUDA (tests/training/test_lora.py: peft equivalence, bitwise resume, merged export).
+# 4. the LoRA tests on CUDA (tests/training/test_lora.py: peft equivalence, bitwise resume, merged export);
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_rollouts_out}
 mkdir -p "$OUT"
@@ -22,3 +22,5 @@ timeout 300 python3 benchmarks/gpu_rollouts.py --repeats 3 --out "$OUT/gpu_rollo
 echo "benchmark rc=${PIPESTATUS[0]}"
 timeout 120 python3 -m pytest -q -x tests/training/test_lora.py > "$OUT/pytest_lora.txt" 2>&1
 echo "lora pytest rc=$?" | tee -a "$OUT/pytest_lora.txt"
+# 5. where the fast and eager paths part, float32 vs bfloat16 (issue 17's equality promise, per dtype)
+timeout 120 python3 benchmarks/gpu_fast_equality.py --out "$OUT/gpu_fast_equality.json" 2>&1 | grep -v Warn | tee "$OUT/equality.txt"

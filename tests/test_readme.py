@@ -469,6 +469,27 @@ def test_the_trainer_speed_table_is_the_result():
             assert f"{r['ratio'][0]:.2f} [{r['ratio'][1]:.2f}, {r['ratio'][2]:.2f}]" in section
 
 
+
+def test_the_gpu_numbers_are_the_h200_results():
+    """The "On a GPU" paragraph quotes gpu_rollouts_h200.json and gpu_fast_equality_h200.json."""
+    page = " ".join(SCALE_PAGE.read_text().split()).split("**On a GPU**", 1)[1].split("**Speed against TRL**")[0]
+    rows = result("gpu_rollouts_h200.json")["rows"]
+    decode = [r for r in rows if r["kind"] == "decode"]
+    for r in decode:
+        assert f"{r['fast_tok_s']:.0f}" in page and f"{r['eager_tok_s']:.0f}" in page
+        assert f"{r['fast_over_eager']:.2f}x" in page and f"{r['fast_over_generate']:.2f}x" in page
+    for r in (r for r in rows if r["kind"] == "crl_step"):
+        assert r["forward_batches"] == [r["executions"]]
+        assert f"{r['policy_tok_s']:.0f}" in page and f"{r['rollout_over_generate']:.2f}x" in page
+    equal = {r["dtype"]: r for r in result("gpu_fast_equality_h200.json")["rows"]}
+    fp32, bf16 = equal["float32"]["eager_vs_fast"], equal["bfloat16"]["eager_vs_fast"]
+    assert f"{fp32['identical']} of {fp32['rows']} rows" in page
+    assert f"{fp32['max_logprob_gap_before_parting']:.1e}" in page
+    assert f"{bf16['identical']} of {bf16['rows']}" in page
+    parts = bf16["first_parting"]
+    assert f"after {min(parts)}-{max(parts)} tokens" in page
+    assert f"within {bf16['max_logprob_gap_before_parting']:.4f}" in page
+
 # --------------------------------------------------------------------------------- Is it worth it?
 
 

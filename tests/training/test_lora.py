@@ -156,8 +156,10 @@ def test_lora_grpo_indiv_runs_and_exports_merged_weights_a_pool_loads(tmp_path):
     from coalition_gym.agents.lora import load_adapter_weights
 
     load_adapter_weights(adapter, best)
-    pool = load_pool(str(tmp_path / "export" / "pool.yaml"))
-    member = pool.backends()["policy"]
+    # on the device the reference runs on (a GPU machine would load the member in bf16 on cuda by default)
+    exported = yaml.safe_load((tmp_path / "export" / "pool.yaml").read_text())
+    exported["members"][-1].update(device="cpu", dtype="float32")
+    member = load_pool(exported).backends()["policy"]
     net = getattr(member, "model", None) or member.generator.model
     ids = torch.tensor([[3, 5, 7, 11, 13]])
     with torch.no_grad():

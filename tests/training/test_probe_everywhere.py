@@ -8,8 +8,8 @@ import warnings
 import pytest
 
 from coalition_gym.agents.zoo import zoo_task
-from coalition_gym.training.probe import NoSignalError
 from coalition_gym.training.config import make_config
+from coalition_gym.training.probe import NoSignalError
 from coalition_gym.training.trl_adapter import NoSignalWarning, SystemOutcomeReward, ZeroSignalWatch
 
 CANNOT = dict(task="zoo:reverse", task_kwargs={"size": 30}, protocol="majority_vote", collaborators="sim:split")

@@ -9,7 +9,6 @@ from coalition_gym.training.collaborative.settings import make_coalition_setting
 from coalition_gym.training.config import SETTING_SYNONYMS, field_names, make_config, trainer_methods
 from coalition_gym.training.recipes import recipe_names
 
-
 POLICY, TEAM = (lambda **kw: make_config("crl", **kw)), (lambda **kw: make_config("team-crl", **kw))
 COALITION = lambda **kw: make_coalition_settings("sparta", **kw)  # noqa: E731
 

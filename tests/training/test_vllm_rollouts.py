@@ -110,7 +110,8 @@ def test_vllm_rollouts_follow_the_trainers_weights(tmp_path, fake):
         assert all(torch.equal(pushed[n], params[n]) for n in params)
     assert not all(torch.equal(engine.updates[0][n], engine.updates[1][n]) for n in params)  # weights moved
     for n, p in trainer.model.named_parameters():  # the engine's own model now is the trainer's
-        assert torch.equal(engine.model.state_dict()[n], p.detach())
+        held = engine.model.state_dict()[n]
+        assert torch.equal(held, p.detach().to(held.device, held.dtype))  # the fake engine is on CPU
 
 
 def test_a_train_step_on_vllm_reports_the_logprob_gap(tmp_path, fake):

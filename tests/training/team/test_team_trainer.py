@@ -269,7 +269,8 @@ def test_a_sigkilled_run_resumes_bitwise_identical(tmp_path, where, form):
     assert metrics("victim") == metrics("straight")  # every number but the timings, no row twice or missing
     assert not (tmp_path / "victim" / ".pending").exists()
     with pytest.raises(ConfigError, match="different configuration"):
-        Trainer(make_config("team-crl", "tiny", **{**settings, "steps": 5}), out=tmp_path / "victim").fit(progress=False)
+        changed = make_config("team-crl", "tiny", **{**settings, "steps": 5})
+        Trainer(changed, out=tmp_path / "victim").fit(progress=False)
 
 
 class ScriptedPolicy(Generator):
