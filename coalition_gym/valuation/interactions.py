@@ -55,6 +55,7 @@ from .sampling import (
     Tolerance,
     Unit,
     ValueTable,
+    _bits,
     _bootstrap_groups,
     _Coalitions,
     _combination,
@@ -191,6 +192,20 @@ def exact_interactions(game: Game, n_boot: int = 2000, seed: int = 0) -> Interac
 # -- sampled ---------------------------------------------------------------------------------------------------
 
 
+def item_means(value: Callable[[int], np.ndarray]) -> Callable[[int], np.ndarray]:
+    """``value`` averaged over the items (one column), each coalition's once. The stratified pair estimates are
+    linear in the coalitions' values, so their item mean is the estimate from these means: a stop rule's bootstrap
+    and a jackknife replicate, which need only item means, then cost as one item does."""
+    seen: dict[int, np.ndarray] = {}
+
+    def mean(mask: int) -> np.ndarray:
+        if mask not in seen:
+            seen[mask] = value(mask).mean(keepdims=True)
+        return seen[mask]
+    return mean
+
+
+
 def stratified_pair_values(design: Design, value: Callable[[int], np.ndarray], index: str,
                            units: list | None = None) -> np.ndarray:
     """Per-item pair interactions from a stratified design: each (size, i in T, j in T) stratum's mean
@@ -211,34 +226,34 @@ def stratified_pairs(design: Design, value: Callable[[int], np.ndarray], indices
             s = m.bit_count()
             if s not in design.complete:
                 by_size.setdefault(s, []).append(m)
-    # per size: the mean v(T) over the design's T of that size with (i in T, j in T) as given, all pairs at once
-    means: dict[tuple[int, bool, bool], np.ndarray] = {}
-    for s, ms in by_size.items():
+    # synergy(s) = mean v(T + ij) - mean v(T + i) - mean v(T + j) + mean v(T) over the size-s strata without i, j,
+    # and an index sums w(s) synergy(s) over s: so a size t's stratum means enter with w(t - 2) (T holds i and j),
+    # -w(t - 1) (one of them) and w(t) (neither), and each size is done with once seen
+    first, second = np.triu_indices(n, 1)
+    weights = [np.concatenate([size_weights(index, n), [0.0, 0.0]]) for index in indices]  # w(n - 1), w(n) = 0
+    out = [np.zeros((len(first), full.shape[0])) for _ in indices]
+    for t, ms in by_size.items():
         if not ms:
             continue
         vals = np.stack([value(m) for m in ms])  # coalitions x items
-        x = np.array([[(m >> k) & 1 for k in range(n)] for m in ms], dtype=float)
+        x = _bits(ms, n)
+        xij = x[:, first] * x[:, second]  # coalitions x pairs
         # sums of v(T) over T with i and j, then by inclusion-exclusion with i only, j only, neither
-        both = ((x[:, :, None] * x[:, None, :]).reshape(len(ms), -1).T @ vals).reshape(n, n, -1)
-        with_i, everything = x.T @ vals, vals.sum(axis=0)
-        both_count = x.T @ x
-        with_count = x.sum(axis=0)
-        totals = {(True, True): (both, both_count),
-                  (True, False): (with_i[:, None] - both, with_count[:, None] - both_count),
-                  (False, True): (with_i[None, :] - both, with_count[None, :] - both_count),
-                  (False, False): (everything - with_i[:, None] - with_i[None, :] + both,
-                                   len(ms) - with_count[:, None] - with_count[None, :] + both_count)}
+        both, both_count = xij.T @ vals, xij.sum(axis=0)
+        with_, with_count = x.T @ vals, x.sum(axis=0)
         overall = vals.mean(axis=0)
-        for (has_i, has_j), (total, count) in totals.items():
-            means[s, has_i, has_j] = np.where(count[:, :, None] > 0.5, total / np.maximum(count, 1)[:, :, None],
-                                              overall)
-    zero = np.zeros((n, n, full.shape[0]))
-    synergy = [means.get((s + 2, True, True), zero) - means.get((s + 1, True, False), zero)
-               - means.get((s + 1, False, True), zero) + means.get((s, False, False), zero) for s in range(n - 1)]
-    out = []
-    for index in indices:
-        matrix = sum((w * d for w, d in zip(size_weights(index, n), synergy)), zero)
-        out.append(np.stack([matrix[i, j] for i, j in _pair_list(n)]))
+
+        def mean(total: np.ndarray, count: np.ndarray) -> np.ndarray:
+            return np.where(count[:, None] > 0.5, total / np.maximum(count, 1)[:, None], overall)
+        i_only = mean(with_[first] - both, with_count[first] - both_count)
+        j_only = mean(with_[second] - both, with_count[second] - both_count)
+        parts = ((t - 2, mean(both, both_count)), (t - 1, -(i_only + j_only)),
+                 (t, mean(vals.sum(axis=0) - with_[first] - with_[second] + both,
+                          len(ms) - with_count[first] - with_count[second] + both_count)))
+        for matrix, w in zip(out, weights):
+            for s, stratum in parts:
+                if s >= 0 and w[s]:
+                    matrix += w[s] * stratum
     return out
 
 
@@ -347,33 +362,44 @@ def _pair_estimates(design: Design, value: Callable[[int], np.ndarray], groups: 
     if proxy:
         fitted = cross_fitted(design.n, design, value)
     if fitted is None:
-        def estimate(units: list[Unit] | None) -> np.ndarray:  # both indices' pairs stacked
-            return np.vstack(stratified_pairs(design, value, INDICES, units))
+        mean = item_means(value)
+
+        def estimate(units: list[Unit] | None) -> np.ndarray:  # both indices' pairs stacked (a replicate: means)
+            return np.vstack(stratified_pairs(design, value if units is None else mean, INDICES, units))
 
         per_item = estimate(None)
         variance, df = grouped_jackknife(estimate, groups, len(per_item), jackknife_rng, per_item.mean(axis=1))
         return per_item, variance, df, None
-    pairs = design.n * (design.n - 1) // 2
-    return shrunk_to_prediction(_pair_parts(design, fitted), groups, jackknife_rng,
-                                [slice(k * pairs, (k + 1) * pairs) for k in range(len(INDICES))])
+    pairs, parts = design.n * (design.n - 1) // 2, _pair_parts(design, fitted)
+
+    def replicate_means(replicates: list) -> np.ndarray:  # as shrunk_to_prediction stacks them: P, then D - P
+        means = [parts(units, True) for units in replicates]
+        return np.stack([np.concatenate([p[:, 0], d[:, 0] - p[:, 0]]) for d, p in means])
+    return shrunk_to_prediction(parts, groups, jackknife_rng,
+                                [slice(k * pairs, (k + 1) * pairs) for k in range(len(INDICES))], replicate_means)
 
 
-def _pair_parts(design: Design, fitted: CrossFitted) -> Callable[[list[Unit] | None], tuple[np.ndarray, np.ndarray]]:
+def _pair_parts(design: Design, fitted: CrossFitted
+                ) -> Callable[[list[Unit] | None, bool], tuple[np.ndarray, np.ndarray]]:
     """Both indices' per-item pair values (the Shapley pairs, then the Banzhaf ones), twice, from the design's
     sampled units (None) or a replicate of them: the difference estimate (the proxy's interactions exactly plus the
     residual's, sampled) and the prediction estimate (the proxy's plus the known coalitions' residuals exactly), for
     :func:`.proxy.shrunk_to_prediction`. The vote-like proxy is refitted on a replicate's coalitions (so the
-    interval sees the proxy's own sampling error)."""
+    interval sees the proxy's own sampling error). ``means``: their item means (one column), all a jackknife
+    replicate needs (both parts are linear in the residuals)."""
     n = design.n
     per_coalition = np.array([math.comb(n - 2, s) for s in range(n - 1)], dtype=float)
     counts, fit = ReplicateCounts(fitted.fit, design), fitted.fit
     maps = np.vstack([pair_map(fit.bits, index) for index in INDICES])
 
-    def parts(units: list[Unit] | None) -> tuple[np.ndarray, np.ndarray]:
+    def parts(units: list[Unit] | None, means: bool = False) -> tuple[np.ndarray, np.ndarray]:
         multiplicity = None if units is None else counts(units)
         proxy = fitted if multiplicity is None else fitted.refit(multiplicity)
-        residual = ValueTable(counts.index, fit.bits, fit.values - proxy.on_fit())
+        residuals = fit.values - proxy.on_fit()
         exact = np.vstack([proxy.pair_values(size_weights(index, n) / per_coalition) for index in INDICES])
+        if means:
+            residuals, exact = residuals.mean(axis=1, keepdims=True), exact.mean(axis=1, keepdims=True)
+        residual = ValueTable(counts.index, fit.bits, residuals)
         known = 1.0 if multiplicity is None else (multiplicity > 0)[:, None]
         return (exact + np.vstack(stratified_pairs(design, residual, INDICES, units)),
                 exact + maps @ (known * residual.values))
@@ -393,7 +419,8 @@ def _sampling_stderr(design: Design, value: Callable[[int], np.ndarray], rng: np
     """Largest bootstrap stderr (over sampled units only) of a pair's item-mean Shapley interaction."""
     if len(design.units) < 2:
         return math.inf
-    draws = np.stack([stratified_pair_values(design, value, "shapley", _resample_units(design, rng)).mean(axis=1)
+    mean = item_means(value)
+    draws = np.stack([stratified_pair_values(design, mean, "shapley", _resample_units(design, rng))[:, 0]
                       for _ in range(reps)])
     return float(draws.std(axis=0, ddof=1).max())
 

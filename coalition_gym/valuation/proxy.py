@@ -169,25 +169,33 @@ class TypeProxy:
         """Exact pairwise interactions of the proxy, pairs (i < j, in order) x items: the mean over S without
         i, j of g(S + ij) - g(S + i) - g(S + j) + g(S), ``weight[s]`` per coalition S of size s (the additive
         effects cancel). It depends on the item only through p and how many of i, j are of the high type."""
-        n, g, high = self.n, self.table, (solo >= HIGH).astype(float)
-        comb = binomials(n + 1)
-        a, b = np.arange(n - 1)[:, None], np.arange(n - 1)[None, :]
-        table = np.zeros((n + 1, 3))
-        for p in range(n + 1):
-            for k in range(3):
-                others = p - k  # high players among the others
-                if others < 0 or n - 2 - others < 0:
-                    continue
-                mask = (a <= others) & (b <= n - 2 - others)
-                ai, bi = np.minimum(a, n - 2), np.minimum(b, n - 2)
-                size = np.minimum(a + b, n - 2)
-                one = (g[ai + min(k, 1), bi + 1 - min(k, 1)] + g[ai + k - min(k, 1), bi + 1 - (k - min(k, 1))])
-                delta = g[ai + k, bi + 2 - k] - one + g[ai, bi]
-                table[p, k] = float((mask * comb[others][ai] * comb[n - 2 - others][bi] * weight[size] * delta).sum())
-        p_of_item = high.sum(axis=1).astype(int)
-        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
-        kinds = np.stack([high[:, i] + high[:, j] for i, j in pairs]).astype(int)  # pairs x items
-        return table[p_of_item[None, :], kinds]
+        n, high = self.n, (solo >= HIGH).astype(int)
+        table = (_pair_table_map(n, np.asarray(weight, dtype=float).tobytes()) @ self.table.ravel()).reshape(n + 1, 3)
+        i, j = np.triu_indices(n, 1)
+        return table[high.sum(axis=1)[None, :], (high[:, i] + high[:, j]).T]
+
+
+@functools.lru_cache(maxsize=16)
+def _pair_table_map(n: int, weight: bytes) -> np.ndarray:
+    """:meth:`TableProxy.pair_values`' table as a linear map of the proxy's table g (flattened): row (p, k) is
+    the weighted sum, over the a high and b low others in S (p - k high players besides i and j, of which k are
+    high), of C(p - k, a) C(n - 2 - p + k, b) weight[a + b] (g(S + ij) - g(S + i) - g(S + j) + g(S)).
+    Built once per n and weights: the jackknife refits only change g."""
+    w, comb = np.frombuffer(weight), binomials(n + 1)
+    a, b = np.meshgrid(np.arange(n - 1), np.arange(n - 1), indexing="ij")
+    size = np.minimum(a + b, n - 2)
+    out = np.zeros((n + 1, 3, (n + 1) ** 2))
+    for p in range(n + 1):
+        for k in range(3):
+            others = p - k  # high players among the others
+            if others < 0 or n - 2 - others < 0:
+                continue
+            mask = (a <= others) & (b <= n - 2 - others)
+            coef = (mask * comb[others][a] * comb[n - 2 - others][b] * w[size]).ravel()
+            k1 = min(k, 1)
+            for da, db, sign in ((k, 2 - k, 1.0), (k1, 1 - k1, -1.0), (k - k1, 1 - (k - k1), -1.0), (0, 0, 1.0)):
+                np.add.at(out[p, k], ((a + da) * (n + 1) + b + db).ravel(), sign * coef)
+    return out.reshape((n + 1) * 3, (n + 1) ** 2)
 
 
 def _smooth_features(n: int) -> np.ndarray:

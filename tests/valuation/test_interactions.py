@@ -244,3 +244,42 @@ def test_sampled_pairs_drop_the_extrapolated_noise_where_the_residual_is_noise()
                                    n_boot=20).details["shrink"] for s in range(10)]
     assert set(shrink[0]) == {"shapley", "banzhaf"}
     assert np.mean([k["shapley"] for k in shrink]) < 0.3, shrink
+
+
+def test_the_stratified_pairs_item_mean_is_the_estimate_from_item_means():
+    """A stop rule's bootstrap and the jackknife's replicates estimate from each coalition's item mean
+    (``item_means``): the stratified estimate is linear in the values, so that is the per-item estimate's mean;
+    and the per-item estimate equals the stratum means written out by hand on a small design."""
+    from coalition_gym.valuation.interactions import item_means, size_weights, stratified_pairs
+    from coalition_gym.valuation.sampling import Design, Unit
+
+    n = 7
+    game = noisy_typed_game(n)
+    value = {m: game._fn([game.players[k] for k in range(n) if m >> k & 1]) for m in range(1, 1 << n)}
+    value[0] = np.zeros_like(value[1])
+    rng = np.random.default_rng(3)
+    full = (1 << n) - 1
+    units = []
+    for size in (2, 3):  # a coalition and its complement per unit, as the samplers draw them
+        for m in rng.choice([m for m in range(1, full) if m.bit_count() == size], 4, replace=False):
+            units.append(Unit(size, [int(m), full ^ int(m)]))
+    design = Design(n, {1, 6}, units)
+    per_item = stratified_pairs(design, value.__getitem__, ("shapley", "banzhaf"))
+    means = stratified_pairs(design, item_means(value.__getitem__), ("shapley", "banzhaf"))
+    for got, mean in zip(per_item, means):
+        assert mean.shape == (n * (n - 1) // 2, 1)
+        np.testing.assert_allclose(got.mean(axis=1), mean[:, 0], atol=1e-13)
+    # by hand: w(s) times the stratum means of v(T + ij) - v(T + i) - v(T + j) + v(T), T of size s without i, j
+    masks = {m for m in range(1, full) if m.bit_count() in (1, 6)} | {m for u in units for m in u.masks} | {0, full}
+    for index, got in zip(("shapley", "banzhaf"), per_item):
+        w = size_weights(index, n)
+        for k, (i, j) in enumerate(itertools.combinations(range(n), 2)):
+            total = 0.0
+            for s in range(n - 1):
+                def stratum(size, has_i, has_j):
+                    seen = [m for m in masks if m.bit_count() == size]
+                    picked = [value[m] for m in seen if bool(m >> i & 1) == has_i and bool(m >> j & 1) == has_j]
+                    return np.mean(picked or [value[m] for m in seen] or [np.zeros_like(value[0])], axis=0)
+                total = total + w[s] * (stratum(s + 2, True, True) - stratum(s + 1, True, False)
+                                        - stratum(s + 1, False, True) + stratum(s, False, False))
+            np.testing.assert_allclose(got[k], total, atol=1e-12)

@@ -403,6 +403,14 @@ def test_the_t_quantile_matches_the_table(df, quantile):
     assert t_quantile_975(df) == pytest.approx(quantile, abs=5e-4)
 
 
+def test_the_t_quantile_rounds_fractional_degrees_of_freedom_down_but_not_round_off():
+    """Satterthwaite's df are fractional: 2.5 is taken as 2 (conservative), but 1.9999999999999987 (a sum
+    that is 2 in exact arithmetic) is 2 (4.30), not 1 (12.71)."""
+    assert t_quantile_975(2 - 1.3e-15) == pytest.approx(4.3027, abs=5e-4)
+    assert t_quantile_975(2.5) == pytest.approx(4.3027, abs=5e-4)
+    assert t_quantile_975(4.999) == pytest.approx(2.7764, abs=5e-4)
+
+
 def test_the_t_quantile_is_nan_without_degrees_of_freedom():
     assert math.isnan(t_quantile_975(0))
 
