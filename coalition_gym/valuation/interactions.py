@@ -379,8 +379,7 @@ def _pair_estimates(design: Design, value: Callable[[int], np.ndarray], groups: 
                                 [slice(k * pairs, (k + 1) * pairs) for k in range(len(INDICES))], replicate_means)
 
 
-def _pair_parts(design: Design, fitted: CrossFitted
-                ) -> Callable[[list[Unit] | None, bool], tuple[np.ndarray, np.ndarray]]:
+def _pair_parts(design: Design, fitted: CrossFitted) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """Both indices' per-item pair values (the Shapley pairs, then the Banzhaf ones), twice, from the design's
     sampled units (None) or a replicate of them: the difference estimate (the proxy's interactions exactly plus the
     residual's, sampled) and the prediction estimate (the proxy's plus the known coalitions' residuals exactly), for
