@@ -63,6 +63,7 @@ from .sampling import (
     default_budget,
     grouped_jackknife,
     interval_over_items,
+    item_mean_table,
     t_spread,
 )
 from .stats import bootstrap_mean
@@ -190,20 +191,6 @@ def exact_interactions(game: Game, n_boot: int = 2000, seed: int = 0) -> Interac
 
 
 # -- sampled ---------------------------------------------------------------------------------------------------
-
-
-def item_means(value: Callable[[int], np.ndarray]) -> Callable[[int], np.ndarray]:
-    """``value`` averaged over the items (one column), each coalition's once. The stratified pair estimates are
-    linear in the coalitions' values, so their item mean is the estimate from these means: a stop rule's bootstrap
-    and a jackknife replicate, which need only item means, then cost as one item does."""
-    seen: dict[int, np.ndarray] = {}
-
-    def mean(mask: int) -> np.ndarray:
-        if mask not in seen:
-            seen[mask] = value(mask).mean(keepdims=True)
-        return seen[mask]
-    return mean
-
 
 
 def stratified_pair_values(design: Design, value: Callable[[int], np.ndarray], index: str,
@@ -362,7 +349,7 @@ def _pair_estimates(design: Design, value: Callable[[int], np.ndarray], groups: 
     if proxy:
         fitted = cross_fitted(design.n, design, value)
     if fitted is None:
-        mean = item_means(value)
+        mean = item_mean_table(design, value)
 
         def estimate(units: list[Unit] | None) -> np.ndarray:  # both indices' pairs stacked (a replicate: means)
             return np.vstack(stratified_pairs(design, value if units is None else mean, INDICES, units))
@@ -418,7 +405,7 @@ def _sampling_stderr(design: Design, value: Callable[[int], np.ndarray], rng: np
     """Largest bootstrap stderr (over sampled units only) of a pair's item-mean Shapley interaction."""
     if len(design.units) < 2:
         return math.inf
-    mean = item_means(value)
+    mean = item_mean_table(design, value)
     draws = np.stack([stratified_pair_values(design, mean, "shapley", _resample_units(design, rng))[:, 0]
                       for _ in range(reps)])
     return float(draws.std(axis=0, ddof=1).max())

@@ -752,6 +752,11 @@ class ProxySampler(HybridSampler):
     max_players = MAX_PLAYERS
     #: the jackknife's replicates as item means (:class:`ReplicateMeans`); False: the per-item refit they equal
     replicate_means = True
+
+    @property
+    def linear(self) -> bool:  # type: ignore[override]
+        """The plain hybrid's estimate (linear) until :meth:`finish` fits a proxy (refitted per replicate)."""
+        return self._fitted is None
     description = ("regression-adjusted: exact Shapley of a per-item proxy (solo types + player effects, "
                    "cross-fitted over items; blended with a selection proxy read off the pairs, which it "
                    "enumerates once the budget's share covers them) plus the evaluated coalitions' residuals "

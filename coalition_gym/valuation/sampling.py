@@ -221,6 +221,15 @@ class Design:
         return out
 
 
+def item_mean_table(design: Design, value: Callable[[int], np.ndarray]) -> ValueTable:
+    """The design's coalitions' values averaged over the items (one column). An estimate linear in the values
+    (the plain samplers', the stratified pairs') has as item mean the estimate from these: a stop rule's bootstrap
+    or a jackknife replicate, which needs only item means, then costs as one item does."""
+    masks = sorted(design.masks())
+    return ValueTable({m: k for k, m in enumerate(masks)}, _bits(masks, design.n),
+                      np.stack([value(m) for m in masks]).mean(axis=1, keepdims=True))
+
+
 class DesignRows:
     """A design's coalitions as rows for the estimates: the enumerated sizes' coalitions, then the sampled units'
     masks sorted by size (a mask of both kinds is a row of each), so that a replicate of the sampled units (the
@@ -483,6 +492,7 @@ class Sampler(ABC):
     description = ""  # one line, for listings (`cgym estimators`)
     min_coalitions = 1
     max_players: int | None = None  # the most players the sampler takes (None: any); auto picks another above it
+    linear = False  # whether estimate() is linear in the values (see item_mean_table); a new sampler says so itself
     shrink: float | None = None  # set by a settle() that shrinks one estimate towards another (the proxy sampler)
 
     def __init__(self, n: int, rng: np.random.Generator):
@@ -583,6 +593,7 @@ class Sampler(ABC):
 
 class KernelSampler(Sampler):
     name = "kernel"
+    linear = True
     description = "paired KernelSHAP: sizes by kernel mass, each coalition with its complement"
 
     def __init__(self, n: int, rng: np.random.Generator):
@@ -743,6 +754,7 @@ def _solve_psd(a: np.ndarray, b: np.ndarray, ones: np.ndarray) -> tuple[np.ndarr
 
 class StratifiedSampler(Sampler):
     name = "stratified"
+    linear = True
     description = "SVARM-style stratified estimate, sizes 1 and n-1 enumerated first"
 
     def __init__(self, n: int, rng: np.random.Generator):
@@ -889,6 +901,7 @@ class HybridSampler(KernelSampler):
 
 class PermutationSampler(Sampler):
     name = "permutation"
+    linear = True
     description = "antithetic permutation sampling, the classic estimator"
 
     def __init__(self, n: int, rng: np.random.Generator):
@@ -1249,6 +1262,8 @@ def _sampling_stderr(impl: Sampler, design: Design, value: Callable[[int], np.nd
     """Bootstrap standard error of the item-mean estimate from resampling the sampled units only."""
     if len(design.units) < 2:  # no sampling error measurable yet: never "within tolerance"
         return np.full(impl.n, np.inf)
+    if impl.linear:
+        value = item_mean_table(design, value)
     draws = np.stack([impl.estimate(design, value, _resample_units(design, rng, rescaled=True)).mean(axis=1)
                       for _ in range(reps)])
     return draws.std(axis=0, ddof=1)

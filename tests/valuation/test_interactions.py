@@ -248,10 +248,10 @@ def test_sampled_pairs_drop_the_extrapolated_noise_where_the_residual_is_noise()
 
 def test_the_stratified_pairs_item_mean_is_the_estimate_from_item_means():
     """A stop rule's bootstrap and the jackknife's replicates estimate from each coalition's item mean
-    (``item_means``): the stratified estimate is linear in the values, so that is the per-item estimate's mean;
+    (``item_mean_table``): the stratified estimate is linear in the values, so that is the per-item estimate's mean;
     and the per-item estimate equals the stratum means written out by hand on a small design."""
-    from coalition_gym.valuation.interactions import item_means, size_weights, stratified_pairs
-    from coalition_gym.valuation.sampling import Design, Unit
+    from coalition_gym.valuation.interactions import size_weights, stratified_pairs
+    from coalition_gym.valuation.sampling import Design, Unit, item_mean_table
 
     n = 7
     game = noisy_typed_game(n)
@@ -265,7 +265,7 @@ def test_the_stratified_pairs_item_mean_is_the_estimate_from_item_means():
             units.append(Unit(size, [int(m), full ^ int(m)]))
     design = Design(n, {1, 6}, units)
     per_item = stratified_pairs(design, value.__getitem__, ("shapley", "banzhaf"))
-    means = stratified_pairs(design, item_means(value.__getitem__), ("shapley", "banzhaf"))
+    means = stratified_pairs(design, item_mean_table(design, value.__getitem__), ("shapley", "banzhaf"))
     for got, mean in zip(per_item, means):
         assert mean.shape == (n * (n - 1) // 2, 1)
         np.testing.assert_allclose(got.mean(axis=1), mean[:, 0], atol=1e-13)
