@@ -26,10 +26,24 @@ def clip(text: str, limit: int = MAX_CANDIDATE_CHARS) -> str:
 
 def debate_followup(peer_texts: Sequence[str], style: str) -> Message:
     """The user turn of a later debate round: the other agents' latest solutions."""
-    if not peer_texts:
+    return _followup([f"Agent {i + 1}: {clip(t)}" for i, t in enumerate(peer_texts)], style)
+
+
+def debate_followups(texts: Sequence[str], styles: Sequence[str]) -> list[Message]:
+    """:func:`debate_followup` for each of a round's members at once, member k shown everyone's text but its own:
+    each text is clipped and labelled once per round (twice: before k its label is its place, after k one less),
+    not once per reader (64 debaters read 63 texts each)."""
+    clipped = [clip(t) for t in texts]
+    before = [f"Agent {i + 1}: {c}" for i, c in enumerate(clipped)]
+    after = [f"Agent {i}: {c}" for i, c in enumerate(clipped)]
+    return [_followup(before[:k] + after[k + 1:], style) for k, style in enumerate(styles)]
+
+
+def _followup(shown_peers: list[str], style: str) -> Message:
+    if not shown_peers:
         body = "Look at your previous solution again. Check each step and correct any mistake."
     else:
-        shown = "\n\n".join(f"Agent {i + 1}: {clip(t)}" for i, t in enumerate(peer_texts))
+        shown = "\n\n".join(shown_peers)
         body = (f"Here are the solutions of the other agents to the same problem:\n\n{shown}\n\n"
                 "Use them as additional information: check their reasoning and yours, then give your "
                 "updated solution.")

@@ -21,6 +21,7 @@ only when such text is shown, so pools without adversaries behave exactly as bef
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 from collections import Counter
@@ -106,11 +107,15 @@ def plausible_wrong_answers(item: Item, k: int = 4) -> list[str]:
     given = item.meta.get("distractors") if item.meta else None
     if given:
         return [str(d) for d in given][:k]
-    gold = item.gold
-    rng = random.Random(stable_hash("distractors", item.id, gold))
-    if item.choices:
-        letters = [chr(ord("A") + i) for i in range(len(item.choices))]
-        return [c for c in letters if c != gold][:k] or ["Z"]
+    return list(_made_up_wrong_answers(item.id, item.gold, len(item.choices) if item.choices else 0, k))
+
+
+@functools.lru_cache(maxsize=4096)  # asked once per simulated reply: 64 members x 3 debate rounds per episode
+def _made_up_wrong_answers(item_id: str, gold: str, choices: int, k: int) -> tuple[str, ...]:
+    rng = random.Random(stable_hash("distractors", item_id, gold))
+    if choices:
+        letters = [chr(ord("A") + i) for i in range(choices)]
+        return tuple([c for c in letters if c != gold][:k] or ["Z"])
     candidates: list[str] = []
     try:
         value = float(gold)
@@ -134,7 +139,7 @@ def plausible_wrong_answers(item: Item, k: int = 4) -> list[str]:
             unique.append(c)
     while len(unique) < k:
         unique.append(f"{gold}~{len(unique)}")
-    return unique[:k]
+    return tuple(unique[:k])
 
 
 class SimulatedAgent(Generator):

@@ -12,6 +12,7 @@ Anything else is unparseable (``None``): it scores 0 and is recorded, never rais
 
 from __future__ import annotations
 
+import functools
 import re
 
 _MARKER = re.compile(r"(?:final\s+answer|answer)\s*[:：]\s*(.*)", re.IGNORECASE)
@@ -37,6 +38,7 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1 << 16)  # answers repeat: every vote, match and simulated reply normalises one
 def normalize_answer(answer: str) -> str:
     """Canonical form used for voting and matching: trimmed, unwrapped, numbers in shortest form."""
     s = " ".join(answer.strip().split()).rstrip(".").strip()

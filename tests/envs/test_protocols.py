@@ -262,3 +262,16 @@ def test_an_ask_refuses_an_info_key_its_role_does_not_define():
     Ask("m", (Message("user", "q"),), seed=1, role="my_own_role", info={"anything": 1})  # unchecked
     with pytest.raises(ConfigError, match="role 'debate' has no info key 'peer_answer'"):
         Ask("m", (Message("user", "q"),), seed=1, role="debate", info={"peer_answer": ("3",)})
+
+
+def test_a_rounds_followups_at_once_are_each_members_followup():
+    """debate_followups labels and clips each text once per round; member k must still read exactly the
+    debate_followup of everyone else's texts in order (the generation cache keys on the prompt)."""
+    from coalition_gym.prompts import MAX_CANDIDATE_CHARS, debate_followup, debate_followups
+
+    texts = ["12", "", "long " * (MAX_CANDIDATE_CHARS // 4), "Answer: 7\nsure", "12"]
+    styles = ["compact", "full", "full", "compact", "full"]
+    together = debate_followups(texts, styles)
+    for k, style in enumerate(styles):
+        assert together[k] == debate_followup(texts[:k] + texts[k + 1:], style)
+    assert debate_followups(["alone"], ["full"]) == [debate_followup([], "full")]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...prompts import debate_followup
+from ...prompts import debate_followups
 from ...settings_check import setting
 from ...types import Message, Outcome
 from .base import EpisodeContext, ProgramGen, Protocol, answer_turns
@@ -41,17 +41,17 @@ class Debate(Protocol):
         rounds = self.rounds if len(members) > 1 else 1
         for r in range(1, rounds):
             asks = []
-            for m in members:
-                peers = [p for p in members if p != m]
+            followups = debate_followups([texts[m] for m in members], [ctx.style(m) for m in members])
+            for k, m in enumerate(members):
                 if self.history == "full":
                     conversations[m] = conversations[m] + [Message("assistant", texts[m])]
-                    messages = conversations[m] + [debate_followup([texts[p] for p in peers], ctx.style(m))]
+                    messages = conversations[m] + [followups[k]]
                     conversations[m] = messages
                 else:
-                    messages = ctx.question(m) + [Message("assistant", texts[m]),
-                                                  debate_followup([texts[p] for p in peers], ctx.style(m))]
+                    messages = ctx.question(m) + [Message("assistant", texts[m]), followups[k]]
+                peer_answers = tuple(answers[p] for p in members[:k]) + tuple(answers[p] for p in members[k + 1:])
                 asks.append(ctx.ask(m, messages, self.params, round_=r, role="debate",
-                                    own_previous=answers[m], peer_answers=tuple(answers[p] for p in peers)))
+                                    own_previous=answers[m], peer_answers=peer_answers))
             samples = yield asks
             turns = answer_turns(ctx, asks, samples)
             transcript += turns
