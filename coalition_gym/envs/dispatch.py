@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..agents.base import Generator, settle
 from ..errors import BackendError
@@ -69,9 +69,10 @@ def with_cost(outcome: Outcome, cost: EpisodeCost) -> Outcome:
     return dataclasses.replace(outcome, details={**outcome.details, "cost": cost.as_dict()})
 
 
-def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator],
-             stats: RunStats | None = None) -> list[Sample | BaseException]:
-    """Answer ``asks`` with one call per backend; a slot holds the exception if its Ask failed."""
+def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator], stats: RunStats | None = None,
+             on_call: Callable[[], None] | None = None) -> list[Sample | BaseException]:
+    """Answer ``asks`` with one call per backend; a slot holds the exception if its Ask failed. ``on_call``
+    hears of each backend call done (a progress bar's generations move within a long wave)."""
     out: list[Sample | BaseException | None] = [None] * len(asks)
     groups: dict[int, tuple[Generator, list[int]]] = {}
     for k, ask in enumerate(asks):
@@ -89,6 +90,8 @@ def dispatch(asks: Sequence[Ask], backends: Mapping[str, Generator],
             stats.record(backend, len(batch), time.perf_counter() - start)
         for k, result in zip(idx, results):
             out[k] = result
+        if on_call is not None:
+            on_call()
     return out  # type: ignore[return-value]
 
 

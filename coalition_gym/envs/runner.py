@@ -33,9 +33,10 @@ class ProgramFailed(CoalitionGymError):
 
 def run_programs(programs: Sequence[ProgramGen], backends: Mapping[str, Generator],
                  stats: RunStats | None = None,
-                 on_done: Callable[[int, "Outcome | ProgramFailed"], None] | None = None
-                 ) -> list["Outcome | ProgramFailed"]:
-    """Run every program to completion, batching their Asks wave by wave."""
+                 on_done: Callable[[int, "Outcome | ProgramFailed"], None] | None = None,
+                 on_call: Callable[[], None] | None = None) -> list["Outcome | ProgramFailed"]:
+    """Run every program to completion, batching their Asks wave by wave (``on_call``: after each backend
+    call of a wave, see :func:`.dispatch.dispatch`)."""
     stats = stats if stats is not None else RunStats()
     start = time.perf_counter()
     results: list[Outcome | ProgramFailed | None] = [None] * len(programs)
@@ -71,7 +72,7 @@ def run_programs(programs: Sequence[ProgramGen], backends: Mapping[str, Generato
         stats.waves += 1
         order = list(pending)
         flat = [ask for i in order for ask in pending[i]]
-        answers = dispatch(flat, backends, stats)
+        answers = dispatch(flat, backends, stats, on_call)
         pos = 0
         for i in order:
             n = len(pending[i])

@@ -192,7 +192,7 @@ class CoalitionGame(Game):
 
     def _advance(self, episodes: int, generations: int) -> None:
         self._generations_shown += generations
-        self._bar.set_postfix_str(f"{self._generations_shown} generations", refresh=False)
+        self._bar.set_postfix_str(f"{self._generations_shown} generations", refresh=episodes == 0 and generations > 0)
         self._bar.update(episodes)
 
     def plan(self, coalitions: int) -> None:

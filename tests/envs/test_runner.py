@@ -151,3 +151,21 @@ def test_episodes_are_scored_in_one_batch():
     results = run_episodes(System.build(SystemSpec(make_protocol("majority_vote"), task, {"a": gen}, ["a"],
                                                    split=None)), task.items())
     assert task.batches == [3] and [r.score for r in results] == [1.0, 1.0, 1.0]
+
+
+def test_progress_hears_each_backend_calls_generations_before_any_episode_ends():
+    """A long wave (20,000 debates over 64 members run minutes before any ends) moves the progress bar's
+    generations after every backend call: on_progress(0, made) per call, then (1, 0) per finished episode."""
+    from coalition_gym.agents.cache import GenerationCache
+    from coalition_gym.envs.executors import run_cached
+
+    task = ListTask([str(i) for i in range(5)])
+    a, b = Scripted(lambda k: answer_text("1"), "A"), Scripted(lambda k: answer_text("1"), "B")
+    heard: list[tuple[int, int]] = []
+    outcomes, counts = run_cached(make_protocol("debate", rounds=3), contexts(task, ["m1", "m2"]),
+                                  {"m1": a, "m2": b}, GenerationCache(), lambda e, g: heard.append((e, g)))
+    assert all(isinstance(o, Outcome) for o in outcomes)
+    calls = [h for h in heard if h[0] == 0]
+    assert calls == [(0, 5)] * 6  # two backends x three rounds, five Asks each
+    assert heard[:6] == calls and heard[6:] == [(1, 0)] * 5  # episodes end in the last wave
+    assert sum(g for _, g in heard) == counts.generations == 30
