@@ -62,10 +62,10 @@ class _Wakeups:
         self._ready: list[asyncio.Future] = []
         self._lock = threading.Lock()
 
-    def add(self, future: asyncio.Future) -> None:
+    def add(self, *futures: asyncio.Future) -> None:
         with self._lock:
-            self._ready.append(future)
-            if len(self._ready) > 1:  # a wake-up is already on its way
+            self._ready.extend(futures)
+            if len(self._ready) > len(futures):  # a wake-up is already on its way
                 return
         try:
             self.loop.call_soon_threadsafe(self._settle)
@@ -258,7 +258,10 @@ class WaveBatcher:
 
     def _finish(self, entries: list[_Open]) -> None:
         """Hand the complete waves back to their episodes; an episode that asks its members again is queued for
-        its next wave, one that waits for a seat or ended goes back to its caller."""
+        its next wave, one that waits for a seat or ended goes back to its caller. The callers hear last, and an
+        event loop's waiting coroutines all in one wake-up (one each, the loop settled the first while the next
+        was being handed back: the self-pipe's write lets it run)."""
+        back = []
         for entry in entries:
             entry.episode.give_backend(entry.replies)  # type: ignore[arg-type]
             with self._cond:
@@ -270,10 +273,19 @@ class WaveBatcher:
                 elif entry.episode.done and entry.caller == id(entry.episode):
                     self._live.discard(entry.caller)
             if not again:
-                try:
-                    entry.done()
-                except Exception:  # a caller that went away must not stop the batcher
-                    pass
+                back.append(entry.done)
+        loops: dict[int, tuple[_Wakeups, list[asyncio.Future]]] = {}
+        for done in back:  # the futures of one event loop in one wake-up (run_async's callbacks)
+            wakeups = getattr(getattr(done, "func", None), "__self__", None)
+            if isinstance(wakeups, _Wakeups) and isinstance(done, functools.partial):
+                loops.setdefault(id(wakeups), (wakeups, []))[1].extend(done.args)
+                continue
+            try:
+                done()
+            except Exception:  # a caller that went away must not stop the batcher
+                pass
+        for wakeups, futures in loops.values():
+            wakeups.add(*futures)
 
 
 __all__ = ["WaveBatcher"]

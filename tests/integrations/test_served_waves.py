@@ -123,7 +123,12 @@ def test_a_wave_wakes_the_event_loop_once_for_all_the_episodes_it_hands_back():
             return original(callback, *args, **kwargs)
 
         loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
-        await asyncio.gather(*(batcher.run_async(e, caller=k) for k, e in enumerate(episodes)))
+        # every episode is handed in before the batcher's thread looks (on a loaded machine it could otherwise
+        # gather the first ones alone, a wave each): the condition is re-entrant, so the submits go through
+        with batcher._cond:
+            tasks = [asyncio.ensure_future(batcher.run_async(e, caller=k)) for k, e in enumerate(episodes)]
+            await asyncio.sleep(0)  # each task runs to its own await: submitted
+        await asyncio.gather(*tasks)
 
     asyncio.run(all_of_them())
     batcher.close()
