@@ -389,6 +389,20 @@ def ratio_by_n(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def readme_by_n(summary: list[dict]) -> str:
+    """The large games' result per n for the README: cells (game x budget, not exact) where ours is ahead of shapiq
+    1.8's best, the median ratio and the worst (its game and budget)."""
+    lines = ["| n | ours ahead of shapiq's best | median ours / best | worst |", "|---|---|---|---|"]
+    for n in sorted({s["n"] for s in summary}):
+        cells = [s for s in summary if s["n"] == n and s["ratio"] is not None]
+        worst = max(cells, key=lambda s: s["ratio"])
+        protocol = worst["game"].split(" ")[0].replace("_", " ").replace("slm mux", "SLM-MUX")
+        lines.append(f"| {n} | {sum(s['ratio'] <= 1.0 for s in cells)} of {len(cells)} | "
+                     f"{float(np.median([s['ratio'] for s in cells])):.2f} | "
+                     f"{worst['ratio']:.2f} ({protocol}, {worst['multiple']}n) |")
+    return "\n".join(lines)
+
+
 def main_merge(paths: list[str], out: str) -> None:
     """One result from several runs of the same game set (each game's rows from the run that holds it, the last
     run winning): rows, games and the summary recomputed, each summary line with its run's seeds."""

@@ -581,6 +581,12 @@ def test_the_estimators_table_is_the_result():
     assert d["shapiq"] in section and f"{d['seeds']} seeds" in section
 
 
+def test_the_readme_zoo_scale_table_is_the_large_games_by_n():
+    """The README's zoo-scale table is benchmarks/estimators.py's by-n summary of the large games."""
+    large = result("estimators_large.json")["summary"]
+    assert module("benchmarks/estimators.py").readme_by_n(large) in README.read_text()
+
+
 def test_the_large_games_table_is_the_merged_result():
     large = (ROOT / "benchmarks" / "results" / "estimators_large.md").read_text().splitlines()
     section = ESTIMATORS_PAGE.read_text().split("## Beyond 12 members", 1)[1].split("\n## ", 1)[0]
