@@ -26,7 +26,6 @@ batch, is.
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -78,6 +77,17 @@ class _Wakeups:
         for future in ready:
             if not future.done():
                 future.set_result(None)
+
+
+class _Resume:
+    """``run_async``'s ``done``: resolves ``future`` through its loop's wake-ups (the batcher hands a wave's
+    resumes of one loop over in one :meth:`_Wakeups.add`)."""
+
+    def __init__(self, wakeups: _Wakeups, future: asyncio.Future):
+        self.wakeups, self.future = wakeups, future
+
+    def __call__(self) -> None:
+        self.wakeups.add(self.future)
 
 
 class WaveBatcher:
@@ -139,7 +149,7 @@ class WaveBatcher:
             if wakeups is None or wakeups.loop is not loop:  # a new loop (a closed one's are dropped)
                 self._wakeups = {k: w for k, w in self._wakeups.items() if not w.loop.is_closed()}
                 wakeups = self._wakeups[id(loop)] = _Wakeups(loop)
-        self.submit(episode, functools.partial(wakeups.add, ready), caller)
+        self.submit(episode, _Resume(wakeups, ready), caller)
         await ready
 
     def forget(self, episode: SeatedEpisode) -> None:
@@ -275,10 +285,9 @@ class WaveBatcher:
             if not again:
                 back.append(entry.done)
         loops: dict[int, tuple[_Wakeups, list[asyncio.Future]]] = {}
-        for done in back:  # the futures of one event loop in one wake-up (run_async's callbacks)
-            wakeups = getattr(getattr(done, "func", None), "__self__", None)
-            if isinstance(wakeups, _Wakeups) and isinstance(done, functools.partial):
-                loops.setdefault(id(wakeups), (wakeups, []))[1].extend(done.args)
+        for done in back:  # the futures of one event loop in one wake-up
+            if isinstance(done, _Resume):
+                loops.setdefault(id(done.wakeups), (done.wakeups, []))[1].append(done.future)
                 continue
             try:
                 done()
