@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import sys
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
@@ -58,13 +60,32 @@ def _decode(raw: str) -> Sample:
                   n_tokens=int(data["n_tokens"]) if data.get("n_tokens") is not None else None)
 
 
-class GenerationCache:
-    """Key -> Sample, in memory and (when ``path`` is given) in an SQLite file."""
+#: the memory layer's default size: the most recently used generations up to about this many bytes
+MEMORY_BYTES = 1 << 30
 
-    def __init__(self, path: str | Path | None = None):
+
+def _sample_bytes(key: str, sample: Sample) -> int:
+    """About what an entry costs in memory: key, Sample, text, token ids and log-probs as Python objects."""
+    ids, lps = sample.token_ids or (), sample.logprobs or ()
+    return 320 + len(key) + sys.getsizeof(sample.text) + 36 * len(ids) + 32 * len(lps)
+
+
+class GenerationCache:
+    """Key -> Sample, in memory and (when ``path`` is given) in an SQLite file.
+
+    The memory layer keeps the most recently used entries up to ``memory_bytes`` (about; None: all). A
+    64-member ``cgym eval`` asks for 21 million generations, almost all used once (a debate's later rounds
+    quote the coalition's own peers), so keeping all took about 9 GB; what coalitions share (a member's
+    first answer to an item) is used again and again and stays. An entry pushed out is read back from the
+    file, or without one generated again from the same prompt and seed: the same text on a deterministic
+    backend (simulated, transformers), possibly not on a batch-dependent GPU engine."""
+
+    def __init__(self, path: str | Path | None = None, *, memory_bytes: int | None = MEMORY_BYTES):
         self.path = Path(path) if path is not None else None
         self.status = "memory"
-        self._memory: dict[str, Sample] = {}
+        self.memory_bytes = memory_bytes
+        self._memory: OrderedDict[str, Sample] = OrderedDict()  # oldest use first
+        self._memory_used = 0
         self._db: sqlite3.Connection | None = None
         if self.path is not None:
             self._open()
@@ -106,8 +127,21 @@ class GenerationCache:
                 pass
         return len(self._memory)
 
+    def _remember(self, key: str, sample: Sample) -> None:
+        old = self._memory.pop(key, None)
+        if old is not None:
+            self._memory_used -= _sample_bytes(key, old)
+        self._memory[key] = sample  # newest last
+        self._memory_used += _sample_bytes(key, sample)
+        if self.memory_bytes is not None:
+            while self._memory_used > self.memory_bytes and len(self._memory) > 1:
+                self._memory_used -= _sample_bytes(*self._memory.popitem(last=False))
+
     def get_many(self, keys: Sequence[str]) -> dict[str, Sample]:
         found = {k: self._memory[k] for k in keys if k in self._memory}
+        if self.memory_bytes is not None:
+            for key in found:  # used again: last to go
+                self._memory.move_to_end(key)
         missing = [k for k in keys if k not in found]
         if missing and self._db is not None:
             try:
@@ -118,7 +152,8 @@ class GenerationCache:
                         chunk).fetchall()
                     for key, raw in rows:
                         try:
-                            found[key] = self._memory[key] = _decode(raw)
+                            found[key] = _decode(raw)
+                            self._remember(key, found[key])
                         except (ValueError, TypeError, json.JSONDecodeError):
                             warnings.warn(f"ignoring an unreadable cache entry {key[:12]}...; it will be "
                                           "generated again", CacheWarning, stacklevel=2)
@@ -129,7 +164,7 @@ class GenerationCache:
     def put_many(self, entries: Sequence[tuple[str, str, Sample]]) -> None:
         """Store ``(key, identity, sample)`` entries; on disk they are committed before returning."""
         for key, _, sample in entries:
-            self._memory[key] = sample
+            self._remember(key, sample)
         if self._db is not None and entries:
             try:
                 with self._db:

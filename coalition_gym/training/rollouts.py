@@ -319,7 +319,8 @@ def collect(system: System, items: Sequence[Item], policies: "RecordingPolicy | 
     counterfactual = any(sub != full for sub in needed)
     # a group's executions under shared draws ask the collaborators the same first asks, and counterfactuals replay
     # them: both share one cache over this call
-    cache = GenerationCache(None) if plan.draws == "shared" or counterfactual else None
+    # (all kept: an entry regenerated on a batch-dependent engine could differ from the one it replays)
+    cache = GenerationCache(None, memory_bytes=None) if plan.draws == "shared" or counterfactual else None
 
     # the real executions: every seat samples (recorded), the pool's names through the cache
     contexts, groups, executions = plan_contexts(system, items, plan, members)

@@ -288,7 +288,7 @@ class SeatDriver:
 
     def _replaying(self, run: SeatRun) -> dict[str, Generator]:
         """Every name bound to its backend behind the run's recorded replies (the seat: to nothing else)."""
-        cost, cache = CounterfactualCost(), GenerationCache(None)
+        cost, cache = CounterfactualCost(), GenerationCache(None, memory_bytes=None)  # one episode: keep all
         backends: dict[str, Generator] = {**self.system.backends, self.policy_name: _Unasked()}
         store = {(a.member, ask_key(backends[a.member].identity, a)): s
                  for a, s in [*run.episode.seat_calls, *run.episode.member_calls] if a.member in backends}

@@ -26,6 +26,7 @@ from ..envs.runner import RunStats, episode_record, episode_seed, run_programs, 
 from ..envs.system import System, with_pool_defaults
 from ..errors import ConfigError
 from ..failures import FailureSummary
+from .episode_records import EpisodeRecords
 
 Coalition = frozenset
 
@@ -130,7 +131,7 @@ class CoalitionGame(Game):
         self.cache: GenerationCache = cache
         self.share_generations = share_generations
         self.stats = RunStats()
-        self.records: dict[frozenset, list[dict]] = {}
+        self.records = EpisodeRecords()  # on disk as coalitions finish: memory stays linear in coalitions
         self.max_programs = max_programs
         self.progress = progress
         self.progress_label = self.protocol.name  # the bar's text; a report may say what runs
@@ -235,14 +236,13 @@ class CoalitionGame(Game):
 
     @property
     def failures(self) -> int:
-        return sum(r["error"] is not None for rows in self.records.values() for r in rows)
+        return self.records.failures.failed
 
     def failure_summary(self) -> FailureSummary:
         """Failed episodes of this game and of its solo game (a failed episode scores 0 in the values)."""
         summary = FailureSummary()
         for game in dict.fromkeys([self, self.solo_game()]):
-            for rows in game.records.values():
-                summary.add_records(rows)
+            summary.merge(game.records.failures)
         return summary
 
     def solo_game(self) -> "CoalitionGame":

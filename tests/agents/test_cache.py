@@ -87,6 +87,36 @@ def test_coalitions_share_first_round_generations():
     assert game.cache_hits == game.stats.asks - game.generations
 
 
+def test_the_memory_layer_keeps_the_most_recently_used_generations_up_to_its_size(tmp_path):
+    entry = 320 + len("k0") + sys.getsizeof("reply")  # what one entry is counted as
+    cache = GenerationCache(None, memory_bytes=3 * entry)
+    cache.put_many([(f"k{i}", "m", Sample("reply")) for i in range(3)])
+    assert set(cache.get_many(["k0"])) == {"k0"}  # k0 used again: k1 is now the oldest
+    cache.put_many([("k3", "m", Sample("reply"))])
+    assert set(cache.get_many(["k0", "k1", "k2", "k3"])) == {"k0", "k2", "k3"}
+    unbounded = GenerationCache(None, memory_bytes=None)
+    unbounded.put_many([(f"k{i}", "m", Sample("reply")) for i in range(100)])
+    assert len(unbounded.get_many([f"k{i}" for i in range(100)])) == 100
+    on_disk = GenerationCache(tmp_path / "c.sqlite", memory_bytes=entry)
+    on_disk.put_many([(f"k{i}", "m", Sample(f"reply {i}")) for i in range(5)])
+    assert len(on_disk._memory) == 1  # the file keeps what memory let go
+    assert {k: s.text for k, s in on_disk.get_many(["k0", "k4"]).items()} == {"k0": "reply 0", "k4": "reply 4"}
+
+
+def test_a_game_with_a_small_memory_layer_gets_the_same_values():
+    """Simulated members are deterministic in prompt and seed: an entry let go is generated again, the same."""
+    task = make("rg/basic_arithmetic", size=12)
+    spec = SystemSpec(make_protocol("debate", rounds=2), task, load_pool("sim:demo"), split="test")
+    values, generations = [], []
+    for memory_bytes in (None, 2000):
+        game = CoalitionGame(System.build(spec, cache=GenerationCache(None, memory_bytes=memory_bytes)),
+                             max_programs=12)  # a coalition at a time: what they share comes from the cache
+        values.append(exact_shapley(game).values)
+        generations.append(game.generations)
+    assert values[0] == pytest.approx(values[1], abs=0)
+    assert generations[1] > generations[0]  # the small layer let shared answers go, so some were made again
+
+
 def run_job(cache, out, delay):
     return subprocess.Popen([sys.executable, str(HERE / "resume_job.py"), str(cache), str(out), str(delay)],
                             env={**os.environ, "PYTHONPATH": str(HERE.parent)})
