@@ -109,11 +109,14 @@ class CoalitionGame(Game):
 
     Options: ``seed`` (the episode seeds), ``share_generations`` (False runs every coalition afresh, the
     baseline that measures what the shared generation cache saves), ``progress``, ``max_programs`` (the
-    most episodes run at once), ``executor`` (local or Ray) and ``record_text`` (False keeps answers only
-    in the records). The generation cache is the system's (an in-memory one when it has none)."""
+    most episodes run at once), ``max_member_episodes`` (the most episodes times their coalition's size run
+    at once: a wave holds a request per member, and a debate's request quotes every peer, so 20,000 episodes
+    of 63 members held 11 GB of prompts), ``executor`` (local or Ray) and ``record_text`` (False keeps answers
+    only in the records). The generation cache is the system's (an in-memory one when it has none)."""
 
     def __init__(self, system: System, *, seed: int = 0, share_generations: bool = True, progress: bool = False,
-                 max_programs: int = 20000, executor: Executor | None = None, record_text: bool = True):
+                 max_programs: int = 20000, max_member_episodes: int = 100000, executor: Executor | None = None,
+                 record_text: bool = True):
         super().__init__()
         self.record_text = record_text  # reply texts in records (results.jsonl); False keeps answers only
         pool, task = system.pool, system.task
@@ -132,7 +135,7 @@ class CoalitionGame(Game):
         self.share_generations = share_generations
         self.stats = RunStats()
         self.records = EpisodeRecords()  # on disk as coalitions finish: memory stays linear in coalitions
-        self.max_programs = max_programs
+        self.max_programs, self.max_member_episodes = max_programs, max_member_episodes
         self.progress = progress
         self.progress_label = self.protocol.name  # the bar's text; a report may say what runs
         self._bar: Any = None
@@ -221,9 +224,7 @@ class CoalitionGame(Game):
                 self._bar.refresh()
             if len(runnable) < len(coalitions):
                 self._bar.update((len(coalitions) - len(runnable)) * self.n_items)  # worth 0 without running
-        per_chunk = max(1, self.max_programs // self.n_items)
-        for start in range(0, len(runnable), per_chunk):
-            chunk = runnable[start:start + per_chunk]
+        for chunk in self._chunks(runnable):
             contexts = [self.system.context(it, episode_seed(self.seed, it), self.ordered(c))
                         for c in chunk for it in self.items]
             outcomes = self._run(contexts)
@@ -233,6 +234,22 @@ class CoalitionGame(Game):
                 out[c] = np.array([r.score for r in rows])
                 self.records[c] = [episode_record(r, it, self.record_text) for r, it in zip(rows, self.items)]
         return out
+
+    def _chunks(self, coalitions: list[frozenset]) -> Iterable[list[frozenset]]:
+        """The coalitions in order, in runs of at most ``max_programs`` episodes and ``max_member_episodes``
+        episodes times members (one coalition at least)."""
+        chunk: list[frozenset] = []
+        episodes = member_episodes = 0
+        for c in coalitions:
+            if chunk and (episodes + self.n_items > self.max_programs
+                          or member_episodes + self.n_items * len(c) > self.max_member_episodes):
+                yield chunk
+                chunk, episodes, member_episodes = [], 0, 0
+            chunk.append(c)
+            episodes += self.n_items
+            member_episodes += self.n_items * len(c)
+        if chunk:
+            yield chunk
 
     @property
     def failures(self) -> int:

@@ -41,3 +41,17 @@ def test_a_game_keeps_its_records_in_the_store():
     assert [r["score"] for r in full] == list(game.per_item(frozenset(game.players)))
     assert all(r["turns"] and "text" in r["turns"][0] for r in full)
     assert game.failure_summary().episodes == sum(len(rows) for rows in game.records.values())
+
+
+def test_a_game_runs_its_coalitions_in_chunks_bounded_by_episodes_times_members():
+    spec = SystemSpec(make_protocol("debate", rounds=2), make("rg/basic_arithmetic", size=6), load_pool("sim:demo"),
+                      split="test")
+    whole = CoalitionGame(System.build(spec))
+    chunked = CoalitionGame(System.build(spec), max_member_episodes=6 * 5)
+    coalitions = [frozenset(whole.players), frozenset(whole.players[:2]), frozenset(whole.players[2:]),
+                  frozenset(whole.players[:1])]
+    assert [len(chunk) for chunk in chunked._chunks(coalitions)] == [1, 3]  # 6 items x (4); 6 x (2 + 2 + 1) = 30
+    assert [len(chunk) for chunk in whole._chunks(coalitions)] == [4]
+    assert [len(chunk) for chunk in CoalitionGame(System.build(spec), max_programs=6)._chunks(coalitions)] == [1] * 4
+    for c in coalitions:
+        assert list(chunked.per_item(c)) == list(whole.per_item(c))
