@@ -98,6 +98,7 @@ def sampled_shapley_values(game: Game, tolerance: float = SampledSettings.tolera
                             "rounds": est.rounds, "sampling_stderr": est.sampling_stderr.tolist(),
                             "sampling_halfwidth": est.sampling_halfwidth.tolist(),
                             "budget": budget, "budget_default": by_default, "shrink": est.shrink,
+                            "solo_share_weight": est.solo_share_weight,
                             **({"interval_note": est.interval_note} if est.interval_note else {})})
 
 

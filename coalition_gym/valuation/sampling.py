@@ -494,6 +494,7 @@ class Sampler(ABC):
     max_players: int | None = None  # the most players the sampler takes (None: any); auto picks another above it
     linear = False  # whether estimate() is linear in the values (see item_mean_table); a new sampler says so itself
     shrink: float | None = None  # set by a settle() that shrinks one estimate towards another (the proxy sampler)
+    solo_share_weight: float | None = None  # set by a settle() that shrinks towards the solo shares (the proxy sampler)
 
     def __init__(self, n: int, rng: np.random.Generator):
         self.n, self.rng = n, rng
@@ -1002,6 +1003,8 @@ class SampledShapley:
     # the share kappa of the difference estimate's extrapolation the final estimate kept (Sampler.shrink: the proxy
     # sampler's, when it fitted a proxy; None for the others)
     shrink: float | None = None
+    # the solo shares' weight in the estimate (1 - lambda of proxy.shrunk_to_solo_shares; None where not used)
+    solo_share_weight: float | None = None
 
 
 #: what ``auto`` picks, in words (``cgym estimators`` prints it)
@@ -1162,7 +1165,7 @@ def _sampled_result(impl: Sampler, design: Design, coalitions: _Coalitions, name
                 f"(2n = {2 * n} gives one)")
         low, high, se, s_se, halfwidth = (np.full(n, np.nan) for _ in range(5))
     return SampledShapley(per_item, low, high, se, s_se, halfwidth, False, name, used, gens, rounds, reason, note,
-                          widen, impl.shrink)
+                          widen, impl.shrink, impl.solo_share_weight)
 
 
 def _coalition_budget(stop: StopRule) -> int | None:
