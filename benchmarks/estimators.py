@@ -138,7 +138,7 @@ LARGE_FRESH_GAMES = [(protocol, f"bench:random-{n}-s2", settings, LARGE_FRESH) f
                                                 ("cascade", {"threshold": 0.67}), ("trained_router", {}))]
 # ours per game set: the default first, then the previous default (the table's last column)
 OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference"), "large": ("proxy", "hybrid"),
-           "large_fresh": ("proxy", "hybrid")}
+           "large_fresh": ("proxy", "proxy-before-solo-shares")}
 GAME_SETS = {"benchmark": GAMES, "fresh": FRESH_GAMES, "large": LARGE_GAMES, "large_fresh": LARGE_FRESH_GAMES}
 STRUCTURED_SETS = ("large", "large_fresh")  # truth from closed_form, not enumeration
 
@@ -163,6 +163,14 @@ class DifferenceEstimate(ProxySampler):
 
     def settle(self, design, value, groups, rng):
         return Sampler.settle(self, design, value, groups, rng)
+
+
+class BeforeSoloShares(ProxySampler):
+    """The proxy sampler without the shrinkage towards the solo shares: the default before it (``large_fresh``'s
+    previous default)."""
+
+    name = "proxy-before-solo-shares"
+    solo_share_from = None
 
 
 class KeyRecorder:
@@ -494,6 +502,7 @@ def main() -> None:
         pools.register_pool("bench:random-N-sS", _seeded_random_pool, "sim:random-N drawn with seed S",
                             prefix="bench:random-", check=_check_seeded_random)
         register_sampler(DifferenceEstimate)
+        register_sampler(BeforeSoloShares)
     makers, shapiq_note = load_shapiq()
     print(f"# {shapiq_note}", flush=True)
     rows, tables = [], {}
@@ -561,7 +570,8 @@ def main() -> None:
                           "shapiq": shapiq_note, "seeds": seeds, "items": args.items,
                           "games": tables, "rows": rows, "summary": summary,
                           "default_rule": "choose_sampler(n, budget) in coalition_gym/valuation/sampling.py",
-                          "previous_default": ours[1], "peak_rss_mib": peak, "total_seconds": elapsed_seconds()})
+                          "previous_default": ours[1], "peak_rss_mib": peak, "total_seconds": elapsed_seconds(),
+                          **({"reused": reuse_record(args.reuse, reused)} if args.reuse else {})})
     Path(out).with_suffix(".md").write_text(table_markdown(rows, tables, summary, ours[1]) + "\n")
 
 
@@ -571,6 +581,14 @@ def reusable_rows(path: str, default: str) -> dict:
     stands for a run of it."""
     old = json.loads(Path(path).read_text())
     return {(r["game"], r["multiple"], r["estimator"]): r for r in old["rows"] if r["estimator"] != f"ours {default}"}
+
+
+def reuse_record(path: str, reused: dict) -> dict:
+    """Where ``--reuse``'s rows come from: the file, how many rows, and the runs that made them."""
+    old = json.loads(Path(path).read_text())
+    runs = old.get("merged_from") or [{"seeds": old["seeds"], "total_seconds": old.get("total_seconds"),
+                                       "games": list(old["games"])}]
+    return {"from": path, "rows": len(reused), "runs": runs, "shapiq": old.get("shapiq")}
 
 
 def describe_game(name: str, table: dict, role: str, seconds: float) -> dict:

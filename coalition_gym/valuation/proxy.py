@@ -47,6 +47,12 @@ with seed 1, n = 8-11, six protocols, SLM-MUX with random tie-breaks at three si
 error was 0.81-0.94x D's at 5n, 0.89-0.95x at 10n, 0.90-1.02x at 25n and 0.94-1.15x at 50n (the ratios above 1 at
 errors of 0.0003-0.0024).
 
+**Many players, few coalitions.** From :data:`SOLO_SHARE_FROM` (13) players the final estimate is shrunk towards
+the solo shares (each item's v(N) split in proportion to the players' solo values: known exactly from the
+singletons and the grand coalition, which the design always evaluates) as far as its own sampling variance says,
+positive-part James-Stein as above (:func:`shrunk_to_solo_shares`). At 2n-5n coalitions over 32-64 players the
+estimate's sampling error is larger than the solo shares' bias; from 10n it is mostly kept.
+
 **Honesty.** The proxy is *cross-fitted over items*: the items are split into folds and each fold's
 proxy is fitted on the other folds' values, so no item's residual is fitted on its own values (the
 residual estimate keeps the sampling estimator's behaviour, not an overfitted one). It is not cross-fitted
@@ -743,6 +749,12 @@ def blend(predictions: np.ndarray, target: np.ndarray) -> np.ndarray:
     return best[1]
 
 
+#: the fewest players whose proxy estimate is shrunk towards the solo shares: above the exact estimators' default
+#: limit, where sampling is what a user gets and the large games measured it (below it the benchmark's games were
+#: run without it, and at 2n-5n coalitions there the proxy estimate was already ahead of the solo shares)
+SOLO_SHARE_FROM = 13
+
+
 @register_sampler
 class ProxySampler(HybridSampler):
     """The hybrid design and estimate applied to ``v - c h`` for a cross-fitted proxy h, plus ``c`` times h's
@@ -752,6 +764,8 @@ class ProxySampler(HybridSampler):
     max_players = MAX_PLAYERS
     #: the jackknife's replicates as item means (:class:`ReplicateMeans`); False: the per-item refit they equal
     replicate_means = True
+    #: the fewest players from which the estimate is shrunk towards the solo shares (None: never)
+    solo_share_from: int | None = SOLO_SHARE_FROM
 
     @property
     def linear(self) -> bool:  # type: ignore[override]
@@ -936,16 +950,10 @@ class ProxySampler(HybridSampler):
             per_item, variance, df, kappa = shrunk_to_prediction(lambda units: self._parts(design, units, means),
                                                                  groups, rng, [slice(0, self.n)], many)
             self.shrink = float(kappa[0])
-        if self.n >= SOLO_SHARE_FROM and 1 in design.complete:
+        if self.solo_share_from is not None and self.n >= self.solo_share_from and 1 in design.complete:
             per_item, variance, self.solo_share_weight = shrunk_to_solo_shares(
                 per_item, variance, solo_shares(self.n, value))
         return per_item, variance, df
-
-
-#: the fewest players whose proxy estimate is shrunk towards the solo shares: above the exact estimators' default
-#: limit, where sampling is what a user gets and the large games measured it (below it the benchmark's games were
-#: run without it, and at 2n-5n coalitions there the proxy estimate was already ahead of the solo shares)
-SOLO_SHARE_FROM = 13
 
 
 def solo_shares(n: int, value: Callable[[int], np.ndarray]) -> np.ndarray:

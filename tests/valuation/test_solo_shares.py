@@ -42,7 +42,7 @@ def test_from_thirteen_players_the_default_estimate_is_shrunk_and_says_how_far(m
     game = FunctionGame([f"p{k:02d}" for k in range(14)], noisy_vote, n_items=20)
     thin = sampled_shapley(game, sampler="proxy", stop=Budget(coalitions=2 * 14), seed=0, n_boot=50)
     assert thin.solo_share_weight is not None and 0 < thin.solo_share_weight <= 1
-    monkeypatch.setattr(proxy, "SOLO_SHARE_FROM", 10 ** 6)
+    monkeypatch.setattr(proxy.ProxySampler, "solo_share_from", None)
     plain = sampled_shapley(FunctionGame(game.players, noisy_vote, n_items=20), sampler="proxy",
                             stop=Budget(coalitions=2 * 14), seed=0, n_boot=50)
     assert plain.solo_share_weight is None
