@@ -592,3 +592,17 @@ def test_the_large_games_table_is_the_merged_result():
     section = ESTIMATORS_PAGE.read_text().split("## Beyond 12 members", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and line[2:4].strip().isdigit()]
     assert len(rows) == 20 and all(row in large for row in rows)
+
+
+def test_the_readme_names_the_largest_pool_valued_at_the_defaults():
+    """benchmarks/largest_pool.py's record of a default `cgym eval` of the largest pool, in the README's words."""
+    largest = result("largest_pool.json")
+    assert largest["failed_episodes"] == 0 and largest["command"].startswith(f"cgym eval --pool {largest['pool']}")
+    assert module("benchmarks/largest_pool.py").readme_sentence(largest) in " ".join(README.read_text().split())
+
+
+def test_the_held_out_large_games_table_is_the_fresh_result():
+    """benchmarks/README.md's held-out check of the solo shares' shrinkage is the large_fresh result's table."""
+    fresh = result("estimators_large_fresh.json")
+    assert {g["role"] for g in fresh["games"].values()} == {module("benchmarks/estimators.py").LARGE_FRESH}
+    assert module("benchmarks/estimators.py").ratio_by_n(fresh["summary"]) in BENCH_README.read_text()
