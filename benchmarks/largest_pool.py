@@ -71,6 +71,16 @@ def table(r: dict) -> str:
             f"{r['peak_rss_mib'] / 1024:.1f} GiB |")
 
 
+def readme_sentence(r: dict) -> str:
+    """The README's sentence on the largest pool valued at the defaults (tested against the result file)."""
+    return (f"The largest pool valued here at `cgym eval`'s defaults: {r['members']} members "
+            f"(`cgym eval --pool {r['pool']}`: {r['protocol']}, {r['items']} items, {r['coalitions_evaluated']:,} "
+            f"coalitions, {r['episodes']:,} episodes, {r['generations']:,} generations) in "
+            f"{r['wall_seconds'] / 60:.0f} min on this 2-core machine "
+            f"({r['cpu_seconds'] / 60:.0f} min of CPU, {r['peak_rss_mib'] / 1024:.1f} GiB of memory at most; "
+            "`benchmarks/largest_pool.py`).")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--members", type=int, default=64)
@@ -91,6 +101,7 @@ def main() -> None:
             result = record(Path(tmp), run_eval(args.members, Path(tmp)))
     result["machine"] = machine_info()
     print(table(result))
+    print(readme_sentence(result))
     write_json(args.out, result)
 
 
