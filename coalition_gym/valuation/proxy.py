@@ -940,8 +940,8 @@ class ProxySampler(HybridSampler):
     def settle(self, design: Design, value: Callable[[int], np.ndarray], groups: list[list[Unit]],
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The final estimate: the prediction estimate plus a share kappa of the difference estimate's correction
-        to it (:func:`shrunk_to_prediction`, kappa pooled over the players and kept as ``shrink``); above
-        :data:`SOLO_SHARE_FROM` players, shrunk towards the solo shares (:func:`shrunk_to_solo_shares`)."""
+        to it (:func:`shrunk_to_prediction`, kappa pooled over the players and kept as ``shrink``); from
+        :attr:`solo_share_from` players on, shrunk towards the solo shares (:func:`shrunk_to_solo_shares`)."""
         if self._fitted is None:
             per_item, variance, df = super().settle(design, value, groups, rng)
         else:
