@@ -497,7 +497,7 @@ def main() -> None:
     names = [f"{protocol} {pool}" for protocol, pool, _, _ in games]
     if len(set(names)) < len(names):  # rows and summaries are keyed by this name
         raise SystemExit(f"two games share a name: {names}")
-    reused = reusable_rows(args.reuse, ours[0]) if args.reuse else {}
+    reused, reused_from = reusable_rows(args.reuse, ours[0]) if args.reuse else ({}, None)
     if args.games in ("fresh", "large_fresh"):
         pools.register_pool("bench:random-N-sS", _seeded_random_pool, "sim:random-N drawn with seed S",
                             prefix="bench:random-", check=_check_seeded_random)
@@ -571,24 +571,19 @@ def main() -> None:
                           "games": tables, "rows": rows, "summary": summary,
                           "default_rule": "choose_sampler(n, budget) in coalition_gym/valuation/sampling.py",
                           "previous_default": ours[1], "peak_rss_mib": peak, "total_seconds": elapsed_seconds(),
-                          **({"reused": reuse_record(args.reuse, reused)} if args.reuse else {})})
+                          **({"reused": reused_from} if reused_from else {})})
     Path(out).with_suffix(".md").write_text(table_markdown(rows, tables, summary, ours[1]) + "\n")
 
 
-def reusable_rows(path: str, default: str) -> dict:
-    """``--reuse``: a result's rows by (game, multiple, estimator), but for our default's (what is re-measured). An
-    approximator's estimate depends only on the game, budget and seed, so a row of the same game set and seeds
-    stands for a run of it."""
+def reusable_rows(path: str, default: str) -> tuple[dict, dict]:
+    """``--reuse``: a result's rows by (game, multiple, estimator), but for our default's (what is re-measured), and
+    where they come from (the file, how many rows, the runs that made them). An approximator's estimate depends only
+    on the game, budget and seed, so a row of the same game set and seeds stands for a run of it."""
     old = json.loads(Path(path).read_text())
-    return {(r["game"], r["multiple"], r["estimator"]): r for r in old["rows"] if r["estimator"] != f"ours {default}"}
-
-
-def reuse_record(path: str, reused: dict) -> dict:
-    """Where ``--reuse``'s rows come from: the file, how many rows, and the runs that made them."""
-    old = json.loads(Path(path).read_text())
+    rows = {(r["game"], r["multiple"], r["estimator"]): r for r in old["rows"] if r["estimator"] != f"ours {default}"}
     runs = old.get("merged_from") or [{"seeds": old["seeds"], "total_seconds": old.get("total_seconds"),
                                        "games": list(old["games"])}]
-    return {"from": path, "rows": len(reused), "runs": runs, "shapiq": old.get("shapiq")}
+    return rows, {"from": path, "rows": len(rows), "runs": runs, "shapiq": old.get("shapiq")}
 
 
 def describe_game(name: str, table: dict, role: str, seconds: float) -> dict:
