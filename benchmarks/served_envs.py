@@ -12,10 +12,11 @@ pool each), three models of that server (three backends; three names of one mode
 
 For each pool and each number of sessions n (1, 8, 32, 64), one run measures:
 
-1. **served**: one server (a child process, one torch thread; its local models in a model process of its own, one
-   torch thread, as ``cgym serve`` runs them by default), n sessions of OpenEnv's own async client in one client
+1. **served**: one server (a child process, one torch thread; its local models in that process, as ``cgym serve``
+   runs them by default), n sessions of OpenEnv's own async client in one client
    process (this one), opened before the clock starts (a trainer keeps its sessions), each playing its share of the
-   same seeded episodes; episodes/s; CPU per episode of the server with its model process, and of the clients;
+   same seeded episodes; episodes/s; CPU per episode of the server (with its model process, if any), and of the
+   clients;
 2. **make_vec**: ``gym.make_vec(id, num_envs=n)`` in process, stepped until as many episodes finished; episodes/s.
 
 Every mode is timed ``--repeats`` times, interleaved, after an untimed warm-up; the table shows the median and the

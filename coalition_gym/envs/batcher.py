@@ -98,11 +98,13 @@ class WaveBatcher:
                  name: str = "cgym-batcher"):
         self.backends, self.stats, self.wait_s, self.name = backends, stats or RunStats(), wait_s, name
         self.waves = 0
+        self.gave_up = 0  # waits that ended at their bound with live callers missing (they became late)
         self.wave_s = 0.0  # the recent waves' seconds in local calls (a moving average): a wait's bound, halved
         self._cond = threading.Condition()
         self._queue: list[Waiter] = []
         self._live: set[Hashable] = set()  # callers expected back (what new work may wait for)
-        self._open = 0  # episodes with a call out
+        self._open: dict[Hashable, int] = {}  # caller -> its episodes with Asks in a lane or a call
+        self._late: set[Hashable] = set()  # live callers a wait gave up on: not waited for until they are back
         self._lanes: dict[int, list[tuple[_Open, list[int]]]] = {}  # backend -> Asks waiting for it
         self._busy: dict[int, int] = {}  # backend -> its calls running
         self._thread: threading.Thread | None = None
@@ -128,6 +130,7 @@ class WaveBatcher:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
             self._live.add(caller)
+            self._late.discard(caller)
             self._queue.append((episode, done, caller))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
@@ -156,10 +159,19 @@ class WaveBatcher:
         """The episode (handed in without a caller) will not come back: waves stop waiting for it."""
         self.leave(id(episode))
 
+    def join(self, caller: Hashable) -> None:
+        """``caller`` (a session just opened) is expected with its first episode: waves wait for it as for one
+        between two episodes, so sessions opened together start in one wave."""
+        with self._cond:
+            if not self._closed:
+                self._live.add(caller)
+
     def leave(self, caller: Hashable) -> None:
         """``caller`` will not come back (its session closed): waves stop waiting for it."""
         with self._cond:
             self._live.discard(caller)
+            self._late.discard(caller)
+            self._cond.notify()  # a wave gathering may have waited for it
 
     def close(self) -> None:
         with self._cond:
@@ -195,11 +207,16 @@ class WaveBatcher:
                 self.wave_s = seconds if self.wave_s == 0 else 0.8 * self.wave_s + 0.2 * seconds
 
     def _gather(self) -> None:
-        """Wait (under the lock) until every live episode not in a call is queued, or the wait's bound passed."""
+        """Wait (under the lock) until every live caller not in a call is queued, or the wait's bound passed; the
+        callers still missing then are late: later waves do not wait for them until they are back (a session
+        that sits between a trainer's steps, or has played its share, costs one bounded wait, not one a wave)."""
         deadline = time.monotonic() + min(self.wait_s, 0.5 * self.wave_s)
-        while len(self._queue) < len(self._live) - self._open and not self._closed:
+        while len(self._queue) < len(self._live) - len(self._late) - len(self._open) and not self._closed:
             left = deadline - time.monotonic()
             if left <= 0:
+                queued = {caller for _, _, caller in self._queue}
+                self._late |= {c for c in self._live if c not in queued and c not in self._open}
+                self.gave_up += 1
                 return
             self._cond.wait(left)
 
@@ -216,7 +233,7 @@ class WaveBatcher:
                 continue
             by_backend.setdefault(id(backend), []).append(k)
         entry.left = len(by_backend)
-        self._open += 1
+        self._open[caller] = self._open.get(caller, 0) + 1
         for key, slots in by_backend.items():
             self._lanes.setdefault(key, []).append((entry, slots))
         if not by_backend:
@@ -275,7 +292,10 @@ class WaveBatcher:
         for entry in entries:
             entry.episode.give_backend(entry.replies)  # type: ignore[arg-type]
             with self._cond:
-                self._open -= 1
+                if self._open[entry.caller] == 1:
+                    del self._open[entry.caller]
+                else:
+                    self._open[entry.caller] -= 1
                 again = not entry.episode.done and bool(entry.episode.backend_asks())
                 if again:
                     self._queue.append((entry.episode, entry.done, entry.caller))

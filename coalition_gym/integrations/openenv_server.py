@@ -287,6 +287,7 @@ class SeatEnvironment(Environment[SeatAction, SeatObservation, SeatState]):
         self._credit = False
         self._closed = False
         self._wave: asyncio.Future | None = None  # the members' wave out while the client answers (see below)
+        served.driver.join(id(self))  # expected from now: sessions opened together start in one wave
         served.count(sessions_open=1, sessions=1)
 
     # -- OpenEnv's calls ---------------------------------------------------------------------------------------

@@ -34,9 +34,10 @@ class ServeOptions:
     batch_wait_ms: float = setting(250.0, ge=0, le=10000, doc="longest a batch of member requests waits for the "
                                    "other open sessions' requests (never more than half a recent wave's time in local "
                                    "models; none for remote or simulated members; 0: send what is there)")
-    model_process: str = setting("auto", choices=("auto", "off"), doc="auto: local models on the CPU (hf backends "
-                                 "loaded from a folder) answer from a process of their own, beside the one that "
-                                 "talks to the clients; off: in the server's process")
+    model_process: str = setting("off", choices=("auto", "off"), doc="off: local models answer in the server's "
+                                 "process; auto: local models on the CPU (hf backends loaded from a folder) answer "
+                                 "from a process of their own, beside the one that talks to the clients (slower at "
+                                 "64 zoo sessions on 2 cores: docs/serve/openenv.md)")
 
     def __post_init__(self) -> None:
         check_settings(self, "serve options")

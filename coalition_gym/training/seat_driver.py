@@ -186,6 +186,12 @@ class SeatDriver:
         else:
             await self.batcher.run_async(run.episode, caller)
 
+    def join(self, caller: Hashable) -> None:
+        """``caller`` (a server's session, just opened) will play episodes: the batcher's waves wait for its first
+        as for its next (until :meth:`leave`)."""
+        if self.batcher is not None:
+            self.batcher.join(caller)
+
     def leave(self, caller: Hashable) -> None:
         """``caller`` plays no more episodes (its session closed)."""
         if self.batcher is not None:

@@ -142,3 +142,52 @@ def test_a_session_that_comes_back_with_its_next_episode_is_waited_for():
     full = 3 * sessions  # the three members share the backend
     # the first wave goes before the others arrive (no wave timed yet), the last ones as sessions finish
     assert local.sizes.count(full) >= len(local.sizes) - 3, local.sizes
+
+
+def test_sessions_that_joined_before_their_first_episode_start_in_one_wave():
+    """A session counts as expected from when it opens (``join``), not from its first episode: sessions opened
+    together share their first wave instead of the first to arrive going alone and the rest a wave behind."""
+    local = Counting("local")
+    system = system_of({"a": local, "b": local, "c": local})
+    batcher = WaveBatcher(system.backends, wait_s=3600.0)
+    batcher.wave_s = 3600.0  # as after slow waves: the wait's bound never ends it here, the arrivals do
+    sessions = 6
+    for k in range(sessions):
+        batcher.join(("session", k))
+
+    def first_wave(k: int) -> None:
+        time.sleep(0.01 * k)  # they arrive one by one
+        episode = SeatedEpisode(system.start(system.items[k], k), ["policy"], None)
+        batcher.run(episode, caller=("session", k))
+
+    threads = [threading.Thread(target=first_wave, args=(k,), daemon=True) for k in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)  # a liveness bound, not a speed one
+    batcher.close()
+    assert not any(t.is_alive() for t in threads)
+    assert local.sizes[0] == 3 * sessions, local.sizes
+
+
+def test_a_session_that_does_not_come_back_is_waited_for_once_not_every_wave():
+    """An open session that plays no episode (between a trainer's steps, or done with its share) costs one wait
+    that gives up; later waves go without it until it is back, and then it is waited for again."""
+    local = Counting("local")
+    system = system_of({"a": local, "b": local, "c": local})
+    batcher = WaveBatcher(system.backends, wait_s=0.05)
+    batcher.wave_s = 1.0  # the bound is wait_s
+    batcher.join("idle")
+    for seed in range(4):  # a debate episode: two waves, and the seat answers between them
+        episode = SeatedEpisode(system.start(system.items[seed], seed), ["policy"], None)
+        while True:
+            batcher.run(episode, caller="busy")
+            if episode.done:
+                break
+            episode.answer("policy", Sample(text="Answer: 1"))
+    assert batcher.gave_up == 1  # the first wave's wait; not one per wave
+    assert local.sizes and all(size == 3 for size in local.sizes)
+    back = SeatedEpisode(system.start(system.items[5], 5), ["policy"], None)
+    batcher.run(back, caller="idle")  # it is back: no longer late
+    assert "idle" not in batcher._late
+    batcher.close()

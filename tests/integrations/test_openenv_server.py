@@ -339,8 +339,8 @@ def test_a_backend_that_is_not_reentrant_is_called_one_wave_at_a_time_by_the_bat
 
 
 def test_local_models_answer_from_the_model_process_and_every_episode_equals_its_replay():
-    """`cgym serve` runs CPU zoo models in a process of their own (--model-process auto, the default): the server
-    has that child, and 8 concurrent sessions each get their in-process episode, as with --model-process off."""
+    """`cgym serve --model-process auto` runs CPU zoo models in a process of their own: the server has that child,
+    and 8 concurrent sessions each get their in-process episode, as with --model-process off (the default)."""
     import psutil
 
     spec = SystemSpec("debate", task="zoo:arith", collaborators="zoo:tiny", task_kwargs={"size": 40},
