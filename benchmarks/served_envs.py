@@ -28,7 +28,7 @@ mean batch size) are read after each served pass through ``/metrics`` when that 
 prompts, step and rows: wall time of the rollout call (zoo:tiny/pico policy, ``sim:demo`` members), and the rows'
 rewards (equal: the same row loop, seeds and policy).
 
-    .venv/bin/python benchmarks/served_envs.py [--repeats 3] [--latency 0.25] [--quick]
+    .venv/bin/python benchmarks/served_envs.py [--repeats 5] [--latency 0.25] [--quick]
 """
 
 from __future__ import annotations
@@ -373,7 +373,7 @@ def kept_pools(path: Path, pools: list[dict[str, Any]], mock: dict[str, Any],
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--repeats", type=int, default=3, help="timed passes per mode, interleaved; the median is shown")
+    p.add_argument("--repeats", type=int, default=5, help="timed passes per mode, interleaved; the median is shown")
     p.add_argument("--latency", default="0.25,1.0", help="the mock OpenAI server's answer times (s), comma-separated: "
                                                          "one mock pool each")
     p.add_argument("--pools", default=DEFAULT_POOLS, help="pools to run; the result file's other pools are kept")
