@@ -29,7 +29,10 @@ The shrinkage towards the solo shares (``proxy.shrunk_to_solo_shares``, from n =
 run (n = 64 behind shapiq at 2n-5n), so they count as seen for it; ``--games large --reuse OLD.json`` re-measures
 only our default on them (shapiq's rows depend on the game, budget and seed alone). Its held-out check is
 ``--games large_fresh`` (``LARGE_FRESH_GAMES``): the same four protocols over ``bench:random-N-s2`` (the recipe
-drawn with seed 2) for the same n, settings fixed before their first run.
+drawn with seed 2) for the same n, settings fixed before their first run. The pairs' half-budget rule
+(``proxy.PAIRS_ROOM``: from n = 13 the pairs are enumerated once they take at most half of the budget left) came
+after both; its held-out check is ``--games large_fresh3`` (``bench:random-N-s3``), ours against
+``proxy-before-pairs-room``.
 Every coalition of the other games is run once, up front, recording its per-item scores and the cache keys of every
 generation it asks for, so an estimate's cost in generations is the number of distinct keys of the coalitions it
 evaluated (what a shared generation cache would have generated). Exact Shapley on the same table is the truth.
@@ -44,7 +47,7 @@ get for free; the distinct non-empty coalitions it actually queried are recorded
 (``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared), ours at the
 CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's jackknife does not depend on it).
 
-    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh] [--sizes 14,64] [--seeds 20]
+    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh|large_fresh3] [--sizes 14,64] [--seeds 20]
         [--reuse OLD.json] [--out FILE.json]
     .venv/bin/python benchmarks/estimators.py --cost [--sizes 14,64] [--multiples 2,50] [--seeds 3]
 
@@ -136,11 +139,22 @@ LARGE_FRESH = "held out (large n, pools drawn with seed 2, added after the solo 
 LARGE_FRESH_GAMES = [(protocol, f"bench:random-{n}-s2", settings, LARGE_FRESH) for n in LARGE_SIZES
                      for protocol, settings in (("majority_vote", {"tie_break": "random"}), ("slm_mux", {}),
                                                 ("cascade", {"threshold": 0.67}), ("trained_router", {}))]
+# the pairs' half-budget rule (proxy.PAIRS_ROOM, from n = 13) came after both large sets' results (selection games
+# behind at 25n-50n short of every pair): both count as seen for it. Its held-out check: the same four protocols on
+# pools drawn with seed 3 (never used before), settings and the rule fixed before their run
+LARGE_GAMES = [(p, pool, s, f"{role}; seen for the pairs' half-budget rule") for p, pool, s, role in LARGE_GAMES]
+LARGE_FRESH_GAMES = [(p, pool, s, f"{role}; then seen: the pairs' half-budget rule was written after its result")
+                     for p, pool, s, role in LARGE_FRESH_GAMES]
+LARGE_FRESH3 = "held out (large n, pools drawn with seed 3, added after the pairs' half-budget rule)"
+LARGE_FRESH3_GAMES = [(protocol, f"bench:random-{n}-s3", settings, LARGE_FRESH3) for n in LARGE_SIZES
+                      for protocol, settings in (("majority_vote", {"tie_break": "random"}), ("slm_mux", {}),
+                                                 ("cascade", {"threshold": 0.67}), ("trained_router", {}))]
 # ours per game set: the default first, then the previous default (the table's last column)
 OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference"), "large": ("proxy", "hybrid"),
-           "large_fresh": ("proxy", "proxy-before-solo-shares")}
-GAME_SETS = {"benchmark": GAMES, "fresh": FRESH_GAMES, "large": LARGE_GAMES, "large_fresh": LARGE_FRESH_GAMES}
-STRUCTURED_SETS = ("large", "large_fresh")  # truth from closed_form, not enumeration
+           "large_fresh": ("proxy", "proxy-before-solo-shares"), "large_fresh3": ("proxy", "proxy-before-pairs-room")}
+GAME_SETS = {"benchmark": GAMES, "fresh": FRESH_GAMES, "large": LARGE_GAMES, "large_fresh": LARGE_FRESH_GAMES,
+             "large_fresh3": LARGE_FRESH3_GAMES}
+STRUCTURED_SETS = ("large", "large_fresh", "large_fresh3")  # truth from closed_form, not enumeration
 
 
 def _seeded_random_pool(name: str) -> pools.Pool:
@@ -171,6 +185,14 @@ class BeforeSoloShares(ProxySampler):
 
     name = "proxy-before-solo-shares"
     solo_share_from = None
+
+
+class BeforePairsRoom(ProxySampler):
+    """The proxy sampler that enumerates the pairs only when the kernel's share covers them (no half-budget rule):
+    the default before it (``large_fresh3``'s previous default)."""
+
+    name = "proxy-before-pairs-room"
+    pairs_room = None
 
 
 class KeyRecorder:
@@ -498,11 +520,12 @@ def main() -> None:
     if len(set(names)) < len(names):  # rows and summaries are keyed by this name
         raise SystemExit(f"two games share a name: {names}")
     reused, reused_from = reusable_rows(args.reuse, ours[0]) if args.reuse else ({}, None)
-    if args.games in ("fresh", "large_fresh"):
+    if args.games in ("fresh", "large_fresh", "large_fresh3"):
         pools.register_pool("bench:random-N-sS", _seeded_random_pool, "sim:random-N drawn with seed S",
                             prefix="bench:random-", check=_check_seeded_random)
         register_sampler(DifferenceEstimate)
         register_sampler(BeforeSoloShares)
+        register_sampler(BeforePairsRoom)
     makers, shapiq_note = load_shapiq()
     print(f"# {shapiq_note}", flush=True)
     rows, tables = [], {}

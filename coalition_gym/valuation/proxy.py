@@ -753,6 +753,10 @@ def blend(predictions: np.ndarray, target: np.ndarray) -> np.ndarray:
 #: limit, where sampling is what a user gets and the large games measured it (below it the benchmark's games were
 #: run without it, and at 2n-5n coalitions there the proxy estimate was already ahead of the solo shares)
 SOLO_SHARE_FROM = 13
+#: from SOLO_SHARE_FROM players on, the pairs are enumerated once they take at most half of the budget left: a
+#: selection game's proxy reads its priorities off them, and short of every pair it was behind shapiq 1.8 at 14-32
+#: members and 25n-50n (issue 51; fixed before the games drawn with seed 3 were run)
+PAIRS_ROOM = 0.5
 
 
 @register_sampler
@@ -766,6 +770,9 @@ class ProxySampler(HybridSampler):
     replicate_means = True
     #: the fewest players from which the estimate is shrunk towards the solo shares (None: never)
     solo_share_from: int | None = SOLO_SHARE_FROM
+    #: the pairs are also enumerated when they take at most this share of the budget left (None: only when the
+    #: kernel's share of sizes 2 and n - 2 covers them)
+    pairs_room: float | None = PAIRS_ROOM
 
     @property
     def linear(self) -> bool:  # type: ignore[override]
@@ -773,8 +780,9 @@ class ProxySampler(HybridSampler):
         return self._fitted is None
     description = ("regression-adjusted: exact Shapley of a per-item proxy (solo types + player effects, "
                    "cross-fitted over items; blended with a selection proxy read off the pairs, which it "
-                   "enumerates once the budget's share covers them) plus the evaluated coalitions' residuals "
-                   "exactly and a James-Stein share of the hybrid's extrapolation of them to the rest")
+                   "enumerates once the budget's share covers them, or from 13 players half of what is left) "
+                   "plus the evaluated coalitions' residuals exactly and a James-Stein share of the hybrid's "
+                   "extrapolation of them to the rest")
 
     def __init__(self, n: int, rng: np.random.Generator):
         if n > MAX_PLAYERS:
@@ -789,10 +797,14 @@ class ProxySampler(HybridSampler):
         self._shapley_map = np.zeros((n, 0))  # each fitted coalition's coefficient in phi (exact.shapley_map)
         self._kept_value_means: tuple[TypeFit, np.ndarray] | None = None  # _value_means()
 
-    def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
+    def enumerate_alone(self, first: int, missing: list[int], share: float, room: float) -> int | None:
         """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share
-        of sizes 2 and n - 2 covers it; the rest of that share goes to sampling size n - 2."""
-        return 2 if first == 2 and 2 in missing and math.comb(self.n, 2) <= share else None
+        of sizes 2 and n - 2 covers it, or (from :data:`SOLO_SHARE_FROM` players) the pairs take at most
+        :attr:`pairs_room` of what is left, ``room``; the rest of that share goes to sampling size n - 2."""
+        pairs = math.comb(self.n, 2)
+        wanted = pairs <= share or (self.pairs_room is not None and self.n >= SOLO_SHARE_FROM
+                                    and pairs <= self.pairs_room * room)
+        return 2 if first == 2 and 2 in missing and wanted else None
 
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         fitted = cross_fitted(self.n, design, value)

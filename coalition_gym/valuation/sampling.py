@@ -626,7 +626,7 @@ class KernelSampler(Sampler):
             if sum(math.comb(n, k) for k in missing) <= min(share, room) or len(open_pairs) == 1 and \
                     sum(math.comb(n, k) for k in missing) <= room:
                 return list(missing)
-            alone = self.enumerate_alone(first, missing, min(share, room))
+            alone = self.enumerate_alone(first, missing, min(share, room), room)
             if alone is not None:
                 return [alone]
             if first == 1 and 1 in missing and n <= room:  # at least the singletons: n + 1 coalitions
@@ -659,9 +659,9 @@ class KernelSampler(Sampler):
         return self._fill(design, min(room, step), next_size, lambda size: open_pairs.remove(pair_of[size]),
                           lambda size, budget: (n - size) not in design.complete and budget >= 2)
 
-    def enumerate_alone(self, first: int, missing: list[int], share: float) -> int | None:
+    def enumerate_alone(self, first: int, missing: list[int], share: float, room: float) -> int | None:
         """A size of the next pair of sizes to enumerate on its own when the pair does not fit its ``share``
-        of what is left (default: none; the proxy sampler enumerates the pairs)."""
+        of what is left, ``room`` (default: none; the proxy sampler enumerates the pairs)."""
         return None
 
     def _sampled(self, units: list[Unit], s: int) -> int:
