@@ -606,3 +606,15 @@ def test_the_held_out_large_games_table_is_the_fresh_result():
     fresh = result("estimators_large_fresh.json")
     assert {g["role"] for g in fresh["games"].values()} == {module("benchmarks/estimators.py").LARGE_FRESH}
     assert module("benchmarks/estimators.py").ratio_by_n(fresh["summary"]) in BENCH_README.read_text()
+
+
+def test_the_pairs_rule_held_out_table_is_the_seed_3_result():
+    """benchmarks/README.md's held-out check of the pairs' half-budget rule is the large_fresh3 result's table, and
+    the seed-2 games re-measured with it (seen by then) are that result's table."""
+    estimators = module("benchmarks/estimators.py")
+    fresh3 = result("estimators_large_fresh3.json")
+    assert {g["role"] for g in fresh3["games"].values()} == {estimators.LARGE_FRESH3}
+    assert estimators.ratio_by_n(fresh3["summary"]) in BENCH_README.read_text()
+    again = result("estimators_large_fresh2_pairs.json")
+    assert all("then seen: the pairs' half-budget rule" in g["role"] for g in again["games"].values())
+    assert estimators.ratio_by_n(again["summary"]) in BENCH_README.read_text()
