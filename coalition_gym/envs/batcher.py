@@ -14,13 +14,13 @@ Episodes never see each other: an episode's Asks and seeds are its own, so how s
 is batched together, never what an episode generates (with backends whose replies do not depend on the batch
 they come in, which every backend here promises: ``Generator.generate``).
 
-Gathering: when new work arrives the batcher waits for the other live callers (a server's open sessions, which
-come back with their next episode; or, handed in without a caller, episodes not ended) that are not in a call now
-to arrive too, and not at all once they all have; at most half the time its recent waves spent in local backends
-(a wait buys a larger batch, and never costs more than half the wave it fills; a remote backend's calls overlap,
-so a larger batch saves them nothing) and at most ``wait_s``. Members that
-answer in microseconds are thus not waited for; a local model's forward pass, whose cost grows far slower than its
-batch, is.
+Gathering: when new work arrives the batcher waits for the other live callers (a server's open sessions, from when
+they open (:meth:`~WaveBatcher.join`) and between their episodes; or, handed in without a caller, episodes not ended)
+that are not in a call now to arrive too, and not at all once they all have; a caller still missing when a wait gives
+up is late, and later waves do not wait for it until it is back; at most half the time its recent waves spent in
+local backends (a wait buys a larger batch, and never costs more than half the wave it fills; a remote backend's
+calls overlap, so a larger batch saves them nothing) and at most ``wait_s``. Members that answer in microseconds
+are thus not waited for; a local model's forward pass, whose cost grows far slower than its batch, is.
 """
 
 from __future__ import annotations
