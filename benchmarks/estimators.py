@@ -519,7 +519,7 @@ def main() -> None:
     names = [f"{protocol} {pool}" for protocol, pool, _, _ in games]
     if len(set(names)) < len(names):  # rows and summaries are keyed by this name
         raise SystemExit(f"two games share a name: {names}")
-    reused, reused_from = reusable_rows(args.reuse, ours[0]) if args.reuse else ({}, None)
+    reused, reused_from = reusable_rows(args.reuse, ours[0], seeds) if args.reuse else ({}, None)
     if args.games in ("fresh", "large_fresh", "large_fresh3"):
         pools.register_pool("bench:random-N-sS", _seeded_random_pool, "sim:random-N drawn with seed S",
                             prefix="bench:random-", check=_check_seeded_random)
@@ -598,11 +598,16 @@ def main() -> None:
     Path(out).with_suffix(".md").write_text(table_markdown(rows, tables, summary, ours[1]) + "\n")
 
 
-def reusable_rows(path: str, default: str) -> tuple[dict, dict]:
+def reusable_rows(path: str, default: str, seeds: int) -> tuple[dict, dict]:
     """``--reuse``: a result's rows by (game, multiple, estimator), but for our default's (what is re-measured), and
     where they come from (the file, how many rows, the runs that made them). An approximator's estimate depends only
-    on the game, budget and seed, so a row of the same game set and seeds stands for a run of it."""
+    on the game, budget and seed, so a row of the same game set and seeds stands for a run of it (other seeds are
+    refused: ours over 20 seeds against rows over 5 would pair nothing)."""
     old = json.loads(Path(path).read_text())
+    counts = {r["seeds"] for r in old["rows"]}
+    if counts != {seeds}:
+        raise SystemExit(f"--reuse {path}: its rows are over {sorted(counts)} seeds, this run over {seeds}: pass "
+                         f"--seeds {max(counts)}")
     rows = {(r["game"], r["multiple"], r["estimator"]): r for r in old["rows"] if r["estimator"] != f"ours {default}"}
     runs = old.get("merged_from") or [{"seeds": old["seeds"], "total_seconds": old.get("total_seconds"),
                                        "games": list(old["games"])}]

@@ -199,12 +199,13 @@ class Served:
                 self._counts[key] += change
 
     def load(self) -> dict[str, Any]:
-        """Sessions open, totals (sessions, episodes, steps, failed episodes, waves) and per backend its calls,
-        the Asks they carried and their seconds (mean batch size = asks / calls)."""
+        """Sessions open, totals (sessions, episodes, steps, failed episodes, waves, waits given up) and per backend
+        its calls, the Asks they carried and their seconds (mean batch size = asks / calls)."""
         with self._count_lock:
             out: dict[str, Any] = dict(self._counts)
         batcher = self.driver.batcher
         out["waves"] = batcher.waves if batcher is not None else 0
+        out["waits_given_up"] = batcher.gave_up if batcher is not None else 0
         out["backends"] = {name: dict(row) for name, row in self.driver.stats.per_backend.items()}
         return out
 

@@ -1,7 +1,7 @@
 """A ``cgym serve`` server's load, as an operator reads it: ``/metrics`` in Prometheus' text format and a console
 line every ``report_every_s`` seconds. Both read ``Served.load()``: a dict with ``sessions_open`` and the totals
-``sessions``, ``episodes``, ``steps``, ``failed``, ``waves`` (those present), and ``backends``: per backend
-identity its ``calls``, the ``asks`` they carried and their ``seconds`` (mean batch size = asks / calls)."""
+``sessions``, ``episodes``, ``steps``, ``failed``, ``waves``, ``waits_given_up`` (those present), and ``backends``:
+per backend identity its ``calls``, the ``asks`` they carried and their ``seconds`` (mean batch size = asks / calls)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ METRICS = {
     "steps": ("cgym_steps_total", "counter", "steps taken by the policy seat"),
     "failed": ("cgym_failed_episodes_total", "counter", "episodes that ended in a failure"),
     "waves": ("cgym_waves_total", "counter", "waves of member requests sent to the backends"),
+    "waits_given_up": ("cgym_waits_given_up_total", "counter", "waves that stopped waiting for open sessions that "
+                       "did not come back in time (not waited for again until they do)"),
 }
 BACKEND_METRICS = {
     "calls": ("cgym_backend_calls_total", "calls to the backend (one per wave it was asked in)"),

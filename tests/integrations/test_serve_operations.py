@@ -275,6 +275,7 @@ def test_metrics_report_the_load_and_need_the_token(server, caplog):
     assert during.status_code == 200 and during.headers["content-type"].startswith("text/plain")
     text = during.text
     assert "# TYPE cgym_episodes_total counter" in text and "# TYPE cgym_sessions_open gauge" in text
+    assert "# TYPE cgym_waits_given_up_total counter" in text  # open sessions that did not come back in time
     assert metric(text, "cgym_episodes_total") - metric(before, "cgym_episodes_total") == 3
     assert metric(text, "cgym_steps_total") - metric(before, "cgym_steps_total") == 3
     assert metric(text, "cgym_sessions_open") >= 1
