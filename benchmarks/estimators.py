@@ -47,8 +47,8 @@ get for free; the distinct non-empty coalitions it actually queried are recorded
 (``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared), ours at the
 CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's jackknife does not depend on it).
 
-    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh|large_fresh3] [--sizes 14,64] [--seeds 20]
-        [--reuse OLD.json] [--out FILE.json]
+    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh|large_fresh3]
+        [--sizes 14,64] [--seeds 20] [--reuse OLD.json] [--out FILE.json]
     .venv/bin/python benchmarks/estimators.py --cost [--sizes 14,64] [--multiples 2,50] [--seeds 3]
 
 ``--cost`` times one default estimate (CPU seconds, the median over seeds) per n and budget on the large games
@@ -135,10 +135,18 @@ LARGE_GAMES += [("trained_router", f"sim:random-{n}", {}, LARGE_ADDED) for n in 
 # protocols on pools of the sim:random-N recipe drawn with seed 2 (never used before), settings fixed before its run
 LARGE_GAMES = [(protocol, pool, settings, f"{role}; then seen: the solo shares' shrinkage was written after its result")
                for protocol, pool, settings, role in LARGE_GAMES]
+LARGE_PROTOCOLS = (("majority_vote", {"tie_break": "random"}), ("slm_mux", {}), ("cascade", {"threshold": 0.67}),
+                   ("trained_router", {}))
+
+
+def seeded_large_games(seed: int, role: str) -> list[tuple]:
+    """The four protocols over the sim:random-N recipe drawn with ``seed`` (``bench:random-N-sS``), every large n."""
+    return [(protocol, f"bench:random-{n}-s{seed}", settings, role) for n in LARGE_SIZES
+            for protocol, settings in LARGE_PROTOCOLS]
+
+
 LARGE_FRESH = "held out (large n, pools drawn with seed 2, added after the solo shares' shrinkage)"
-LARGE_FRESH_GAMES = [(protocol, f"bench:random-{n}-s2", settings, LARGE_FRESH) for n in LARGE_SIZES
-                     for protocol, settings in (("majority_vote", {"tie_break": "random"}), ("slm_mux", {}),
-                                                ("cascade", {"threshold": 0.67}), ("trained_router", {}))]
+LARGE_FRESH_GAMES = seeded_large_games(2, LARGE_FRESH)
 # the pairs' half-budget rule (proxy.PAIRS_ROOM, from n = 13) came after both large sets' results (selection games
 # behind at 25n-50n short of every pair): both count as seen for it. Its held-out check: the same four protocols on
 # pools drawn with seed 3 (never used before), settings and the rule fixed before their run
@@ -146,9 +154,7 @@ LARGE_GAMES = [(p, pool, s, f"{role}; seen for the pairs' half-budget rule") for
 LARGE_FRESH_GAMES = [(p, pool, s, f"{role}; then seen: the pairs' half-budget rule was written after its result")
                      for p, pool, s, role in LARGE_FRESH_GAMES]
 LARGE_FRESH3 = "held out (large n, pools drawn with seed 3, added after the pairs' half-budget rule)"
-LARGE_FRESH3_GAMES = [(protocol, f"bench:random-{n}-s3", settings, LARGE_FRESH3) for n in LARGE_SIZES
-                      for protocol, settings in (("majority_vote", {"tie_break": "random"}), ("slm_mux", {}),
-                                                 ("cascade", {"threshold": 0.67}), ("trained_router", {}))]
+LARGE_FRESH3_GAMES = seeded_large_games(3, LARGE_FRESH3)
 # ours per game set: the default first, then the previous default (the table's last column)
 OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference"), "large": ("proxy", "hybrid"),
            "large_fresh": ("proxy", "proxy-before-solo-shares"), "large_fresh3": ("proxy", "proxy-before-pairs-room")}
