@@ -32,7 +32,9 @@ only our default on them (shapiq's rows depend on the game, budget and seed alon
 drawn with seed 2) for the same n, settings fixed before their first run. The pairs' half-budget rule
 (``proxy.PAIRS_ROOM``: from n = 13 the pairs are enumerated once they take at most half of the budget left) came
 after both; its held-out check is ``--games large_fresh3`` (``bench:random-N-s3``), ours against
-``proxy-before-pairs-room``.
+``proxy-before-pairs-room``. The shared priority short of the pairs (``ProxySampler.shared_priority_from``) and
+the floor on the prediction's bias term came after all three; their held-out check is ``--games large_fresh4``
+(``bench:random-N-s4``), ours against ``proxy-before-shared-priority``.
 Every coalition of the other games is run once, up front, recording its per-item scores and the cache keys of every
 generation it asks for, so an estimate's cost in generations is the number of distinct keys of the coalitions it
 evaluated (what a shared generation cache would have generated). Exact Shapley on the same table is the truth.
@@ -47,7 +49,7 @@ get for free; the distinct non-empty coalitions it actually queried are recorded
 (``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared), ours at the
 CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's jackknife does not depend on it).
 
-    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh|large_fresh3]
+    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh|large_fresh3|large_fresh4]
         [--sizes 14,64] [--seeds 20] [--reuse OLD.json] [--out FILE.json]
     .venv/bin/python benchmarks/estimators.py --cost [--sizes 14,64] [--multiples 2,50] [--seeds 3]
 
@@ -155,12 +157,24 @@ LARGE_FRESH_GAMES = [(p, pool, s, f"{role}; then seen: the pairs' half-budget ru
                      for p, pool, s, role in LARGE_FRESH_GAMES]
 LARGE_FRESH3 = "held out (large n, pools drawn with seed 3, added after the pairs' half-budget rule)"
 LARGE_FRESH3_GAMES = seeded_large_games(3, LARGE_FRESH3)
+# the shared priority short of the pairs (ProxySampler.shared_priority_from) and the floor on the prediction's bias
+# term (shrunk_to_prediction) came after the seed-3 result (the router over 64 behind at 25n-50n, the sampling
+# interval short in near-exact cells): every large set before counts as seen for them. Their held-out check: the
+# same four protocols on pools drawn with seed 4 (never used before), both fixed before that run
+SEEN_FOR_SHARED = "; then seen: the shared priority and the bias floor were written after its result"
+LARGE_GAMES = [(p, pool, s, role + SEEN_FOR_SHARED) for p, pool, s, role in LARGE_GAMES]
+LARGE_FRESH_GAMES = [(p, pool, s, role + SEEN_FOR_SHARED) for p, pool, s, role in LARGE_FRESH_GAMES]
+LARGE_FRESH3_GAMES = [(p, pool, s, role + SEEN_FOR_SHARED) for p, pool, s, role in LARGE_FRESH3_GAMES]
+LARGE_FRESH4 = "held out (large n, pools drawn with seed 4, added after the shared priority and the bias floor)"
+LARGE_FRESH4_GAMES = seeded_large_games(4, LARGE_FRESH4)
 # ours per game set: the default first, then the previous default (the table's last column)
 OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference"), "large": ("proxy", "hybrid"),
-           "large_fresh": ("proxy", "proxy-before-solo-shares"), "large_fresh3": ("proxy", "proxy-before-pairs-room")}
+           "large_fresh": ("proxy", "proxy-before-solo-shares"), "large_fresh3": ("proxy", "proxy-before-pairs-room"),
+           "large_fresh4": ("proxy", "proxy-before-shared-priority")}
 GAME_SETS = {"benchmark": GAMES, "fresh": FRESH_GAMES, "large": LARGE_GAMES, "large_fresh": LARGE_FRESH_GAMES,
-             "large_fresh3": LARGE_FRESH3_GAMES}
-STRUCTURED_SETS = ("large", "large_fresh", "large_fresh3")  # truth from closed_form, not enumeration
+             "large_fresh3": LARGE_FRESH3_GAMES, "large_fresh4": LARGE_FRESH4_GAMES}
+STRUCTURED_SETS = ("large", "large_fresh", "large_fresh3", "large_fresh4")  # truth from closed_form, not enumeration
+SEEDED_SETS = ("fresh", "large_fresh", "large_fresh3", "large_fresh4")  # their pools are bench:random-N-sS
 
 
 def _seeded_random_pool(name: str) -> pools.Pool:
@@ -199,6 +213,14 @@ class BeforePairsRoom(ProxySampler):
 
     name = "proxy-before-pairs-room"
     pairs_room = None
+
+
+class BeforeSharedPriority(ProxySampler):
+    """The proxy sampler with the vote-like proxy alone short of every pair (no shared priority): the default
+    before it (``large_fresh4``'s previous default; its interval has the bias floor, which moves no estimate)."""
+
+    name = "proxy-before-shared-priority"
+    shared_priority_from = None
 
 
 class KeyRecorder:
@@ -526,12 +548,13 @@ def main() -> None:
     if len(set(names)) < len(names):  # rows and summaries are keyed by this name
         raise SystemExit(f"two games share a name: {names}")
     reused, reused_from = reusable_rows(args.reuse, ours[0], seeds) if args.reuse else ({}, None)
-    if args.games in ("fresh", "large_fresh", "large_fresh3"):
+    if args.games in SEEDED_SETS:
         pools.register_pool("bench:random-N-sS", _seeded_random_pool, "sim:random-N drawn with seed S",
                             prefix="bench:random-", check=_check_seeded_random)
         register_sampler(DifferenceEstimate)
         register_sampler(BeforeSoloShares)
         register_sampler(BeforePairsRoom)
+        register_sampler(BeforeSharedPriority)
     makers, shapiq_note = load_shapiq()
     print(f"# {shapiq_note}", flush=True)
     rows, tables = [], {}
