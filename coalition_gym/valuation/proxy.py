@@ -837,6 +837,8 @@ class ProxySampler(HybridSampler):
     #: short of every pair, from this many players the selection family takes one priority for all items (None:
     #: the vote-like proxy alone)
     shared_priority_from: int | None = SOLO_SHARE_FROM
+    #: the interval's bias term per player floored at the players' mean (:func:`shrunk_to_prediction`)
+    bias_floor = True
 
     @property
     def linear(self) -> bool:  # type: ignore[override]
@@ -1025,7 +1027,8 @@ class ProxySampler(HybridSampler):
             means = self.replicate_means
             many = (lambda replicates: self._parts_many(design, replicates)) if means else None
             per_item, variance, df, kappa = shrunk_to_prediction(lambda units: self._parts(design, units, means),
-                                                                 groups, rng, [slice(0, self.n)], many)
+                                                                 groups, rng, [slice(0, self.n)], many,
+                                                                 self.bias_floor)
             self.shrink = float(kappa[0])
         if self.solo_share_from is not None and self.n >= self.solo_share_from and 1 in design.complete:
             per_item, variance, self.solo_share_weight = shrunk_to_solo_shares(
@@ -1067,8 +1070,8 @@ def shrunk_to_solo_shares(per_item: np.ndarray, variance: np.ndarray,
 
 def shrunk_to_prediction(parts: Callable[[list[Unit] | None], tuple[np.ndarray, np.ndarray]],
                          groups: list[list[Unit]], rng: np.random.Generator, pooled: list[slice],
-                         many: Callable[[list[list[Unit]]], np.ndarray | None] | None = None
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                         many: Callable[[list[list[Unit]]], np.ndarray | None] | None = None,
+                         floor: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``P + kappa (D - P)`` from ``parts(units)`` = (difference estimate D, prediction estimate P), rows x items,
     on the design's sampled units (None) or a jackknife replicate of them: the estimate, its sampling variance and
     degrees of freedom (one jackknife pass over both), and kappa (one per slice of rows in ``pooled``).
@@ -1088,7 +1091,7 @@ def shrunk_to_prediction(parts: Callable[[list[Unit] | None], tuple[np.ndarray, 
     and 0.0097 on average). A row's ``(D - P)^2`` is floored at the slice's mean: where the proxy is near exact
     (selection games with every pair known, errors of 2e-05 to 4e-05) a player whose one draw of D - P fell
     near zero kept almost no bias term, and the interval on the items covered 0.85-0.89 of the players in three
-    such cells of the large games (0.96-1.00 with the floor; issue 51)."""
+    such cells of the large games (0.96-1.00 with the floor; issue 51). ``floor=False``: without it."""
     def stacked(units: list[Unit] | None) -> np.ndarray:  # P, then D - P
         difference, prediction = parts(units)
         return np.vstack([prediction, difference - prediction])
@@ -1108,7 +1111,8 @@ def shrunk_to_prediction(parts: Callable[[list[Unit] | None], tuple[np.ndarray, 
         spread = float(square[part].sum())
         if spread > 0:
             kappa[k] = per_row[part] = max(0.0, 1.0 - float(correction_var[part].sum()) / spread)
-        square[part] = np.maximum(square[part], square[part].mean())  # one row's draw sizes its bias poorly
+        if floor:  # one row's draw sizes its bias poorly
+            square[part] = np.maximum(square[part], square[part].mean())
     per_item = full[:rows] + per_row[:, None] * full[rows:]
     variance, df = jackknife_variance([r[:, :rows] + per_row * r[:, rows:] for r in replicates],
                                       per_item.mean(axis=1), rows)
