@@ -618,3 +618,12 @@ def test_the_pairs_rule_held_out_table_is_the_seed_3_result():
     again = result("estimators_large_fresh2_pairs.json")
     assert all("then seen: the pairs' half-budget rule" in g["role"] for g in again["games"].values())
     assert estimators.ratio_by_n(again["summary"]) in BENCH_README.read_text()
+
+
+def test_the_shared_priority_held_out_table_is_the_seed_4_result():
+    """benchmarks/README.md's held-out check of the shared priority and the bias floor is the large_fresh4 result's
+    table."""
+    estimators = module("benchmarks/estimators.py")
+    fresh4 = result("estimators_large_fresh4.json")
+    assert {g["role"] for g in fresh4["games"].values()} == {estimators.LARGE_FRESH4}
+    assert estimators.ratio_by_n(fresh4["summary"]) in BENCH_README.read_text()
