@@ -578,9 +578,9 @@ def pair_priorities(n: int, value: Callable[[int], np.ndarray], solo: np.ndarray
 def shared_priorities(bits: np.ndarray, values: np.ndarray, solo: np.ndarray, folds: np.ndarray) -> np.ndarray:
     """One priority for all items, per item fold (folds x n, lower first), read off coalitions of two or more
     (``bits``: coalitions x n, ``values``: their per-item values) on the other folds' items, for a selection game
-    whose pairs are not all known. Greedily from the top: the next player is the one whose solo values are
-    furthest from none of the outcomes, i.e. with the least mean ``|x_i - v(S)|`` over the coalitions S it is in
-    that hold no player placed before it (on the items where S's members' solo values differ: elsewhere every
+    whose pairs are not all known. Greedily from the top: the next player is the one whose solo values are closest
+    to the outcomes, the least mean ``|x_i - v(S)|`` over the coalitions S it is in that hold no player placed
+    before it (on the items where S's members' solo values differ: elsewhere every
     member matches); the coalitions it is in are then set aside (it answered for them). Players in none of the
     remaining coalitions go last, in the order of that mean over all coalitions.
 
@@ -598,10 +598,8 @@ def shared_priorities(bits: np.ndarray, values: np.ndarray, solo: np.ndarray, fo
         miss[folds[t]] += differ[:, t, None] * np.abs(solo[t][None, :] - values[:, t, None])
         seen[folds[t]] += differ[:, t]
     miss, seen = miss * take, seen[:, :, None] * take
-    ranks = np.empty((n_folds, bits.shape[1]))
-    for f in range(n_folds):
-        ranks[f] = _peeled_rank(miss.sum(axis=0) - miss[f], seen.sum(axis=0) - seen[f], take)
-    return ranks
+    all_miss, all_seen = miss.sum(axis=0), seen.sum(axis=0)
+    return np.stack([_peeled_rank(all_miss - miss[f], all_seen - seen[f], take) for f in range(n_folds)])
 
 
 def _peeled_rank(miss: np.ndarray, seen: np.ndarray, take: np.ndarray) -> np.ndarray:

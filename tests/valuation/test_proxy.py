@@ -41,8 +41,12 @@ def selection_game(n: int, items: int = 40, seed: int = 0) -> FunctionGame:
     cascade-like game: the system answers with one member's answer)."""
     rng = np.random.default_rng(seed)
     solo = (rng.random((items, n)) < 0.55).astype(float)
-    rank = rng.random((items, n))
-    players = [f"p{k}" for k in range(n)]
+    return ranked_selection(solo, rng.random((items, n)), [f"p{k}" for k in range(n)])
+
+
+def ranked_selection(solo: np.ndarray, rank: np.ndarray, players: list[str]) -> FunctionGame:
+    """v_t(S) = ``solo[t, i]`` of the member i of S with the lowest ``rank[t, i]`` (items x n both)."""
+    items = solo.shape[0]
 
     def value(coalition):
         idx = [players.index(p) for p in coalition]

@@ -3,6 +3,7 @@ greedily off the sampled coalitions (``proxy.shared_priorities``); and the shrun
 at the players' mean (``proxy.shrunk_to_prediction``)."""
 
 import numpy as np
+from test_proxy import ranked_selection
 
 from coalition_gym.valuation import FunctionGame, proxy
 from coalition_gym.valuation.sampling import Budget, sampled_shapley
@@ -25,16 +26,7 @@ def shared_order_game(n: int, items: int = 40, seed: int = 0, swaps: int = 0) ->
         s = solo[t, orders[t]]
         later = np.array([sum(s[q] / (q * (q + 1)) for q in range(r + 1, n)) for r in range(n)])
         truth[orders[t], t] = s / (np.arange(n) + 1) - later
-    players = [f"p{k:02d}" for k in range(n)]
-
-    def value(coalition):
-        idx = [players.index(p) for p in coalition]
-        if not idx:
-            return np.zeros(items)
-        first = np.argmin(rank[:, idx], axis=1)
-        return solo[:, idx][np.arange(items), first]
-
-    return FunctionGame(players, value, n_items=items), truth.mean(axis=1)
+    return ranked_selection(solo, rank, [f"p{k:02d}" for k in range(n)]), truth.mean(axis=1)
 
 
 def test_the_greedy_reading_gives_back_a_priority_shared_by_every_item():
