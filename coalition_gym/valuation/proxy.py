@@ -793,6 +793,13 @@ def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray],
     return CrossFitted(families, blend(predictions, values[rows].ravel()), folds, solo, fit)
 
 
+def selection_like(n: int, design: Design, value: Callable[[int], np.ndarray]) -> bool:
+    """Whether the proxy cross-fitted on ``design`` (one priority for all items) weights its selection family
+    above its vote-like one: the pilot's test of :meth:`ProxySampler.propose`."""
+    fitted = cross_fitted(n, design, value, shared_from=n)
+    return fitted is not None and len(fitted.weights) > 1 and fitted.weights[1] > fitted.weights[0]
+
+
 def blend(predictions: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Non-negative least-squares weights of a few columns (every subset of columns tried: there are two),
     on out-of-fold predictions, so no item's own proxy is weighted by its own fit."""
@@ -816,6 +823,7 @@ SOLO_SHARE_FROM = 13
 #: selection game's proxy reads its priorities off them, and short of every pair it was behind shapiq 1.8 at 14-32
 #: members and 25n-50n (issue 51; fixed before the games drawn with seed 3 were run)
 PAIRS_ROOM = 0.5
+PAIRS_PILOT = 1.0
 
 
 @register_sampler
@@ -837,6 +845,9 @@ class ProxySampler(HybridSampler):
     shared_priority_from: int | None = SOLO_SHARE_FROM
     #: the interval's bias term per player floored at the players' mean (:func:`shrunk_to_prediction`)
     bias_floor = True
+    #: from SOLO_SHARE_FROM players, pairs beyond pairs_room of what is left are still enumerated when a pilot of
+    #: this many multiples of n coalitions finds the game selection-like (:meth:`propose`; None: never)
+    pairs_pilot: float | None = PAIRS_PILOT
 
     @property
     def linear(self) -> bool:  # type: ignore[override]
@@ -861,15 +872,55 @@ class ProxySampler(HybridSampler):
         self._fitted: tuple[CrossFitted, ReplicateCounts] | None = None
         self._shapley_map = np.zeros((n, 0))  # each fitted coalition's coefficient in phi (exact.shapley_map)
         self._kept_value_means: tuple[TypeFit, np.ndarray] | None = None  # _value_means()
+        self._value: Callable[[int], np.ndarray] | None = None  # the game's values, as observe() was told them
+        self._pilot: str | None = None  # None, then "drawn", then "selection" or "other"
+
+    def observe(self, masks: set[int], value: Callable[[int], np.ndarray]) -> None:
+        super().observe(masks, value)
+        self._value = value
 
     def enumerate_alone(self, first: int, missing: list[int], share: float, room: float) -> int | None:
         """Size 2 on its own (every pair: the selection proxy reads its priorities off them) when the share
         of sizes 2 and n - 2 covers it, or (from :data:`SOLO_SHARE_FROM` players) the pairs take at most
-        :attr:`pairs_room` of what is left, ``room``; the rest of that share goes to sampling size n - 2."""
+        :attr:`pairs_room` of what is left, ``room``, or fit in it after a pilot found the game selection-like
+        (:meth:`propose`); the rest of that share goes to sampling size n - 2."""
+        if not (first == 2 and 2 in missing):
+            return None
         pairs = math.comb(self.n, 2)
-        wanted = pairs <= share or (self.pairs_room is not None and self.n >= SOLO_SHARE_FROM
-                                    and pairs <= self.pairs_room * room)
-        return 2 if first == 2 and 2 in missing and wanted else None
+        wanted = pairs <= share or self._pairs_in_room(pairs, room) or (self._pilot == "selection" and pairs <= room)
+        return 2 if wanted else None
+
+    def _pairs_in_room(self, pairs: int, room: float) -> bool:
+        return self.pairs_room is not None and self.n >= SOLO_SHARE_FROM and pairs <= self.pairs_room * room
+
+    def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
+        """The kernel design, with one detour from :data:`SOLO_SHARE_FROM` players: where the pairs take more
+        than :attr:`pairs_room` of what is left, yet fit with twice the pilot to spare, a pilot of
+        :attr:`pairs_pilot` x n coalitions of the other sizes is sampled first. Its cross-fitted proxy decides:
+        a selection family (one priority for all items) weighted above the vote-like one makes the game
+        selection-like, and the pairs are then enumerated, which makes the selection proxy exact for a game
+        that selects by a per-item order. A vote-like game loses nothing: the pilot's coalitions are the ones
+        the design would have sampled anyway."""
+        if self._pilot is None and self.pairs_pilot is not None and self._pilot_due(design, room, self.pairs_pilot):
+            self._pilot = "drawn"
+            pilot = self._fill_by_mass(design, int(self.pairs_pilot * self.n), self._open_beyond_pairs(design))
+            if pilot:
+                return pilot
+        if self._pilot == "drawn" and self._value is not None:
+            self._pilot = "selection" if selection_like(self.n, design, self._value) else "other"
+        return super().propose(design, room, step)
+
+    def _pilot_due(self, design: Design, room: int, pilot: float) -> bool:
+        """The pairs are next (sizes 1 and n - 1 done, none of 2 or n - 2 yet) and the pilot's rule applies."""
+        pairs, n, open_pairs = math.comb(self.n, 2), self.n, self._open_pairs(design)
+        if n < SOLO_SHARE_FROM or open_pairs[:1] != [2] or len(open_pairs) < 2:
+            return False
+        if 2 in design.complete or self._sampled(design.units, 2) > 0:
+            return False
+        return not self._pairs_in_room(pairs, room) and pairs + 2 * pilot * n <= room
+
+    def _open_beyond_pairs(self, design: Design) -> list[int]:
+        return [s for s in self._open_pairs(design) if s != 2]
 
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
         fitted = cross_fitted(self.n, design, value, self.shared_priority_from)

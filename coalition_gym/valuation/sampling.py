@@ -614,7 +614,7 @@ class KernelSampler(Sampler):
 
     def propose(self, design: Design, room: int, step: int) -> list[Unit | int]:
         n = self.n
-        open_pairs = [s for s in self.pairs if not set(self._sizes(s)) <= design.complete]
+        open_pairs = self._open_pairs(design)
         if not open_pairs or room <= 0:
             return []
         first = open_pairs[0]
@@ -631,7 +631,12 @@ class KernelSampler(Sampler):
                 return [alone]
             if first == 1 and 1 in missing and n <= room:  # at least the singletons: n + 1 coalitions
                 return [1]
-        # the open pairs share the rest in proportion to their kernel mass: next is the one furthest behind
+        return self._fill_by_mass(design, min(room, step), open_pairs)
+
+    def _fill_by_mass(self, design: Design, budget: int, open_pairs: list[int]) -> list[Unit | int]:
+        """Sampled units of the ``open_pairs`` of sizes, ``budget`` coalitions: the pairs share them in
+        proportion to their kernel mass (with what was sampled of them before), next the one furthest behind."""
+        n, open_pairs = self.n, list(open_pairs)
         pair_of = {k: s for s in open_pairs for k in self._sizes(s)}
         # coalitions sampled per open pair so far, kept up to date as the round draws (one pass over the units)
         count = dict.fromkeys(open_pairs, 0)
@@ -656,13 +661,17 @@ class KernelSampler(Sampler):
             sizes = [k for k in self._sizes(s) if k not in design.complete]
             return sizes[int(self.rng.integers(len(sizes)))]
 
-        return self._fill(design, min(room, step), next_size, lambda size: open_pairs.remove(pair_of[size]),
-                          lambda size, budget: (n - size) not in design.complete and budget >= 2)
+        return self._fill(design, budget, next_size, lambda size: open_pairs.remove(pair_of[size]),
+                          lambda size, left: (n - size) not in design.complete and left >= 2)
 
     def enumerate_alone(self, first: int, missing: list[int], share: float, room: float) -> int | None:
         """A size of the next pair of sizes to enumerate on its own when the pair does not fit its ``share``
         of what is left, ``room`` (default: none; the proxy sampler enumerates the pairs)."""
         return None
+
+    def _open_pairs(self, design: Design) -> list[int]:
+        """The pairs of sizes not yet enumerated, in the order of enumeration."""
+        return [s for s in self.pairs if not set(self._sizes(s)) <= design.complete]
 
     def _sampled(self, units: list[Unit], s: int) -> int:
         sizes = self._sizes(s)

@@ -86,6 +86,7 @@ def test_the_estimates_are_those_pinned_before_the_cost_work(case, monkeypatch):
     monkeypatch.setattr(proxy.ProxySampler, "pairs_room", None)  # and before the pairs' half-budget rule
     monkeypatch.setattr(proxy.ProxySampler, "shared_priority_from", None)  # and the shared priority
     monkeypatch.setattr(proxy.ProxySampler, "bias_floor", False)  # and the floor on the bias term
+    monkeypatch.setattr(proxy.ProxySampler, "pairs_pilot", None)  # and the pairs' pilot
     kind, n, multiple, seed, sampler = case
     game = (vote_game if kind == "vote" else tied_selection_game)(n)
     result = sampled_shapley(game, sampler=sampler, stop=Budget(coalitions=multiple * n), seed=seed, n_boot=500)

@@ -1,10 +1,14 @@
 """From 13 players the proxy sampler enumerates every pair once the pairs take at most half of the budget left
 (``proxy.PAIRS_ROOM``): the selection proxy reads its priorities off them. Below 13 players, or with the rule off,
-only the kernel's share of sizes 2 and n - 2 decides, as before."""
+only the kernel's share of sizes 2 and n - 2 decides, as before. Past half of what is left (with room for twice a
+pilot of n coalitions), a pilot of the other sizes decides: the pairs are enumerated for a selection-like game
+(``proxy.ProxySampler.pairs_pilot``, ``proxy.selection_like``)."""
 
 import math
 
 import numpy as np
+import pytest
+from test_shared_priority import shared_order_game
 
 from coalition_gym.valuation import FunctionGame, proxy
 from coalition_gym.valuation.sampling import Budget, sampled_shapley
@@ -35,3 +39,57 @@ def test_below_thirteen_players_the_rule_does_not_apply():
     # 12 players, 180 coalitions: the pairs (66) fit half of what is left, not the kernel's share (about 45)
     assert pairs_evaluated(12, 180) < math.comb(12, 2)
     assert pairs_evaluated(12, 12 * 25) == math.comb(12, 2)  # the kernel's share covers them at 25n, as before
+
+
+def counted(game, asked: set) -> FunctionGame:
+    """``game`` with every coalition it is asked for recorded in ``asked``."""
+    def value(coalition) -> np.ndarray:
+        asked.add(tuple(sorted(coalition)))
+        return game.per_item(coalition)
+
+    return FunctionGame(game.players, value, n_items=game.n_items)
+
+
+def pilot_run(game, budget: int, seed: int = 0) -> tuple[int, float]:
+    """The pairs the default sampler evaluates on ``game`` at ``budget``, and its estimate's item means."""
+    asked: set[tuple[str, ...]] = set()
+    result = sampled_shapley(counted(game, asked), sampler="proxy", stop=Budget(coalitions=budget), seed=seed,
+                             n_boot=20)
+    return sum(len(c) == 2 for c in asked), result.per_item.mean(axis=1)
+
+
+def test_past_half_the_room_a_pilot_enumerates_the_pairs_of_a_selection_game(monkeypatch):
+    # 20 players at 15n = 300: the 190 pairs take more than half of the ~260 left, and leave twice the pilot (2 x 20)
+    n, budget = 20, 300
+    game, truth = shared_order_game(n, seed=5, swaps=3)
+    pairs, estimate = pilot_run(game, budget)
+    assert pairs == math.comb(n, 2)
+    assert np.abs(estimate - truth).max() < 1e-9  # the pairs' per-item priorities make the selection proxy exact
+    monkeypatch.setattr(proxy.ProxySampler, "pairs_pilot", None)
+    pairs_without, estimate_without = pilot_run(game, budget)
+    assert pairs_without < math.comb(n, 2)
+    assert np.abs(estimate_without - truth).mean() > 1e-4
+
+
+def test_the_pilot_leaves_a_vote_like_game_to_the_kernel_design():
+    assert pairs_evaluated(20, 300) < math.comb(20, 2)
+
+
+def test_the_pilots_test_weighs_the_selection_family_against_the_vote_like_one():
+    n = 20
+    selection, _ = shared_order_game(n, seed=2, swaps=3)
+    votes = FunctionGame([f"p{k:02d}" for k in range(n)],
+                         lambda c: np.array([(sum(int(p[1:]) * (i + 1) for p in c) % 7) > 2 for i in range(6)],
+                                            dtype=float), n_items=6)
+    found = []
+    original = proxy.selection_like
+
+    def spy(*args):
+        found.append(original(*args))
+        return found[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(proxy, "selection_like", spy)
+        for game in (selection, votes):
+            sampled_shapley(game, sampler="proxy", stop=Budget(coalitions=300), seed=1, n_boot=20)
+    assert found == [True, False]
