@@ -98,3 +98,33 @@ def test_a_rows_bias_term_is_at_least_the_mean_of_its_slice():
     mean_square = float((correction ** 2).mean())
     np.testing.assert_allclose(variance[1] - variance[0], (1 - kappa[0]) ** 2 * (correction[1] ** 2 - mean_square),
                                rtol=1e-6)
+
+
+def test_reading_the_priority_off_a_subset_is_reading_it_off_those_coalitions_alone():
+    n, items = 16, 30
+    game, _ = shared_order_game(n, items, seed=4, swaps=3)
+    rng = np.random.default_rng(1)
+    masks = sorted({int(m) for m in rng.integers(1, 1 << n, 300) if bin(int(m)).count("1") >= 2})
+    bits = ((np.array(masks)[:, None] >> np.arange(n)) & 1).astype(bool)
+    values = np.stack([game.per_item(game.players[k] for k in range(n) if m >> k & 1) for m in masks])
+    solo = np.stack([game.per_item([p]) for p in game.players], axis=1)
+    folds = np.arange(items) % 5
+    rows = np.flatnonzero(rng.random(len(masks)) < 0.7)
+    sums = proxy.PrioritySums(bits, values, solo, folds)
+    np.testing.assert_array_equal(sums.ranks(rows), proxy.shared_priorities(bits[rows], values[rows], solo, folds))
+    np.testing.assert_array_equal(sums.ranks(), proxy.shared_priorities(bits, values, solo, folds))
+
+
+def test_the_shared_prioritys_own_sampling_error_widens_the_interval_and_leaves_the_estimate(monkeypatch):
+    widened = []
+    for seed in range(3):
+        runs = []
+        for blocks in (0, proxy.PRIORITY_BLOCKS):
+            game, _ = shared_order_game(16, seed=seed, swaps=4)  # a fresh game: no coalition known before
+            monkeypatch.setattr(proxy.ProxySampler, "priority_blocks", blocks)
+            runs.append(sampled_shapley(game, sampler="proxy", stop=Budget(coalitions=80), seed=seed, n_boot=20))
+        without, with_it = runs
+        np.testing.assert_array_equal(with_it.per_item, without.per_item)
+        assert (with_it.sampling_halfwidth >= without.sampling_halfwidth - 1e-15).all()
+        widened.append(float((with_it.sampling_halfwidth - without.sampling_halfwidth).max()))
+    assert min(widened) > 0, widened
