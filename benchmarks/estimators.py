@@ -34,7 +34,10 @@ drawn with seed 2) for the same n, settings fixed before their first run. The pa
 after both; its held-out check is ``--games large_fresh3`` (``bench:random-N-s3``), ours against
 ``proxy-before-pairs-room``. The shared priority short of the pairs (``ProxySampler.shared_priority_from``) and
 the floor on the prediction's bias term came after all three; their held-out check is ``--games large_fresh4``
-(``bench:random-N-s4``), ours against ``proxy-before-shared-priority``.
+(``bench:random-N-s4``), ours against ``proxy-before-shared-priority``. The pairs' pilot (short of room for the
+pairs, a pilot of n coalitions decides whether a selection-like game gets them) and the shared priority's own
+sampling variance in the interval came after all four; their held-out check is ``--games large_fresh5``
+(``bench:random-N-s5``), ours against ``proxy-before-pilot``.
 Every coalition of the other games is run once, up front, recording its per-item scores and the cache keys of every
 generation it asks for, so an estimate's cost in generations is the number of distinct keys of the coalitions it
 evaluated (what a shared generation cache would have generated). Exact Shapley on the same table is the truth.
@@ -49,7 +52,7 @@ get for free; the distinct non-empty coalitions it actually queried are recorded
 (``OMP_NUM_THREADS=1``); wall and CPU seconds per estimate are both recorded (the machine is shared), ours at the
 CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's jackknife does not depend on it).
 
-    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh|large_fresh3|large_fresh4]
+    .venv/bin/python benchmarks/estimators.py [--quick] [--games fresh|large|large_fresh(3|4|5)]
         [--sizes 14,64] [--seeds 20] [--reuse OLD.json] [--out FILE.json]
     .venv/bin/python benchmarks/estimators.py --cost [--sizes 14,64] [--multiples 2,50] [--seeds 3]
 
@@ -167,14 +170,26 @@ LARGE_FRESH_GAMES = [(p, pool, s, role + SEEN_FOR_SHARED) for p, pool, s, role i
 LARGE_FRESH3_GAMES = [(p, pool, s, role + SEEN_FOR_SHARED) for p, pool, s, role in LARGE_FRESH3_GAMES]
 LARGE_FRESH4 = "held out (large n, pools drawn with seed 4, added after the shared priority and the bias floor)"
 LARGE_FRESH4_GAMES = seeded_large_games(4, LARGE_FRESH4)
+# the pairs' pilot (ProxySampler.pairs_pilot) and the shared priority's own sampling variance
+# (ProxySampler.priority_blocks) came after the seed-4 result (the router over 64 behind at 50n, the interval short
+# in two cells at 16 members): every large set before counts as seen for them. Their held-out check: the same four
+# protocols on pools drawn with seed 5 (never used before), both fixed before that run
+SEEN_FOR_PILOT = "; then seen: the pairs' pilot and the shared priority's variance were written after its result"
+LARGE_GAMES, LARGE_FRESH_GAMES, LARGE_FRESH3_GAMES, LARGE_FRESH4_GAMES = (
+    [(p, pool, s, role + SEEN_FOR_PILOT) for p, pool, s, role in games]
+    for games in (LARGE_GAMES, LARGE_FRESH_GAMES, LARGE_FRESH3_GAMES, LARGE_FRESH4_GAMES))
+LARGE_FRESH5 = ("held out (large n, pools drawn with seed 5, added after the pairs' pilot and the shared priority's "
+                "variance)")
+LARGE_FRESH5_GAMES = seeded_large_games(5, LARGE_FRESH5)
 # ours per game set: the default first, then the previous default (the table's last column)
 OURS_OF = {"benchmark": OURS, "fresh": ("proxy", "proxy-difference"), "large": ("proxy", "hybrid"),
            "large_fresh": ("proxy", "proxy-before-solo-shares"), "large_fresh3": ("proxy", "proxy-before-pairs-room"),
-           "large_fresh4": ("proxy", "proxy-before-shared-priority")}
+           "large_fresh4": ("proxy", "proxy-before-shared-priority"), "large_fresh5": ("proxy", "proxy-before-pilot")}
 GAME_SETS = {"benchmark": GAMES, "fresh": FRESH_GAMES, "large": LARGE_GAMES, "large_fresh": LARGE_FRESH_GAMES,
-             "large_fresh3": LARGE_FRESH3_GAMES, "large_fresh4": LARGE_FRESH4_GAMES}
-STRUCTURED_SETS = ("large", "large_fresh", "large_fresh3", "large_fresh4")  # truth from closed_form, not enumeration
-SEEDED_SETS = ("fresh", "large_fresh", "large_fresh3", "large_fresh4")  # their pools are bench:random-N-sS
+             "large_fresh3": LARGE_FRESH3_GAMES, "large_fresh4": LARGE_FRESH4_GAMES, "large_fresh5": LARGE_FRESH5_GAMES}
+# truth from closed_form, not enumeration
+STRUCTURED_SETS = ("large", "large_fresh", "large_fresh3", "large_fresh4", "large_fresh5")
+SEEDED_SETS = ("fresh", "large_fresh", "large_fresh3", "large_fresh4", "large_fresh5")  # pools bench:random-N-sS
 
 
 def _seeded_random_pool(name: str) -> pools.Pool:
@@ -221,6 +236,15 @@ class BeforeSharedPriority(ProxySampler):
 
     name = "proxy-before-shared-priority"
     shared_priority_from = None
+
+
+class BeforePilot(ProxySampler):
+    """The proxy sampler without the pairs' pilot and without the shared priority's own variance in its interval:
+    the default before them (``large_fresh5``'s previous default)."""
+
+    name = "proxy-before-pilot"
+    pairs_pilot = None
+    priority_blocks = 0
 
 
 class KeyRecorder:
@@ -555,6 +579,7 @@ def main() -> None:
         register_sampler(BeforeSoloShares)
         register_sampler(BeforePairsRoom)
         register_sampler(BeforeSharedPriority)
+        register_sampler(BeforePilot)
     makers, shapiq_note = load_shapiq()
     print(f"# {shapiq_note}", flush=True)
     rows, tables = [], {}
