@@ -71,16 +71,33 @@ def test_past_half_the_room_a_pilot_enumerates_the_pairs_of_a_selection_game(mon
     assert np.abs(estimate_without - truth).mean() > 1e-4
 
 
-def test_the_pilot_leaves_a_vote_like_game_to_the_kernel_design():
-    assert pairs_evaluated(20, 300) < math.comb(20, 2)
+def plurality_game(n: int, items: int = 40, seed: int = 0) -> FunctionGame:
+    """Majority vote: each member answers one of three labels per item (0 is right, half the time); a coalition
+    answers its most common label (ties to the lowest) and scores 1 when that is 0."""
+    answers = np.random.default_rng(seed).choice(3, size=(items, n), p=[0.5, 0.3, 0.2])
+    players = [f"p{k:02d}" for k in range(n)]
+
+    def value(coalition) -> np.ndarray:
+        idx = [players.index(p) for p in coalition]
+        if not idx:
+            return np.zeros(items)
+        counts = np.stack([(answers[:, idx] == label).sum(axis=1) for label in range(3)], axis=1)
+        return (np.argmax(counts, axis=1) == 0).astype(float)
+
+    return FunctionGame(players, value, n_items=items)
 
 
-def test_the_pilots_test_weighs_the_selection_family_against_the_vote_like_one():
+def test_the_pilot_leaves_a_vote_to_the_kernel_design():
+    asked: set[tuple[str, ...]] = set()
+    sampled_shapley(counted(plurality_game(20), asked), sampler="proxy", stop=Budget(coalitions=300), seed=0,
+                    n_boot=20)
+    assert sum(len(c) == 2 for c in asked) < math.comb(20, 2)
+
+
+def test_the_pilots_test_tells_a_selection_game_from_a_vote():
     n = 20
     selection, _ = shared_order_game(n, seed=2, swaps=3)
-    votes = FunctionGame([f"p{k:02d}" for k in range(n)],
-                         lambda c: np.array([(sum(int(p[1:]) * (i + 1) for p in c) % 7) > 2 for i in range(6)],
-                                            dtype=float), n_items=6)
+    votes = plurality_game(n, seed=3)
     found = []
     original = proxy.selection_like
 
@@ -93,3 +110,15 @@ def test_the_pilots_test_weighs_the_selection_family_against_the_vote_like_one()
         for game in (selection, votes):
             sampled_shapley(game, sampler="proxy", stop=Budget(coalitions=300), seed=1, n_boot=20)
     assert found == [True, False]
+
+
+def test_a_selection_family_with_a_share_of_the_blend_makes_the_game_selection_like(monkeypatch):
+    # a router over 64 members whose items share less of one order: the selection family takes 0.34 of the blend,
+    # the vote-like one 0.6; a vote: 0.04
+    class Fitted:
+        def __init__(self, weights):
+            self.weights = np.array(weights)
+
+    for weights, expected in (([0.6, 0.34], True), ([0.3, 0.7], True), ([0.95, 0.04], False), ([1.0, 0.0], False)):
+        monkeypatch.setattr(proxy, "cross_fitted", lambda *args, w=weights, **kwargs: Fitted(w))
+        assert proxy.selection_like(4, None, None) is expected

@@ -209,6 +209,24 @@ def test_the_pairs_give_back_every_selection_of_a_fixed_priority():
         np.testing.assert_array_equal(proxy.values(((mask >> np.arange(n)) & 1).astype(float), solo), value(mask))
 
 
+def test_the_pairs_give_back_every_selection_of_a_fixed_priority_with_graded_scores():
+    """Partial credit (solo values 0, 0.5 and 1: two of the high type can differ): the order within a type, read off
+    the pairs whose values differ, breaks the type's ties, and every coalition is reproduced."""
+    n, items = 8, 40
+    rng = np.random.default_rng(7)
+    solo = rng.choice([0.0, 0.5, 1.0], size=(items, n), p=[0.4, 0.25, 0.35])
+    rank = np.argsort(rng.random((items, n)), axis=1).astype(float)
+    game = ranked_selection(solo, rank, [f"p{k}" for k in range(n)])
+
+    def value(mask):
+        return game.per_item(p for k, p in enumerate(game.players) if mask >> k & 1)
+
+    proxy = SelectionProxy(n, pair_priorities(n, value, solo))
+    masks = np.arange(1, 1 << n)
+    bits = ((masks[:, None] >> np.arange(n)) & 1).astype(float)
+    np.testing.assert_array_equal(proxy.values(bits, solo), np.stack([value(int(m)) for m in masks]))
+
+
 def test_a_selection_game_is_estimated_exactly_once_every_pair_is_known():
     """The proxy sampler enumerates the pairs as soon as the share of sizes 2 and n - 2 covers them (10n for
     n = 8, where the plain kernel design still samples them), and then a selection game is exact."""
