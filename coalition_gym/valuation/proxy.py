@@ -559,12 +559,13 @@ class SelectionProxy:
         return np.take_along_axis(by_position, later.T, axis=1).T
 
 
-def pair_priorities(n: int, value: Callable[[int], np.ndarray], solo: np.ndarray) -> np.ndarray:
+def pair_priorities(n: int, value: Callable[[int], np.ndarray], solo: np.ndarray, graded: bool = True) -> np.ndarray:
     """Each item's priority (items x n, lower first) read off the pairs: in {i, j} with one member of each
     type, the one whose solo value the pair's value is closer to answered. A priority that puts each
     high-type player i above exactly the low-type players it beat is ``key_i = lows beaten``, and each
     low-type player j at ``0.5 + the lows beaten by more highs than j``; for a game that selects by a fixed
-    per-item order it reproduces every selection."""
+    per-item order it reproduces every selection. ``graded=False``: a type's ties stay unbroken where scores are
+    graded (the rule before partial credit was handled)."""
     high = solo >= HIGH
     wins = np.zeros((solo.shape[0], n, n))  # wins[t, i, j]: i answered for {i, j} on item t
     first, second = np.triu_indices(n, 1)  # every pair i < j
@@ -579,11 +580,11 @@ def pair_priorities(n: int, value: Callable[[int], np.ndarray], solo: np.ndarray
     key = -np.where(high, lows_beaten, below + 0.5).astype(float)  # distinct keys differ by 0.5 or more
     # graded scores (e.g. 0.5 and 1 both of the high type): the order within a type, from its pairs whose solo
     # values differ, breaks the ties above; nothing changes where scores are 0/1
-    graded = ~differ & (solo[:, first] != solo[:, second])
-    if graded.any():
+    within = ~differ & (solo[:, first] != solo[:, second])
+    if within.any() and graded:
         beats = np.zeros((solo.shape[0], n, n))
-        beats[:, first, second] = graded & (near_i < near_j)
-        beats[:, second, first] = graded & (near_j < near_i)
+        beats[:, first, second] = within & (near_i < near_j)
+        beats[:, second, first] = within & (near_j < near_i)
         key = key + 0.5 * _ancestors(beats) / n
     return key
 
