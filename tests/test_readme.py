@@ -627,3 +627,14 @@ def test_the_shared_priority_held_out_table_is_the_seed_4_result():
     fresh4 = result("estimators_large_fresh4.json")
     assert {g["role"] for g in fresh4["games"].values()} == {estimators.LARGE_FRESH4}
     assert estimators.ratio_by_n(fresh4["summary"]) in BENCH_README.read_text()
+
+
+def test_the_pilots_held_out_tables_are_the_seed_5_and_seed_6_results():
+    """benchmarks/README.md's held-out checks of the pairs' pilot (with the shared priority's variance) and of the
+    pilot's bar (with the graded pairs) are the large_fresh5 and large_fresh6 results' tables."""
+    estimators = module("benchmarks/estimators.py")
+    for name, role in (("estimators_large_fresh5.json", estimators.LARGE_FRESH5),
+                       ("estimators_large_fresh6.json", estimators.LARGE_FRESH6)):
+        fresh = result(name)
+        assert {g["role"] for g in fresh["games"].values()} == {role}
+        assert estimators.ratio_by_n(fresh["summary"]) in BENCH_README.read_text()

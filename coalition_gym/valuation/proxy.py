@@ -24,7 +24,8 @@ C(p - 1, a) C(n - p, b) (or C(p, a) C(n - p - 1, b)) times the Shapley weight of
 self-consistent member; cascade: the first confident one): on item t, v_t(S) is the solo value of the
 member of S that comes first in an item-specific priority. Once every pair has been evaluated (the kernel
 design enumerates size 2 at about 25n coalitions for n = 8, 50n for n = 10 and 12), each item's priority is
-read off its pairs (who answered for {i, j} when one is right alone and the other not), and
+read off its pairs (who answered for {i, j} when one is right alone and the other not; within a type, where
+scores are graded, when their solo scores differ), and
 ``h_t(S) = x_t(first of S)``, whose Shapley value and pair interactions are exact in closed form (a player
 adds ``x_r - v(S)`` to the coalitions S it leads). Read off enumerated sizes only, it needs no cross-fit.
 The two proxies are blended with non-negative weights fitted on out-of-fold values of the coalitions of
@@ -32,7 +33,10 @@ size 3 and more; before the pairs are all known the vote-like proxy is used alon
 players, and from there the selection proxy takes one priority for all items, read greedily off the coalitions
 of the other item folds (:func:`shared_priorities`): the trained router's and SLM-MUX's per-item priorities are
 mostly one order (a mean Spearman correlation of 0.88 over 64 members for the router), and without it the
-router over 64 members was behind shapiq 1.8 at 25n-50n (issue 51).
+router over 64 members was behind shapiq 1.8 at 25n-50n (issue 51); the interval adds that priority's own
+sampling error (:meth:`ProxySampler.priority_variance`). From 13 players the pairs are enumerated once they take
+at most half of the budget left, or, short of that but with room, after a pilot of n coalitions finds the game
+selection-like (:func:`selection_like`).
 
 **A control variate, not a belief.** The estimate is ``c phi(h) + H(v - c h)`` (H the hybrid estimate):
 c in [0, 1] and the hybrid's kernel weight are chosen together to minimise the bootstrap variance over
@@ -1159,7 +1163,7 @@ class ProxySampler(HybridSampler):
             proxy = fitted.reread(keep)
             h, phi = proxy.on_fit().mean(axis=1), proxy.shapley().mean(axis=1)  # item means: both are linear
             residual = ValueTable(counts.index, fit.bits, (values - c * h)[:, None])
-            difference = c * phi + HybridSampler.estimate(self, design, residual)[:, 0]
+            difference = c * phi + super().estimate(design, residual)[:, 0]
             prediction = phi + self._shapley_map @ (values - h)
             estimates.append(prediction + kappa * (difference - prediction))
         stacked = np.stack(estimates)
