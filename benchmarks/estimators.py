@@ -65,8 +65,6 @@ CLI's default ``--bootstrap`` (N_BOOT item resamples; the sampling interval's ja
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import json
 import math
 import os
@@ -88,7 +86,6 @@ from coalition_gym.agents.simulated import random_profiles
 from coalition_gym.envs.runner import episode_seed, run_programs, score_outcomes
 from coalition_gym.envs.system import System, SystemSpec
 from coalition_gym.errors import ConfigError
-from coalition_gym.valuation import proxy
 from coalition_gym.valuation.closed_form import structured_game
 from coalition_gym.valuation.game import Game
 from coalition_gym.valuation.proxy import ProxySampler
@@ -270,30 +267,8 @@ class BeforeBar(ProxySampler):
     default)."""
 
     name = "proxy-before-bar"
-
-    def propose(self, design, room, step):
-        with before_bar():
-            return super().propose(design, room, step)
-
-    def finish(self, design, value):
-        with before_bar():
-            return super().finish(design, value)
-
-
-@contextlib.contextmanager
-def before_bar():
-    """proxy.selection_like and proxy.pair_priorities as they were before the seed-5 result, for the while."""
-    selection_like, pair_priorities = proxy.selection_like, proxy.pair_priorities
-
-    def above(n, design, value):
-        fitted = proxy.cross_fitted(n, design, value, shared_from=n)
-        return fitted is not None and len(fitted.weights) > 1 and fitted.weights[1] > fitted.weights[0]
-
-    proxy.selection_like, proxy.pair_priorities = above, functools.partial(pair_priorities, graded=False)
-    try:
-        yield
-    finally:
-        proxy.selection_like, proxy.pair_priorities = selection_like, pair_priorities
+    selection_weight = None
+    graded_pairs = False
 
 
 class KeyRecorder:

@@ -825,11 +825,11 @@ def out_of_fold(proxies: list[Proxy], part: Callable[[Proxy, np.ndarray], np.nda
 
 
 def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray],
-                 shared_from: int | None = None) -> CrossFitted | None:
+                 shared_from: int | None = None, graded: bool = True) -> CrossFitted | None:
     """The proxy fitted on ``design``'s coalitions (in the order of ``sorted(design.masks())``), cross-fitted
     over item folds; None without the singletons (no types) or with fewer than two items (nothing to
     cross-fit on). Short of every pair, from ``shared_from`` players (None: never) the selection family takes one
-    priority for all items (:func:`shared_priorities`)."""
+    priority for all items (:func:`shared_priorities`). ``graded``: as :func:`pair_priorities`."""
     if 1 not in design.complete or n < 2:
         return None
     masks = sorted(design.masks())
@@ -846,7 +846,7 @@ def cross_fitted(n: int, design: Design, value: Callable[[int], np.ndarray],
         return CrossFitted(families, np.ones(1), folds, solo, fit)
     shared = None
     if 2 in design.complete:  # every pair is known: each item's priority, read off its pairs (no sampled coalition)
-        rank = pair_priorities(n, value, solo)
+        rank = pair_priorities(n, value, solo, graded)
         families.append([SelectionProxy(n, rank[folds == f]) for f in range(int(folds.max()) + 1)])
     else:  # one priority for all items, read off the other folds' items (its sampling error: priority_variance)
         larger = np.flatnonzero(fit.bits.sum(axis=1) >= 2)
@@ -864,9 +864,14 @@ def shared_family(n: int, ranks: np.ndarray, folds: np.ndarray) -> list[Proxy]:
     return [SelectionProxy(n, np.tile(ranks[f], (int((folds == f).sum()), 1))) for f in range(len(ranks))]
 
 
-def selection_like(n: int, design: Design, value: Callable[[int], np.ndarray]) -> bool:
+SELECTION_WEIGHT = 0.2  # the pilot's bar for a selection-like game (selection_like)
+
+
+def selection_like(n: int, design: Design, value: Callable[[int], np.ndarray],
+                   bar: float | None = SELECTION_WEIGHT) -> bool:
     """The pilot's test (:meth:`ProxySampler.propose`): whether the proxy cross-fitted on ``design``, with one
-    priority for all items, gives its selection family a blend weight of at least :data:`SELECTION_WEIGHT`.
+    priority for all items, gives its selection family a blend weight of at least ``bar`` (None: above the vote-like
+    family's, the first rule).
 
     Chosen on the seen games (the pilot at 24-64 members, 2-3 seeds): majority vote got 0.00-0.07, the selection
     games 0.29-0.89 except cascade over two pools (0.00-0.16: its order is mostly by type, which the vote-like
@@ -875,7 +880,9 @@ def selection_like(n: int, design: Design, value: Callable[[int], np.ndarray]) -
     coalitions fit some per-item order, true of every selection game but also of 97-100% of the vote's items over
     64 members, whose pilot coalitions barely overlap."""
     fitted = cross_fitted(n, design, value, shared_from=n)
-    return fitted is not None and len(fitted.weights) > 1 and bool(fitted.weights[1] >= SELECTION_WEIGHT)
+    if fitted is None or len(fitted.weights) < 2:
+        return False
+    return bool(fitted.weights[1] > fitted.weights[0] if bar is None else fitted.weights[1] >= bar)
 
 
 def blend(predictions: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -903,7 +910,6 @@ SOLO_SHARE_FROM = 13
 PAIRS_ROOM = 0.5
 PAIRS_PILOT = 1.0
 PRIORITY_BLOCKS = 10
-SELECTION_WEIGHT = 0.2  # the pilot's bar for a selection-like game (selection_like)
 
 
 @register_sampler
@@ -931,6 +937,10 @@ class ProxySampler(HybridSampler):
     #: blocks of the jackknife that gives a shared priority's own sampling variance (:meth:`priority_variance`;
     #: 0: none)
     priority_blocks: int = PRIORITY_BLOCKS
+    #: the pilot's bar on the selection family's blend weight (:func:`selection_like`)
+    selection_weight: float | None = SELECTION_WEIGHT
+    #: a type's ties in the pairs' priorities broken by the pairs whose graded scores differ (:func:`pair_priorities`)
+    graded_pairs = True
 
     @property
     def linear(self) -> bool:  # type: ignore[override]
@@ -990,7 +1000,7 @@ class ProxySampler(HybridSampler):
             if pilot:
                 return pilot
         if self._pilot == "drawn" and self._value is not None:
-            self._pilot = "selection" if selection_like(self.n, design, self._value) else "other"
+            self._pilot = "selection" if selection_like(self.n, design, self._value, self.selection_weight) else "other"
         return super().propose(design, room, step)
 
     def _pilot_due(self, design: Design, room: int, pilot: float) -> bool:
@@ -1006,7 +1016,7 @@ class ProxySampler(HybridSampler):
         return [s for s in self._open_pairs(design) if s != 2]
 
     def finish(self, design: Design, value: Callable[[int], np.ndarray]) -> None:
-        fitted = cross_fitted(self.n, design, value, self.shared_priority_from)
+        fitted = cross_fitted(self.n, design, value, self.shared_priority_from, self.graded_pairs)
         if fitted is None:  # no proxy: the plain hybrid
             self.calibrate(design, value)
             return
